@@ -1,0 +1,11 @@
+"""Agents: baselines (noop, oracle), their tools and transcripts."""
+
+from clawgym.agent.base import Agent, AgentOutcome, EpisodeContext
+from clawgym.agent.baselines import AGENTS, NoopAgent, OracleAgent, get_agent
+from clawgym.agent.tools import ToolExecutor, ToolOutcome
+from clawgym.agent.transcript import TranscriptBuilder
+
+__all__ = [
+    "AGENTS", "Agent", "AgentOutcome", "EpisodeContext", "NoopAgent", "OracleAgent", "ToolExecutor",
+    "ToolOutcome", "TranscriptBuilder", "get_agent",
+]

@@ -1,0 +1,42 @@
+"""What an agent is to the rest of clawgym: something that works on a task inside a sandbox."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from clawgym.core.records import Task
+from clawgym.sandbox.base import Sandbox
+
+
+@dataclass
+class EpisodeContext:
+    """Per-episode settings an agent must respect."""
+
+    deadline: float  # time.monotonic() value after which the agent must stop
+    sample: int = 0
+    max_observation: int = 20_000
+    exec_timeout: float = 120.0
+
+    def time_left(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+@dataclass
+class AgentOutcome:
+    transcript: list[dict[str, Any]]
+    final_message: str = ""
+    status: str = "completed"  # completed | agent_error | timeout | skipped
+    error_kind: str | None = None
+    error: str | None = None
+    tool_calls: int = 0
+    tool_errors: int = 0
+    model: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class Agent(Protocol):
+    name: str
+
+    def run(self, task: Task, sandbox: Sandbox, ctx: EpisodeContext) -> AgentOutcome: ...

@@ -1,0 +1,179 @@
+"""The agent's tools, with OpenClaw's names and argument names, executed in the episode's sandbox.
+
+`read {path, offset?, limit?}`, `write {path, content}`, `edit {path, oldText, newText}` or
+`edit {path, edits: [{oldText, newText}]}`, `exec {command, workdir?, timeout?, env?}` (alias `bash`) and
+`ls {path?}`. Paths are relative to the workspace or absolute under its mount dir; anything else is refused.
+A bad call (unknown tool, missing or mistyped argument) returns an error observation the model can recover
+from; it never raises.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import Any
+
+from clawgym.sandbox.base import Sandbox, SandboxError
+
+TOOL_ALIASES = {"bash": "exec", "read_file": "read", "write_file": "write", "edit_file": "edit", "list": "ls"}
+DEFAULT_MAX_OBSERVATION = 20_000
+
+
+@dataclass
+class ToolOutcome:
+    text: str
+    is_error: bool = False
+
+
+class ToolArgumentError(Exception):
+    pass
+
+
+def _arg(args: dict[str, Any], name: str, kind: type | tuple[type, ...], required: bool = True) -> Any:
+    if name not in args or args[name] is None:
+        if required:
+            raise ToolArgumentError(f"missing required argument '{name}'")
+        return None
+    value = args[name]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        expected = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise ToolArgumentError(f"argument '{name}' must be {expected}, got {type(value).__name__}")
+    return value
+
+
+class ToolExecutor:
+    """Runs tool calls against one sandbox."""
+
+    def __init__(self, sandbox: Sandbox, max_observation: int = DEFAULT_MAX_OBSERVATION, exec_timeout: float = 120.0):
+        self.sandbox = sandbox
+        self.max_observation = max_observation
+        self.exec_timeout = exec_timeout
+
+    def _clip(self, text: str) -> str:
+        if len(text) <= self.max_observation:
+            return text
+        cut = len(text) - self.max_observation
+        return text[: self.max_observation] + f"\n[... {cut} more characters truncated]"
+
+    def _path(self, path: str) -> str:
+        """A workspace-relative path, or ToolArgumentError for paths outside the workspace."""
+        if not path.strip():
+            raise ToolArgumentError("empty path")
+        if path.startswith("/"):
+            norm = posixpath.normpath(path)
+            for base in {self.sandbox.mount_dir, self.sandbox.workdir}:
+                if norm == base or norm.startswith(base.rstrip("/") + "/"):
+                    return posixpath.relpath(norm, base)
+            raise ToolArgumentError(f"path {path} is outside the workspace {self.sandbox.mount_dir}")
+        rel = posixpath.normpath(path)
+        if rel == ".." or rel.startswith("../"):
+            raise ToolArgumentError(f"path {path} is outside the workspace")
+        return rel
+
+    def call(self, name: str, args: Any) -> ToolOutcome:
+        tool = TOOL_ALIASES.get(name, name)
+        handler = getattr(self, f"_tool_{tool}", None)
+        if handler is None:
+            return ToolOutcome(f"Error: unknown tool '{name}'. Available tools: read, write, edit, exec, ls.", True)
+        if not isinstance(args, dict):
+            return ToolOutcome(f"Error: arguments of '{name}' must be a JSON object", True)
+        try:
+            return handler(args)
+        except ToolArgumentError as exc:
+            return ToolOutcome(f"Error: {tool}: {exc}", True)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+            return ToolOutcome(f"Error: {tool}: {exc.strerror or exc}: {args.get('path', '')}", True)
+        except SandboxError as exc:
+            if "leaves the workspace" in str(exc):
+                return ToolOutcome(f"Error: {tool}: {exc}", True)
+            raise
+        except UnicodeDecodeError:
+            return ToolOutcome(f"Error: {tool}: {args.get('path')} is not a UTF-8 text file", True)
+
+    # -- tools ------------------------------------------------------------------------------------------
+    def _tool_read(self, args: dict[str, Any]) -> ToolOutcome:
+        rel = self._path(_arg(args, "path", str))
+        offset = _arg(args, "offset", int, required=False) or 1
+        limit = _arg(args, "limit", int, required=False)
+        text = self.sandbox.read_file(rel).decode("utf-8")
+        lines = text.splitlines(keepends=True)
+        start = max(offset, 1) - 1
+        chunk = lines[start : start + limit] if limit else lines[start:]
+        out = "".join(chunk)
+        if limit and start + limit < len(lines):
+            out += f"\n[{len(lines) - start - limit} more lines; continue with offset={start + limit + 1}]"
+        return ToolOutcome(self._clip(out))
+
+    def _tool_write(self, args: dict[str, Any]) -> ToolOutcome:
+        rel = self._path(_arg(args, "path", str))
+        content = _arg(args, "content", str)
+        self.sandbox.write_file(rel, content)
+        return ToolOutcome(f"Wrote {len(content.encode())} bytes to {rel}")
+
+    def _tool_edit(self, args: dict[str, Any]) -> ToolOutcome:
+        rel = self._path(_arg(args, "path", str))
+        if "edits" in args:
+            edits = _arg(args, "edits", list)
+            pairs = []
+            for i, e in enumerate(edits):
+                if not isinstance(e, dict):
+                    raise ToolArgumentError(f"edits[{i}] must be an object with oldText and newText")
+                pairs.append((_arg(e, "oldText", str), _arg(e, "newText", str)))
+        else:
+            pairs = [(_arg(args, "oldText", str), _arg(args, "newText", str))]
+        text = self.sandbox.read_file(rel).decode("utf-8")
+        for i, (old, new) in enumerate(pairs):
+            if not old:
+                raise ToolArgumentError("oldText must not be empty")
+            count = text.count(old)
+            if count == 0:
+                return ToolOutcome(f"Error: edit: oldText #{i + 1} not found in {rel}", True)
+            if count > 1:
+                return ToolOutcome(f"Error: edit: oldText #{i + 1} occurs {count} times in {rel}; make it unique", True)
+            text = text.replace(old, new, 1)
+        self.sandbox.write_file(rel, text)
+        return ToolOutcome(f"Edited {rel} ({len(pairs)} replacement{'s' if len(pairs) != 1 else ''})")
+
+    def _tool_exec(self, args: dict[str, Any]) -> ToolOutcome:
+        command = _arg(args, "command", str)
+        workdir = _arg(args, "workdir", str, required=False)
+        timeout = _arg(args, "timeout", (int, float), required=False)
+        env = _arg(args, "env", dict, required=False) or {}
+        cwd = self.sandbox.mount_dir
+        if workdir:
+            cwd = posixpath.join(self.sandbox.mount_dir, self._path(workdir))
+        timeout = min(float(timeout), self.exec_timeout) if timeout else self.exec_timeout
+        try:
+            res = self.sandbox.exec(command, cwd=cwd, timeout=timeout, env={str(k): str(v) for k, v in env.items()})
+        except ValueError as exc:
+            raise ToolArgumentError(str(exc)) from None
+        parts = []
+        if res.stdout:
+            parts.append(res.stdout.rstrip("\n"))
+        if res.stderr:
+            parts.append(res.stderr.rstrip("\n"))
+        if res.timed_out:
+            parts.append(f"[command timed out after {timeout:g}s and was killed]")
+        elif res.limit == "file_size":
+            parts.append("[command killed: file size limit exceeded]")
+        if res.truncated:
+            parts.append("[output truncated]")
+        parts.append(f"[exit code {res.exit_code}]")
+        return ToolOutcome(self._clip("\n".join(parts)), is_error=res.exit_code != 0)
+
+    def _tool_ls(self, args: dict[str, Any]) -> ToolOutcome:
+        rel = self._path(_arg(args, "path", str, required=False) or ".")
+        hp = self.sandbox.host_path(rel)
+        if hp is None or not hp.exists():
+            return ToolOutcome(f"Error: ls: no such directory: {rel}", True)
+        if not hp.is_dir():
+            return ToolOutcome(f"Error: ls: not a directory: {rel}", True)
+        lines = []
+        for entry in sorted(hp.iterdir(), key=lambda p: p.name):
+            if entry.is_symlink():
+                lines.append(f"{entry.name} -> {entry.readlink()}")
+            elif entry.is_dir():
+                lines.append(entry.name + "/")
+            else:
+                lines.append(f"{entry.name}  ({entry.stat().st_size} bytes)")
+        return ToolOutcome(self._clip("\n".join(lines) or "(empty directory)"))

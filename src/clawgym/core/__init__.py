@@ -1,0 +1,35 @@
+"""Core records and their JSONL files."""
+
+from clawgym.core.errors import ClawgymError, RecordError, TaskImportError
+from clawgym.core.jsonl import (
+    JsonlAppender,
+    iter_records,
+    read_records,
+    read_records_lenient,
+    repair_torn_tail,
+    write_records,
+)
+from clawgym.core.records import (
+    CodeCheck,
+    ErrorInfo,
+    GeneratedContent,
+    ReferenceSolution,
+    Rubric,
+    RubricRule,
+    Session,
+    Task,
+    ToolCall,
+    Trajectory,
+    Verdict,
+    VerifierSpec,
+    WorkspaceFile,
+    WorkspaceSpec,
+)
+from clawgym.core.schema import record_schema, validate_data
+
+__all__ = [
+    "ClawgymError", "RecordError", "TaskImportError", "JsonlAppender", "iter_records", "read_records",
+    "read_records_lenient", "repair_torn_tail", "write_records", "CodeCheck", "ErrorInfo", "GeneratedContent",
+    "ReferenceSolution", "Rubric", "RubricRule", "Session", "Task", "ToolCall", "Trajectory", "Verdict",
+    "VerifierSpec", "WorkspaceFile", "WorkspaceSpec", "record_schema", "validate_data",
+]

@@ -1,0 +1,169 @@
+"""JSONL reading and writing for every artifact.
+
+Reading validates each line against its record type and reports the first problem as
+``file:line: field: message``. Appending writes each record as one whole line with a single ``write`` on an
+``O_APPEND`` descriptor, so concurrent writers never interleave and a crash can at worst lose the last record,
+never leave a half line: a torn tail left by a killed process is cut back to the last newline when the file is
+next opened for appending. Whole-file writes go to a temporary file that is renamed into place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from clawgym.core.errors import RecordError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _format_loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<record>"
+
+
+def parse_line(line: str, model: type[M], path: str | os.PathLike, lineno: int) -> M:
+    """Parse and validate one JSONL line, raising RecordError that names file, line and field."""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise RecordError(str(path), lineno, None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(data, dict):
+        raise RecordError(str(path), lineno, None, f"expected a JSON object, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        field = _format_loc(tuple(err.get("loc", ())))
+        raise RecordError(str(path), lineno, field, f"{err['msg']}{more}") from None
+
+
+def iter_records(path: str | os.PathLike, model: type[M]) -> Iterator[M]:
+    """Yield validated records; stop with RecordError at the first bad line. Blank lines are skipped."""
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if line.strip():
+                yield parse_line(line, model, path, lineno)
+
+
+def read_records(path: str | os.PathLike, model: type[M]) -> list[M]:
+    return list(iter_records(path, model))
+
+
+@dataclass
+class LenientRead(Generic[M]):
+    records: list[M]
+    errors: list[RecordError]
+
+
+def read_records_lenient(path: str | os.PathLike, model: type[M]) -> LenientRead[M]:
+    """Read every good record and collect an error for each bad line, so that one bad task does not stop a run."""
+    records: list[M] = []
+    errors: list[RecordError] = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                records.append(parse_line(line, model, path, lineno))
+            except RecordError as exc:
+                errors.append(exc)
+    return LenientRead(records, errors)
+
+
+def dump_line(record: BaseModel) -> str:
+    return record.model_dump_json(exclude_none=False) + "\n"
+
+
+def write_records(path: str | os.PathLike, records: Iterable[BaseModel]) -> int:
+    """Write all records atomically: a temp file in the same directory, fsynced, then renamed over `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    count = 0
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            for rec in records:
+                fh.write(dump_line(rec))
+                count += 1
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return count
+
+
+def repair_torn_tail(path: str | os.PathLike) -> int:
+    """Cut a trailing partial line (no final newline) left by a killed writer. Returns bytes removed."""
+    path = Path(path)
+    if not path.exists():
+        return 0
+    size = path.stat().st_size
+    if size == 0:
+        return 0
+    with open(path, "rb+") as fh:
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) == b"\n":
+            return 0
+        # walk back to the last newline
+        pos = size
+        chunk = 65536
+        keep = 0
+        while pos > 0:
+            start = max(0, pos - chunk)
+            fh.seek(start)
+            buf = fh.read(pos - start)
+            idx = buf.rfind(b"\n")
+            if idx >= 0:
+                keep = start + idx + 1
+                break
+            pos = start
+        fh.truncate(keep)
+        return size - keep
+
+
+class JsonlAppender:
+    """Append records to a JSONL file, one whole line per write; safe to share between threads."""
+
+    def __init__(self, path: str | os.PathLike, fsync: bool = False):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.torn_bytes = repair_torn_tail(self.path)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fsync = fsync
+        self._lock = threading.Lock()
+
+    def append(self, record: BaseModel) -> None:
+        data = dump_line(record).encode("utf-8")
+        with self._lock:
+            view = memoryview(data)
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+            if self._fsync:
+                os.fsync(self._fd)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def __enter__(self) -> JsonlAppender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,281 @@
+"""The record types of every clawgym artifact, defined once.
+
+Each artifact file (tasks.jsonl, trajectories.jsonl, ...) holds one record type per line. Records are
+validated on read and on write (see :mod:`clawgym.core.jsonl`); unknown fields are rejected so that a typo in a
+hand-written task is an error instead of a silently ignored key.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+DEFAULT_MOUNT_DIR = "/workspace"
+DEFAULT_CODE_WEIGHT = 0.7
+DEFAULT_RUBRIC_WEIGHT = 0.3
+
+
+class Record(BaseModel):
+    """Base of all records: strict about unknown keys, lenient about key order."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def _check_relative_path(path: str) -> str:
+    """A workspace path must stay inside the workspace: relative, normalised, no `..`."""
+    if not path or path.startswith("/"):
+        raise ValueError(f"must be a relative path inside the workspace, got {path!r}")
+    norm = posixpath.normpath(path)
+    if norm == ".." or norm.startswith("../"):
+        raise ValueError(f"must not leave the workspace, got {path!r}")
+    return norm
+
+
+# --------------------------------------------------------------------------------------------- workspace
+
+
+class GeneratedContent(Record):
+    """A file produced by a named generator from structured parameters (see clawgym.workspace.generators).
+
+    Kinds: `csv` (header, rows), `json` (data), `yaml` (data), `xlsx` (sheets: {name: rows}),
+    `ics` (events), `eml` (headers, body, attachments), `sqlite` (tables or sql), `git` (a repository
+    built from a list of commits; the file path names the repository directory).
+    """
+
+    kind: Literal["csv", "json", "yaml", "xlsx", "ics", "eml", "sqlite", "git"]
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class WorkspaceFile(Record):
+    """One file of a workspace. Exactly one of `content`, `content_b64`, `source` or `generate` is set."""
+
+    path: str = Field(description="Path relative to the workspace root.")
+    content: str | None = Field(default=None, description="Inline UTF-8 text.")
+    content_b64: str | None = Field(default=None, description="Inline bytes, base64-encoded.")
+    source: str | None = Field(
+        default=None, description="Asset path, relative to the workspace spec's assets_dir, copied verbatim."
+    )
+    generate: GeneratedContent | None = Field(default=None, description="Content made by a generator.")
+    mode: int | None = Field(default=None, description="Unix permission bits, e.g. 493 (0o755) for scripts.")
+
+    @field_validator("path")
+    @classmethod
+    def _relative(cls, v: str) -> str:
+        return _check_relative_path(v)
+
+    @model_validator(mode="after")
+    def _exactly_one_source(self) -> WorkspaceFile:
+        given = [k for k in ("content", "content_b64", "source", "generate") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"file {self.path!r} needs exactly one of content, content_b64, source, generate; got {given or 'none'}"
+            )
+        return self
+
+
+class WorkspaceSpec(Record):
+    files: list[WorkspaceFile] = Field(default_factory=list)
+    directories: list[str] = Field(default_factory=list, description="Empty directories to create.")
+    mount_dir: str = Field(
+        default=DEFAULT_MOUNT_DIR, description="Absolute path where the workspace appears inside the sandbox."
+    )
+    assets_dir: str | None = Field(
+        default=None, description="Directory that `source` paths are relative to (absolute, or relative to the tasks file)."
+    )
+
+    @field_validator("mount_dir")
+    @classmethod
+    def _absolute_mount(cls, v: str) -> str:
+        if not v.startswith("/") or posixpath.normpath(v) in ("/", "/proc", "/dev", "/sys"):
+            raise ValueError(f"must be an absolute directory other than /, /proc, /dev, /sys; got {v!r}")
+        return posixpath.normpath(v)
+
+    @field_validator("directories")
+    @classmethod
+    def _relative_dirs(cls, v: list[str]) -> list[str]:
+        return [_check_relative_path(d) for d in v]
+
+
+# --------------------------------------------------------------------------------------------- verifier
+
+
+class CodeCheck(Record):
+    """A programmatic check run inside the sandbox after the agent ends.
+
+    `python`: `source` defines `grade(transcript, workspace_path) -> dict[str, float]` (PinchBench shape); the
+    score is the mean of the values. `shell`: `entry` is a shell command run from the workspace root (ClawGym's
+    `bash reward/reward.sh`); its last stdout line is the score in [0, 1]. `files` are copied into the workspace
+    only after the agent has finished, so the agent never sees them.
+    """
+
+    kind: Literal["python", "shell"]
+    source: str | None = None
+    entry: str | None = None
+    subscores_entry: str | None = Field(
+        default=None,
+        description="Optional shell command whose stdout is a JSON object of named sub-scores (e.g. ClawGym's check.py).",
+    )
+    files: list[WorkspaceFile] = Field(default_factory=list)
+    timeout_seconds: float = Field(default=120.0, gt=0)
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> CodeCheck:
+        if self.kind == "python" and not self.source:
+            raise ValueError("a python code check needs `source` defining grade(transcript, workspace_path)")
+        if self.kind == "shell" and not self.entry:
+            raise ValueError("a shell code check needs `entry`, the command to run")
+        return self
+
+
+class RubricRule(Record):
+    """One rubric criterion, scored on the five bands 0, .25, .5, .75, 1."""
+
+    name: str
+    description: str = ""
+    file_path: str | None = Field(default=None, description="Workspace file the rule is judged against.")
+    weight: float = Field(default=1.0, ge=0)
+    scores: dict[str, str] = Field(default_factory=dict, description="Band (e.g. '1.0') -> what earns it.")
+
+
+class Rubric(Record):
+    rules: list[RubricRule] = Field(default_factory=list)
+    text: str | None = Field(default=None, description="Free-form rubric as written by the task author.")
+    expected_behavior: str | None = None
+    eval_input: str | None = None
+
+
+class VerifierSpec(Record):
+    code: CodeCheck | None = None
+    rubric: Rubric | None = None
+    code_weight: float | None = Field(default=None, ge=0, description="Defaults to 0.7 when a rubric exists, else 1.")
+    rubric_weight: float | None = Field(default=None, ge=0, description="Defaults to 0.3 when code exists, else 1.")
+    pass_threshold: float = Field(default=1.0, ge=0, le=1, description="A final score >= this counts as a pass.")
+
+    @model_validator(mode="after")
+    def _something_to_check(self) -> VerifierSpec:
+        if self.code is None and self.rubric is None:
+            raise ValueError("a verifier needs a code check, a rubric, or both")
+        return self
+
+    def weights(self) -> tuple[float, float]:
+        """(code weight, rubric weight), normalised to sum to 1 over the parts that exist."""
+        if self.code is not None and self.rubric is not None:
+            wc = DEFAULT_CODE_WEIGHT if self.code_weight is None else self.code_weight
+            wr = DEFAULT_RUBRIC_WEIGHT if self.rubric_weight is None else self.rubric_weight
+            total = wc + wr
+            return (wc / total, wr / total) if total > 0 else (0.5, 0.5)
+        return (1.0, 0.0) if self.code is not None else (0.0, 1.0)
+
+
+# --------------------------------------------------------------------------------------------- task
+
+
+class ToolCall(Record):
+    """A call of one of the agent's tools (OpenClaw names: read, write, edit, exec, ls)."""
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ReferenceSolution(Record):
+    steps: list[ToolCall] = Field(default_factory=list)
+    final_message: str = ""
+
+
+class Session(Record):
+    """One user turn of a multi-session task (PinchBench `sessions`)."""
+
+    id: str
+    prompt: str
+    new_session: bool = False
+
+
+class Task(Record):
+    id: str = Field(min_length=1)
+    source: str = Field(default="clawgym", description="Where the task came from: synth, pinchbench, clawgym-folder, ...")
+    category: str = ""
+    subcategory: str = ""
+    operations: list[str] = Field(default_factory=list)
+    persona: str | None = None
+    skills: list[str] = Field(default_factory=list)
+    instruction: str = Field(min_length=1, description="The user's request, exactly as the agent receives it.")
+    sessions: list[Session] = Field(default_factory=list, description="Further user turns, for multi-session tasks.")
+    workspace: WorkspaceSpec = Field(default_factory=WorkspaceSpec)
+    verifier: VerifierSpec
+    reference: ReferenceSolution | None = None
+    timeout_seconds: float = Field(default=600.0, gt=0, description="Wall-time budget of one episode.")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------- outcomes
+
+VerdictStatus = Literal["scored", "checker_failed", "unscored", "infra_error"]
+
+
+class Verdict(Record):
+    """The verifier's judgement of one episode.
+
+    `scored`: the checks ran. `checker_failed`: the checker crashed, timed out or printed no number; this is the
+    agent's failure (usually missing output) and scores 0, with the reason in `error`. `unscored`: nothing could
+    be scored yet (e.g. a rubric-only task with no judge configured). `infra_error`: the sandbox or host failed;
+    such an episode is never counted as a model failure.
+    """
+
+    status: VerdictStatus
+    checks: dict[str, float] = Field(default_factory=dict, description="Named sub-scores in [0, 1].")
+    code_score: float | None = None
+    rubric_score: float | None = None
+    score: float = Field(default=0.0, ge=0, le=1)
+    passed: bool = False
+    weights: tuple[float, float] = (1.0, 0.0)
+    error: str | None = None
+    notes: list[str] = Field(default_factory=list)
+    output_tail: str = Field(default="", description="Last lines of the checker's output, for debugging.")
+    duration_s: float = 0.0
+
+
+TrajectoryStatus = Literal["completed", "agent_error", "timeout", "skipped", "infra_error"]
+
+
+class ErrorInfo(Record):
+    kind: str
+    message: str
+
+
+class Trajectory(Record):
+    """One episode: an agent on a task in a sandbox, with its transcript and verdict."""
+
+    id: str = Field(description="Episode id: '<task_id>#<sample>'.")
+    task_id: str
+    sample: int = 0
+    agent: str
+    model: str | None = None
+    sandbox: str
+    status: TrajectoryStatus
+    error: ErrorInfo | None = None
+    transcript: list[dict[str, Any]] = Field(
+        default_factory=list, description="OpenClaw session events (type=session, then type=message entries)."
+    )
+    final_message: str = ""
+    tool_calls: int = 0
+    tool_errors: int = 0
+    verdict: Verdict | None = None
+    started_at: str
+    duration_s: float
+    workspace_snapshot: str | None = Field(default=None, description="Final workspace, relative to the run dir.")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def score(self) -> float | None:
+        return self.verdict.score if self.verdict and self.verdict.status in ("scored", "checker_failed") else None
+
+
+RECORD_TYPES: dict[str, type[Record]] = {
+    "task": Task,
+    "trajectory": Trajectory,
+    "verdict": Verdict,
+    "workspace": WorkspaceSpec,
+    "verifier": VerifierSpec,
+}

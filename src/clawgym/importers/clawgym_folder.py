@@ -1,0 +1,202 @@
+"""Import ClawGym RL task folders (github.com/ClawGym/ClawGym-Agents, ``RL/data/``).
+
+A task folder holds ``data_entry.json`` (``task_id``, ``user_query``, ``input_mount_dir?``,
+``metadata: {category, grading_type}``), an optional ``input_files/`` tree mirrored into the workspace and
+``reward/`` (``reward.sh`` plus helpers such as ``check.py``) which is copied in only after the agent ends.
+Everything is inlined into the Task so that the record is self-contained.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from clawgym.core.errors import TaskImportError
+from clawgym.core.records import CodeCheck, Task, VerifierSpec, WorkspaceFile, WorkspaceSpec
+from clawgym.importers import ImportResult
+
+SOURCE = "clawgym-folder"
+DATA_ENTRY = "data_entry.json"
+REWARD_SCRIPT = "reward/reward.sh"
+CHECK_SCRIPT = "reward/check.py"
+# ClawGym's reward.sh scripts hard-code this path, so it is the mount dir when data_entry does not name one.
+CLAWGYM_MOUNT_DIR = "/root/.openclaw/workspace"
+REWARD_TIMEOUT_SECONDS = 120.0
+EXEC_MODE = 0o755
+_KNOWN_KEYS = {"task_id", "user_query", "input_mount_dir", "metadata", "timeout_seconds"}
+_KNOWN_METADATA_KEYS = {"category", "grading_type"}
+
+
+def inline_file(path: str, data: bytes, mode: int | None = None) -> WorkspaceFile:
+    """A WorkspaceFile holding `data`: as text when it is valid UTF-8, else base64 (both byte-exact)."""
+    try:
+        return WorkspaceFile(path=path, content=data.decode("utf-8"), mode=mode)
+    except UnicodeDecodeError:
+        return WorkspaceFile(path=path, content_b64=base64.b64encode(data).decode("ascii"), mode=mode)
+
+
+def _is_executable(path: Path) -> bool:
+    return bool(path.stat().st_mode & 0o111)
+
+
+def _walk(base: Path, prefix: str = "") -> tuple[list[WorkspaceFile], list[str]]:
+    """Every file under `base` inlined (path = prefix + path relative to base), and the empty directories."""
+    files: list[WorkspaceFile] = []
+    empty_dirs: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames.sort()
+        here = Path(dirpath)
+        rel_dir = here.relative_to(base).as_posix()
+        if not dirnames and not filenames and rel_dir != ".":
+            empty_dirs.append(prefix + rel_dir)
+        for name in sorted(filenames):
+            full = here / name
+            rel = full.relative_to(base).as_posix()
+            files.append(
+                inline_file(prefix + rel, full.read_bytes(), EXEC_MODE if _is_executable(full) else None)
+            )
+    return files, empty_dirs
+
+
+def _task_folders(root: Path) -> list[Path]:
+    """`root` itself when it is a task folder, else its non-hidden subfolders sorted by name.
+
+    A folder with reward/ or input_files/ but no data_entry.json is still one (broken) task folder.
+    """
+    if any((root / name).exists() for name in (DATA_ENTRY, "reward", "input_files")):
+        return [root]
+    return sorted(
+        (p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")), key=lambda p: p.name
+    )
+
+
+def _read_data_entry(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise TaskImportError(str(path), f"no {DATA_ENTRY}")
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise TaskImportError(
+            str(path), f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise TaskImportError(str(path), f"not UTF-8: {exc}") from None
+    if not isinstance(entry, dict):
+        raise TaskImportError(str(path), f"must hold a JSON object, got {type(entry).__name__}")
+    return entry
+
+
+def _timeout(entry: dict[str, Any], meta: dict[str, Any], where: str) -> float | None:
+    value = entry.get("timeout_seconds", meta.get("timeout_seconds"))
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise TaskImportError(where, f"timeout_seconds must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _import_folder(folder: Path) -> Task:
+    """One task folder as a Task; raises TaskImportError naming the offending file."""
+    entry_path = folder / DATA_ENTRY
+    entry = _read_data_entry(entry_path)
+    where = str(entry_path)
+
+    query = entry.get("user_query")
+    if not isinstance(query, str) or not query.strip():
+        raise TaskImportError(where, "user_query missing or empty")
+    meta = entry.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise TaskImportError(where, f"metadata must be an object, got {type(meta).__name__}")
+    reward_sh = folder / REWARD_SCRIPT
+    if not reward_sh.is_file():
+        raise TaskImportError(str(reward_sh), "no reward/reward.sh")
+
+    raw_id = entry.get("task_id")
+    task_id = str(raw_id) if raw_id not in (None, "") else folder.name
+    grading_type = meta.get("grading_type")
+    metadata: dict[str, Any] = {k: v for k, v in entry.items() if k not in _KNOWN_KEYS}
+    metadata.update({k: v for k, v in meta.items() if k not in _KNOWN_METADATA_KEYS})
+    metadata.update(
+        grading_type=grading_type,
+        folder=folder.name,
+        input_mount_dir_given="input_mount_dir" in entry,
+    )
+    if grading_type != "automated":
+        metadata["grading_note"] = (
+            f"grading_type is {grading_type!r}, not 'automated'; imported with the reward.sh check only"
+        )
+
+    try:
+        input_dir = folder / "input_files"
+        files, dirs = _walk(input_dir) if input_dir.is_dir() else ([], [])
+        reward_files, _ = _walk(folder / "reward", prefix="reward/")
+    except OSError as exc:
+        raise TaskImportError(str(exc.filename or folder), f"cannot read: {exc.strerror or exc}") from None
+    # reward.sh is run with `bash`, but keep it executable for checkers that call it directly.
+    reward_files = [
+        f.model_copy(update={"mode": EXEC_MODE}) if f.path == REWARD_SCRIPT else f for f in reward_files
+    ]
+
+    code = CodeCheck(
+        kind="shell",
+        entry=f"bash {REWARD_SCRIPT}",
+        subscores_entry=f'python3 {CHECK_SCRIPT} "$PWD"' if (folder / CHECK_SCRIPT).is_file() else None,
+        files=reward_files,
+        timeout_seconds=REWARD_TIMEOUT_SECONDS,
+    )
+    fields: dict[str, Any] = {}
+    timeout = _timeout(entry, meta, where)
+    if timeout is not None:
+        fields["timeout_seconds"] = timeout
+    try:
+        return Task(
+            id=task_id,
+            source=SOURCE,
+            category=str(meta.get("category") or ""),
+            instruction=query,
+            workspace=WorkspaceSpec(
+                files=files,
+                directories=dirs,
+                mount_dir=entry.get("input_mount_dir") or CLAWGYM_MOUNT_DIR,
+            ),
+            verifier=VerifierSpec(code=code),
+            metadata=metadata,
+            **fields,
+        )
+    except ValidationError as exc:
+        raise TaskImportError(where, f"invalid task: {exc}") from None
+
+
+def import_clawgym(root: Path) -> ImportResult:
+    """Import one ClawGym task folder (has data_entry.json) or a folder of them, sorted by folder name.
+
+    Bad tasks become failures (file + reason) and never stop the others: a missing or malformed
+    data_entry.json, an empty user_query, a missing reward/reward.sh, or a task id seen before.
+    """
+    root = Path(root)
+    result = ImportResult()
+    if not root.is_dir():
+        result.failures.append(TaskImportError(str(root), "not a directory"))
+        return result
+    seen: dict[str, Path] = {}
+    for folder in _task_folders(root):
+        try:
+            task = _import_folder(folder)
+        except TaskImportError as exc:
+            result.failures.append(exc)
+            continue
+        if task.id in seen:
+            result.failures.append(
+                TaskImportError(
+                    str(folder / DATA_ENTRY), f"task id {task.id!r} already imported from {seen[task.id]}"
+                )
+            )
+            continue
+        seen[task.id] = folder
+        result.tasks.append(task)
+    return result

@@ -1,0 +1,411 @@
+"""Import PinchBench task files (github.com/pinchbench/skill, ``tasks/task_*.md`` + ``assets/``).
+
+A task file is YAML front matter between the first two ``---`` lines, then a Markdown body split on ``## ``
+headings: Prompt, Expected Behavior, Grading Criteria, Automated Checks (a python block defining
+``grade(transcript, workspace_path)``), LLM Judge Rubric (``### Criterion N: Name (Weight: X%)`` blocks),
+Additional Notes.
+
+Choices worth knowing:
+
+- Tasks are keyed by FILE STEM: two v1 files carry a front-matter ``id`` that is not their file name
+  (kept as ``metadata["pinchbench_id"]``).
+- Section text is stripped, and a trailing Markdown rule (``---``) used as a section separator is dropped, so
+  it never ends up in the instruction or the rubric.
+- Multi-session tasks (``sessions:`` in the front matter; v1: task_22_second_brain): PinchBench's runner
+  sends every session prompt in order and never sends the ``## Prompt`` text, which is only a placeholder
+  there. So ``instruction`` = the first session's prompt, ``sessions`` = the following ones, and the
+  placeholder is kept as ``metadata["prompt_section"]``. Such a task does not need a ``## Prompt`` section.
+- Hybrid weights come from ``grading_weights: {automated, llm_judge}`` with PinchBench's 0.5 / 0.5 default,
+  always written explicitly so clawgym's own 0.7 / 0.3 default never applies.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from clawgym.core.errors import TaskImportError
+from clawgym.core.records import (
+    CodeCheck,
+    Rubric,
+    RubricRule,
+    Session,
+    Task,
+    VerifierSpec,
+    WorkspaceFile,
+    WorkspaceSpec,
+)
+from clawgym.importers import ImportResult
+from clawgym.importers.clawgym_folder import inline_file
+
+SOURCE = "pinchbench"
+MOUNT_DIR = "/workspace"
+DEFAULT_TIMEOUT_SECONDS = 120.0
+CHECK_TIMEOUT_SECONDS = 120.0
+DEFAULT_HYBRID_WEIGHTS = (0.5, 0.5)  # PinchBench's default for hybrid tasks (automated, llm_judge)
+GRADING_TYPES = ("automated", "llm_judge", "hybrid")
+
+REQUIRES_NETWORK: dict[str, str] = {
+    "task_02_stock": "looks up a live stock price",
+    "task_06_events": "searches the web for upcoming conferences",
+    "task_13_image_gen": "needs an image generation service",
+    "task_14_humanizer": "installs the humanizer skill from the skill registry",
+    "task_18_market_research": "web research on a market segment",
+}
+"""PinchBench v1 tasks (by file stem) that need the network or an outside service to be solved as intended."""
+
+_KNOWN_FRONT_MATTER = {
+    "id",
+    "name",
+    "category",
+    "grading_type",
+    "timeout_seconds",
+    "workspace_files",
+    "grading_weights",
+    "multi_session",
+    "sessions",
+}
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_RULE = re.compile(r"^ {0,3}([-*_])( *\1){2,} *$")
+_CHECKBOX = re.compile(r"^\s*[-*]\s+\[[ xX]\]\s+(.+?)\s*$")
+_PYTHON_BLOCK = re.compile(
+    r"^ {0,3}(`{3,}|~{3,})[ \t]*(?:python3?|py)\b[^\n]*\n(.*?)^ {0,3}\1[ \t]*$", re.M | re.S
+)
+_CRITERION = re.compile(
+    r"^Criterion\s+\d+\s*:\s*(.+?)\s*\(\s*Weight\s*:\s*(\d+(?:\.\d+)?)\s*%\s*\)\s*$", re.I
+)
+_ANCHOR = re.compile(r"^\*\*\s*Score\s+(\d+(?:\.\d+)?)\s*:?\s*\*\*\s*:?\s*(.*)$", re.I)
+
+
+# --------------------------------------------------------------------------------------------- markdown
+
+
+def _clean(lines: list[str]) -> str:
+    """Join, strip, and drop trailing Markdown rules (section separators, not content)."""
+    text = "\n".join(lines).strip()
+    while text:
+        head, _, last = text.rpartition("\n")
+        if not _RULE.match(last):
+            break
+        text = head.strip()
+    return text
+
+
+def _blocks(text: str, marker: str) -> list[tuple[str, list[str]]]:
+    """Split `text` on lines starting with `marker` (e.g. "## ") outside fenced code blocks.
+
+    Returns (heading, body lines) pairs; lines before the first heading are dropped.
+    """
+    blocks: list[tuple[str, list[str]]] = []
+    fence: str | None = None
+    for line in text.splitlines():
+        m = _FENCE.match(line)
+        if m:
+            if fence is None:
+                fence = m.group(1)
+            elif m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not m.group(2).strip():
+                fence = None
+        elif fence is None and line.startswith(marker):
+            blocks.append((line[len(marker) :].strip(), []))
+            continue
+        if blocks:
+            blocks[-1][1].append(line)
+    return blocks
+
+
+def _sections(body: str) -> dict[str, str]:
+    """`## ` sections by title; the first of two sections with the same title wins."""
+    sections: dict[str, str] = {}
+    for title, lines in _blocks(body, "## "):
+        sections.setdefault(title, _clean(lines))
+    return sections
+
+
+def _front_matter(text: str, where: str) -> tuple[dict[str, Any], str]:
+    """(front matter mapping, body) of a task file; YAML errors name the line in the file."""
+    lines = text.lstrip("\ufeff").split("\n")
+    if not lines or lines[0].rstrip() != "---":
+        raise TaskImportError(where, "no YAML front matter (the file must start with a '---' line)")
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
+    if end is None:
+        raise TaskImportError(where, "YAML front matter is not closed by a second '---' line")
+    try:
+        data = yaml.safe_load("\n".join(lines[1:end]))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        line = f" at line {mark.line + 2}" if mark is not None else ""  # +1: 0-based, +1: the opening '---'
+        raise TaskImportError(where, f"invalid YAML front matter{line}: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise TaskImportError(where, f"front matter must be a mapping, got {type(data).__name__}")
+    return data, "\n".join(lines[end + 1 :])
+
+
+# --------------------------------------------------------------------------------------------- parts
+
+
+def _code_check(sections: dict[str, str], text: str, where: str) -> CodeCheck:
+    """The `## Automated Checks` python block, compiled (never run) and checked to define grade()."""
+    section = sections.get("Automated Checks")
+    if section is None:
+        raise TaskImportError(where, "no '## Automated Checks' section")
+    m = _PYTHON_BLOCK.search(section)
+    if m is None:
+        raise TaskImportError(where, "no python code block in '## Automated Checks'")
+    source = m.group(2)
+    start = text.find(source)
+    offset = text[:start].count("\n") if start >= 0 else 0
+    try:
+        compile(source, where, "exec", dont_inherit=True)
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        line = offset + (exc.lineno or 0)
+        raise TaskImportError(
+            where, f"Automated Checks python does not parse (line {line}): {exc.msg}"
+        ) from None
+    except ValueError as exc:  # e.g. NUL bytes
+        raise TaskImportError(where, f"Automated Checks python does not compile: {exc}") from None
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "grade" for n in tree.body):
+        raise TaskImportError(where, "Automated Checks python defines no grade() function")
+    return CodeCheck(kind="python", source=source, timeout_seconds=CHECK_TIMEOUT_SECONDS)
+
+
+def _score_anchors(lines: list[str]) -> dict[str, str]:
+    """`**Score 0.75**: text` anchors -> {"0.75": text}; text runs until the next anchor."""
+    bands: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in lines:
+        m = _ANCHOR.match(line.strip())
+        if m:
+            current = bands.setdefault(str(float(m.group(1))), [])
+            current.append(m.group(2))
+        elif current is not None:
+            current.append(line)
+    return {band: _clean(text) for band, text in bands.items()}
+
+
+def _rubric(sections: dict[str, str], where: str) -> Rubric:
+    text = sections.get("LLM Judge Rubric")
+    if not text:
+        raise TaskImportError(where, "no '## LLM Judge Rubric' section")
+    rules = []
+    for heading, lines in _blocks(text, "### "):
+        m = _CRITERION.match(heading)
+        if m is None:
+            continue
+        rules.append(
+            RubricRule(
+                name=m.group(1),
+                weight=float(m.group(2)) / 100,
+                description=_clean(lines),
+                scores=_score_anchors(lines),
+            )
+        )
+    return Rubric(rules=rules, text=text, expected_behavior=sections.get("Expected Behavior") or None)
+
+
+def _weights(front: dict[str, Any], where: str) -> tuple[float, float]:
+    """(automated, llm_judge) weights of a hybrid task."""
+    weights = front.get("grading_weights")
+    if weights is None:
+        return DEFAULT_HYBRID_WEIGHTS
+    if not isinstance(weights, dict):
+        raise TaskImportError(where, f"grading_weights must be a mapping, got {weights!r}")
+    out = []
+    for key, default in zip(("automated", "llm_judge"), DEFAULT_HYBRID_WEIGHTS, strict=True):
+        value = weights.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise TaskImportError(where, f"grading_weights.{key} must be a number >= 0, got {value!r}")
+        out.append(float(value))
+    return out[0], out[1]
+
+
+def _verifier(
+    grading_type: str, front: dict[str, Any], sections: dict[str, str], text: str, where: str
+) -> VerifierSpec:
+    if grading_type == "automated":
+        return VerifierSpec(code=_code_check(sections, text, where))
+    if grading_type == "llm_judge":
+        return VerifierSpec(rubric=_rubric(sections, where))
+    code_weight, rubric_weight = _weights(front, where)
+    return VerifierSpec(
+        code=_code_check(sections, text, where),
+        rubric=_rubric(sections, where),
+        code_weight=code_weight,
+        rubric_weight=rubric_weight,
+    )
+
+
+def _workspace(front: dict[str, Any], assets_dir: Path, inline_assets: bool, where: str) -> WorkspaceSpec:
+    specs = front.get("workspace_files") or []
+    if not isinstance(specs, list):
+        raise TaskImportError(where, "workspace_files must be a list")
+    files: list[WorkspaceFile] = []
+    uses_assets = False
+    for i, spec in enumerate(specs):
+        if isinstance(spec, dict) and "path" in spec and "content" in spec:
+            content = spec["content"]
+            files.append(
+                WorkspaceFile(path=str(spec["path"]), content="" if content is None else str(content))
+            )
+        elif isinstance(spec, dict) and "source" in spec and "dest" in spec:
+            source = str(spec["source"])
+            asset = assets_dir / source
+            if not asset.resolve().is_relative_to(assets_dir.resolve()):
+                raise TaskImportError(where, f"workspace_files[{i}]: asset {source!r} is outside assets/")
+            if not asset.is_file():
+                raise TaskImportError(where, f"missing asset {source!r} (not found at {asset})")
+            if inline_assets:
+                files.append(inline_file(str(spec["dest"]), asset.read_bytes()))
+            else:
+                files.append(WorkspaceFile(path=str(spec["dest"]), source=source))
+                uses_assets = True
+        else:
+            raise TaskImportError(
+                where, f"workspace_files[{i}] needs {{path, content}} or {{source, dest}}, got {spec!r}"
+            )
+    return WorkspaceSpec(
+        files=files,
+        mount_dir=MOUNT_DIR,
+        assets_dir=str(assets_dir.resolve()) if uses_assets else None,
+    )
+
+
+def _sessions(front: dict[str, Any], where: str) -> list[Session]:
+    """All sessions of a multi-session task (empty for a single-prompt task)."""
+    raw = front.get("sessions")
+    if not raw:
+        if front.get("multi_session"):
+            raise TaskImportError(where, "multi_session: true but no sessions")
+        return []
+    if not isinstance(raw, list):
+        raise TaskImportError(where, "sessions must be a list")
+    sessions = []
+    for i, entry in enumerate(raw):
+        # PinchBench's runner accepts a bare string, or a mapping with `prompt` (or `message`).
+        if isinstance(entry, str):
+            entry = {"prompt": entry}
+        if not isinstance(entry, dict):
+            raise TaskImportError(where, f"sessions[{i}] must be a mapping, got {entry!r}")
+        prompt = str(entry.get("prompt") or entry.get("message") or "").strip()
+        if not prompt:
+            raise TaskImportError(where, f"sessions[{i}] has no prompt")
+        sessions.append(
+            Session(
+                id=str(entry.get("id") or f"session_{i + 1}"),
+                prompt=prompt,
+                new_session=bool(entry.get("new_session")),
+            )
+        )
+    return sessions
+
+
+# --------------------------------------------------------------------------------------------- task
+
+
+def _import_file(path: Path, assets_dir: Path, inline_assets: bool) -> Task:
+    where = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskImportError(where, f"cannot read: {exc}") from None
+    front, body = _front_matter(text, where)
+    sections = _sections(body)
+    stem = path.stem
+
+    grading_type = front.get("grading_type")
+    if grading_type not in GRADING_TYPES:
+        raise TaskImportError(
+            where, f"unknown grading_type {grading_type!r} (expected one of {', '.join(GRADING_TYPES)})"
+        )
+    timeout = front.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise TaskImportError(where, f"timeout_seconds must be a positive number, got {timeout!r}")
+
+    metadata: dict[str, Any] = {k: v for k, v in front.items() if k not in _KNOWN_FRONT_MATTER}
+    metadata.update(
+        pinchbench_id=str(front.get("id") or stem),
+        name=str(front.get("name") or ""),
+        file=path.name,
+        grading_type=grading_type,
+    )
+
+    sessions = _sessions(front, where)
+    prompt = sections.get("Prompt")
+    if sessions:
+        instruction, later = sessions[0].prompt, sessions[1:]
+        metadata.update(multi_session=True, first_session_id=sessions[0].id)
+        if prompt:
+            metadata["prompt_section"] = prompt
+    elif not prompt:
+        raise TaskImportError(where, "no '## Prompt' section (or it is empty)")
+    else:
+        instruction, later = prompt, []
+
+    if "grading_weights" in front:
+        metadata["grading_weights"] = front["grading_weights"]
+    metadata["grading_criteria"] = [
+        m.group(1)
+        for line in sections.get("Grading Criteria", "").splitlines()
+        if (m := _CHECKBOX.match(line))
+    ]
+    if "Additional Notes" in sections:
+        metadata["additional_notes"] = sections["Additional Notes"]
+    metadata["requires_network"] = stem in REQUIRES_NETWORK
+    if stem in REQUIRES_NETWORK:
+        metadata["network_reason"] = REQUIRES_NETWORK[stem]
+
+    try:
+        verifier = _verifier(grading_type, front, sections, text, where)
+        if verifier.rubric is None and sections.get("Expected Behavior"):
+            metadata["expected_behavior"] = sections["Expected Behavior"]
+        return Task(
+            id=stem,
+            source=SOURCE,
+            category=str(front.get("category") or ""),
+            instruction=instruction,
+            sessions=later,
+            workspace=_workspace(front, assets_dir, inline_assets, where),
+            verifier=verifier,
+            timeout_seconds=float(timeout),
+            metadata=metadata,
+        )
+    except ValidationError as exc:
+        raise TaskImportError(where, f"invalid task: {exc}") from None
+
+
+def _locate(root: Path) -> tuple[Path, Path]:
+    """(tasks dir, assets dir) from a PinchBench checkout or its tasks/ folder."""
+    if (root / "tasks").is_dir():
+        return root / "tasks", root / "assets"
+    return root, root.parent / "assets"
+
+
+def import_pinchbench(root: Path, inline_assets: bool = True) -> ImportResult:
+    """Import ``tasks/task_*.md`` (sorted, TASK_TEMPLATE.md skipped) from a PinchBench checkout or tasks folder.
+
+    With `inline_assets`, ``{source, dest}`` files are read from ``<checkout>/assets/`` and inlined; otherwise
+    they stay references (``WorkspaceFile.source``) with ``workspace.assets_dir`` set to the absolute assets
+    folder. Either way a missing asset is a failure of that task. Bad tasks never stop the others.
+    """
+    root = Path(root)
+    result = ImportResult()
+    if not root.is_dir():
+        result.failures.append(TaskImportError(str(root), "not a directory"))
+        return result
+    tasks_dir, assets_dir = _locate(root)
+    for path in sorted(tasks_dir.glob("task_*.md")):
+        if path.stem.upper() == "TASK_TEMPLATE":
+            continue
+        try:
+            result.tasks.append(_import_file(path, assets_dir, inline_assets))
+        except TaskImportError as exc:
+            result.failures.append(exc)
+    return result

@@ -1,0 +1,237 @@
+"""Runs episodes (agent x task x sample), each in its own sandbox, concurrently, with resume.
+
+The run directory holds:
+
+* `trajectories.jsonl`: one Trajectory per finished episode, appended whole as soon as it ends;
+* `run.json`: the settings of the run (agent, sandbox, limits, versions);
+* `logs/run.log`: one line per episode event;
+* `workspaces/<episode>/`: each episode's final workspace, taken before the checker is copied in.
+
+Rerunning the same command skips episodes already in `trajectories.jsonl`, except infrastructure errors,
+which are retried; the last record of an episode wins when reading.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from clawgym import __version__
+from clawgym.agent.base import Agent, AgentOutcome, EpisodeContext
+from clawgym.core.errors import ClawgymError
+from clawgym.core.jsonl import JsonlAppender, read_records_lenient
+from clawgym.core.records import ErrorInfo, Task, Trajectory, Verdict
+from clawgym.sandbox.base import Sandbox, SandboxBackend, SandboxError, SandboxLimits
+from clawgym.verify import verify_episode
+
+TRAJECTORIES = "trajectories.jsonl"
+
+
+def episode_id(task_id: str, sample: int) -> str:
+    return f"{task_id}#{sample}"
+
+
+def _safe_name(eid: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", eid)
+
+
+@dataclass
+class RolloutOptions:
+    samples: int = 1
+    jobs: int = 1
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    keep_workspaces: bool = True
+    max_snapshot_bytes: int = 50 * 1024 * 1024
+    base_dir: Path | None = None  # where relative asset dirs of the tasks are resolved
+
+
+@dataclass
+class RolloutReport:
+    run_dir: Path
+    ran: list[Trajectory]
+    skipped: int
+    all: list[Trajectory]
+
+
+class _Log:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(path, "a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def __call__(self, msg: str) -> None:
+        with self._lock:
+            self._fh.write(f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} {msg}\n")
+            self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def load_done(run_dir: Path) -> dict[str, Trajectory]:
+    """Finished episodes of an earlier run (the last record per episode), without infrastructure errors."""
+    path = run_dir / TRAJECTORIES
+    if not path.exists():
+        return {}
+    read = read_records_lenient(path, Trajectory)
+    latest: dict[str, Trajectory] = {}
+    for t in read.records:
+        latest[t.id] = t
+    return {k: t for k, t in latest.items() if t.status != "infra_error"}
+
+
+def run_episode(
+    task: Task,
+    sample: int,
+    agent: Agent,
+    backend: SandboxBackend,
+    options: RolloutOptions,
+    run_dir: Path | None = None,
+    log: Callable[[str], None] = lambda m: None,
+) -> Trajectory:
+    """One episode: start a sandbox, run the agent, snapshot, verify, stop. Never raises for task problems."""
+    eid = episode_id(task.id, sample)
+    started = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    t0 = time.monotonic()
+    base = dict(id=eid, task_id=task.id, sample=sample, agent=agent.name, sandbox=backend.name, started_at=started)
+
+    def infra(kind: str, message: str, outcome: AgentOutcome | None = None) -> Trajectory:
+        log(f"{eid} infra_error {kind}: {message}")
+        return Trajectory(
+            **base, status="infra_error", error=ErrorInfo(kind=kind, message=message),
+            transcript=outcome.transcript if outcome else [],
+            verdict=Verdict(status="infra_error", error=message), duration_s=time.monotonic() - t0,
+        )
+
+    try:
+        sandbox: Sandbox = backend.start(task.workspace, limits=options.limits, base_dir=options.base_dir)
+    except SandboxError as exc:
+        return infra("sandbox_start", str(exc))
+    except ClawgymError as exc:  # e.g. a workspace file that cannot be built
+        return infra("workspace", str(exc))
+    snapshot_rel = None
+    outcome: AgentOutcome | None = None
+    try:
+        ctx = EpisodeContext(
+            deadline=time.monotonic() + task.timeout_seconds, sample=sample,
+            exec_timeout=min(options.limits.exec_timeout_s, task.timeout_seconds),
+        )
+        try:
+            outcome = agent.run(task, sandbox, ctx)
+        except SandboxError as exc:
+            return infra("sandbox_died", f"during the agent: {exc}")
+        except Exception as exc:  # an agent bug is the agent's failure, not the task's
+            tb = traceback.format_exc().strip().splitlines()[-1]
+            outcome = AgentOutcome(transcript=[], status="agent_error", error_kind=type(exc).__name__, error=tb)
+        if outcome.status == "skipped":
+            log(f"{eid} skipped: {outcome.error}")
+            return Trajectory(
+                **base, status="skipped", error=ErrorInfo(kind=outcome.error_kind or "skipped", message=outcome.error or ""),
+                transcript=outcome.transcript, duration_s=time.monotonic() - t0,
+            )
+        try:
+            sandbox.kill_processes()
+            if options.keep_workspaces and run_dir is not None:
+                rel = Path("workspaces") / _safe_name(eid)
+                dest = run_dir / rel
+                if dest.exists():
+                    import shutil
+
+                    shutil.rmtree(dest)
+                sandbox.snapshot(dest, max_bytes=options.max_snapshot_bytes)
+                snapshot_rel = str(rel)
+            verdict = verify_episode(task, sandbox, outcome.transcript, outcome.final_message)
+        except SandboxError as exc:
+            return infra("sandbox_died", f"during verification: {exc}", outcome)
+        status = outcome.status if outcome.status in ("completed", "agent_error", "timeout") else "agent_error"
+        traj = Trajectory(
+            **base, status=status,
+            error=ErrorInfo(kind=outcome.error_kind or status, message=outcome.error) if outcome.error else None,
+            transcript=outcome.transcript, final_message=outcome.final_message, model=outcome.model,
+            tool_calls=outcome.tool_calls, tool_errors=outcome.tool_errors, verdict=verdict,
+            duration_s=time.monotonic() - t0, workspace_snapshot=snapshot_rel, metadata=outcome.metadata,
+        )
+        log(f"{eid} {status} score={verdict.score:.3f} verdict={verdict.status}"
+            + (f" error={verdict.error}" if verdict.error else ""))
+        return traj
+    finally:
+        sandbox.stop()
+
+
+def write_run_info(run_dir: Path, settings: dict) -> None:
+    info = {
+        "clawgym_version": __version__, "python": platform.python_version(), "platform": platform.platform(),
+        "updated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **settings,
+    }
+    tmp = run_dir / ".run.json.tmp"
+    tmp.write_text(json.dumps(info, indent=2, default=str) + "\n")
+    tmp.replace(run_dir / "run.json")
+
+
+def run_rollout(
+    tasks: Iterable[Task],
+    agent_factory: Callable[[], Agent],
+    backend: SandboxBackend,
+    run_dir: Path,
+    options: RolloutOptions | None = None,
+    on_start: Callable[[int, int], None] | None = None,
+    on_done: Callable[[Trajectory], None] | None = None,
+    settings: dict | None = None,
+) -> RolloutReport:
+    """Run every (task, sample) episode not yet finished in `run_dir`, `options.jobs` at a time.
+
+    `on_start(total_to_run, skipped)` and `on_done(trajectory)` let a caller show progress.
+    """
+    options = options or RolloutOptions()
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_run_info(run_dir, {
+        "agent": agent_factory().name, "sandbox": backend.name, "samples": options.samples, "jobs": options.jobs,
+        "limits": options.limits.model_dump(), **(settings or {}),
+    })
+    done = load_done(run_dir)
+    todo = [(t, s) for t in tasks for s in range(options.samples) if episode_id(t.id, s) not in done]
+    skipped = sum(1 for _ in done)
+    if on_start:
+        on_start(len(todo), skipped)
+    log = _Log(run_dir / "logs" / "run.log")
+    log(f"run start: {len(todo)} episodes to run, {skipped} already done; agent={agent_factory().name} "
+        f"sandbox={backend.name} jobs={options.jobs}")
+    ran: list[Trajectory] = []
+    appender = JsonlAppender(run_dir / TRAJECTORIES)
+    if appender.torn_bytes:
+        log(f"cut a torn last line ({appender.torn_bytes} bytes) from {TRAJECTORIES}")
+    pool = ThreadPoolExecutor(max_workers=max(1, options.jobs), thread_name_prefix="episode")
+    try:
+        pending: set[Future] = set()
+        queue = list(todo)
+        while queue or pending:
+            while queue and len(pending) < max(1, options.jobs) * 2:
+                task, sample = queue.pop(0)
+                pending.add(pool.submit(run_episode, task, sample, agent_factory(), backend, options, run_dir, log))
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                traj = fut.result()
+                appender.append(traj)
+                ran.append(traj)
+                if on_done:
+                    on_done(traj)
+    except BaseException:
+        log("run interrupted")
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        appender.close()
+        log.close()
+    final = {**done, **{t.id: t for t in ran}}
+    return RolloutReport(run_dir=run_dir, ran=ran, skipped=skipped, all=list(final.values()))

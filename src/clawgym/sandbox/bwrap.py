@@ -1,0 +1,218 @@
+"""The bubblewrap backend: Docker-free isolation with a few milliseconds of start-up.
+
+Each sandbox is one `bwrap --unshare-all` process tree: the image's root filesystem bound read-only entry by
+entry onto bwrap's own tmpfs root (so new top-level mount points such as /workspace can be created), the
+workspace bound read-write at the task's mount dir, private /tmp, /run, /root and /var/tmp, no network, killed
+with its parent. Memory and process count are bounded by a per-sandbox cgroup when the cgroup filesystem is
+writable (root), else by rlimits; file size by RLIMIT_FSIZE and wall time by `timeout` in the supervisor.
+Without a built image the host's /usr is used read-only, with a curated /etc (no secrets) — a fallback that
+`clawgym sandbox check` reports.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from clawgym.core.records import WorkspaceSpec
+from clawgym.sandbox.base import (
+    ExecResult,
+    Sandbox,
+    SandboxBackend,
+    SandboxError,
+    SandboxLimits,
+    SandboxUnavailable,
+    prepare_host_workspace,
+)
+from clawgym.sandbox.cgroups import CgroupLimits
+from clawgym.sandbox.image import find_rootfs
+from clawgym.sandbox.supervisor import BASE_PATH, CTL_DIR, KILL_ALL_SH, SUPERVISOR_SH, SupervisorChannel
+
+# Entries of the root that each sandbox gets fresh instead of from the image.
+PRIVATE_ENTRIES = {"proc", "dev", "sys", "tmp", "run", "root", "home", "workspace", "lost+found", ".clawgym"}
+# Host /etc files that are safe to expose in the no-image fallback.
+HOST_ETC_ALLOWLIST = [
+    "passwd", "group", "hosts", "nsswitch.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives",
+    "ssl", "ca-certificates", "localtime", "mime.types", "python3", "python3.11", "bash.bashrc", "profile",
+    "gitconfig", "debian_version", "os-release",
+]
+HOST_ROOT_ENTRIES = ["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "opt"]
+
+
+def _root_args(rootfs: Path | None) -> list[str]:
+    args: list[str] = []
+    if rootfs is not None:
+        for entry in sorted(os.listdir(rootfs)):
+            if entry in PRIVATE_ENTRIES:
+                continue
+            src = rootfs / entry
+            if src.is_symlink():
+                args += ["--symlink", os.readlink(src), f"/{entry}"]
+            elif src.is_dir():
+                args += ["--ro-bind", str(src), f"/{entry}"]
+        return args
+    for entry in HOST_ROOT_ENTRIES:
+        src = Path("/") / entry
+        if src.is_symlink():
+            args += ["--symlink", os.readlink(src), f"/{entry}"]
+        elif src.is_dir():
+            args += ["--ro-bind", str(src), f"/{entry}"]
+    args += ["--tmpfs", "/etc"]
+    for name in HOST_ETC_ALLOWLIST:
+        if os.path.lexists(f"/etc/{name}"):
+            args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    args += ["--dir", "/var", "--tmpfs", "/var/tmp"]
+    return args
+
+
+def _mount_dir_ok(mount_dir: str, rootfs: Path | None) -> None:
+    top = mount_dir.strip("/").split("/")[0]
+    if top in PRIVATE_ENTRIES:
+        return
+    root = rootfs if rootfs is not None else Path("/")
+    if (root / top).exists() and rootfs is not None and top not in PRIVATE_ENTRIES:
+        # under a read-only bind: the directory must already exist in the image
+        if not (rootfs / mount_dir.lstrip("/")).is_dir():
+            raise SandboxError(
+                f"mount dir {mount_dir} is under the image's read-only /{top}; use a new top-level directory, "
+                "or one under /root, /home or /tmp"
+            )
+
+
+class BwrapSandbox(Sandbox):
+    backend = "bwrap"
+
+    def __init__(self, root: Path, mount_dir: str, limits: SandboxLimits, rootfs: Path | None):
+        super().__init__(root / "ws", mount_dir, limits)
+        self._root = root
+        self._stopped = False
+        self.rootfs = rootfs
+        self.cgroup = CgroupLimits.create(limits.max_processes, limits.memory_mb * 1024 * 1024)
+        home = "/root"
+        args = ["bwrap", "--unshare-all"]
+        if limits.network:
+            args.append("--share-net")
+        args += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv", "--cap-drop", "ALL"]
+        args += _root_args(rootfs)
+        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run", "--tmpfs", "/root"]
+        args += ["--tmpfs", "/home"]
+        if rootfs is not None:
+            args += ["--tmpfs", "/var/tmp"]
+        args += ["--bind", str(root / "ws"), mount_dir, "--bind", str(root / "ctl"), CTL_DIR]
+        args += ["--chdir", mount_dir, "--setenv", "HOME", home, "--setenv", "PATH", BASE_PATH]
+        args += ["--setenv", "LANG", "C.UTF-8", "--setenv", "WORKSPACE", mount_dir, "--setenv", "TERM", "dumb"]
+        args += ["sh", "-c", SUPERVISOR_SH, "supervisor", CTL_DIR]
+        if self.cgroup is not None:
+            join = " && ".join(f'echo $$ > "{p}"' for p in self.cgroup.procs_files)
+            args = ["/bin/sh", "-c", f'{join} && exec "$@"', "sh", *args]
+        try:
+            self._proc = subprocess.Popen(
+                args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+            )
+        except OSError as exc:
+            self._cleanup()
+            raise SandboxError(f"cannot start bwrap: {exc}") from None
+        self._chan = SupervisorChannel(
+            root / "ctl", self._send, self._proc.stdout.fileno(), lambda: self._proc.poll() is None,
+        )
+
+    def _send(self, data: bytes) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(data)
+
+    def _startup_error(self) -> str:
+        if self._proc.poll() is not None and self._proc.stderr is not None:
+            return self._proc.stderr.read().decode(errors="replace").strip()[-500:]
+        return ""
+
+    def exec(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: str | bytes | None = None,
+    ) -> ExecResult:
+        if self._stopped:
+            raise SandboxError("sandbox is stopped")
+        try:
+            return self._chan.run(
+                command, cwd=cwd or self.mount_dir, env=env or {},
+                timeout=timeout or self.limits.exec_timeout_s, max_output=self.limits.max_output_bytes,
+                max_file_bytes=self.limits.max_file_mb * 1024 * 1024,
+                memory_kb=None if self.cgroup else self.limits.memory_mb * 1024, stdin=stdin,
+            )
+        except SandboxError as exc:
+            detail = self._startup_error()
+            raise SandboxError(f"{exc}: {detail}" if detail else str(exc)) from None
+
+    def kill_processes(self) -> None:
+        self.exec(["sh", "-c", KILL_ALL_SH], cwd="/", timeout=10)
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            if self._proc.poll() is None:
+                self._proc.kill()
+            self._proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        for f in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
+            try:
+                f and f.close()
+            except OSError:
+                pass
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    def limit_events(self) -> dict[str, int]:
+        if self.cgroup is None:
+            return {}
+        return {"oom_kills": self.cgroup.oom_kills(), "pids_limit_hits": self.cgroup.pids_limit_hits()}
+
+
+class BwrapBackend(SandboxBackend):
+    name = "bwrap"
+
+    def __init__(self, rootfs: Path | None = None, allow_host_root: bool = True):
+        self.rootfs = rootfs if rootfs is not None else find_rootfs()
+        self.allow_host_root = allow_host_root
+
+    def check(self) -> tuple[bool, str]:
+        exe = shutil.which("bwrap")
+        if exe is None:
+            return False, "bubblewrap is not installed (apt-get install bubblewrap, or `make system-deps`)"
+        if self.rootfs is None and not self.allow_host_root:
+            return False, "no sandbox image built (run `clawgym sandbox build`)"
+        try:
+            proc = subprocess.run(
+                ["bwrap", "--unshare-all", "--die-with-parent", *_root_args(self.rootfs), "--proc", "/proc",
+                 "--dev", "/dev", "true"], capture_output=True, text=True, timeout=20,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return False, f"bwrap failed to run: {exc}"
+        if proc.returncode != 0:
+            return False, f"bwrap cannot create namespaces here: {proc.stderr.strip()[:300]}"
+        root = f"image {self.rootfs}" if self.rootfs else "host /usr read-only (no image built: `clawgym sandbox build`)"
+        return True, f"root: {root}"
+
+    def start(
+        self, workspace: WorkspaceSpec, *, limits: SandboxLimits | None = None, base_dir: Path | None = None,
+    ) -> BwrapSandbox:
+        if shutil.which("bwrap") is None:
+            raise SandboxUnavailable("bubblewrap is not installed (apt-get install bubblewrap)")
+        if self.rootfs is None and not self.allow_host_root:
+            raise SandboxUnavailable("no sandbox image built (run `clawgym sandbox build`)")
+        _mount_dir_ok(workspace.mount_dir, self.rootfs)
+        root = prepare_host_workspace(workspace, base_dir, "clawgym-bwrap-")
+        return BwrapSandbox(root, workspace.mount_dir, limits or SandboxLimits(), self.rootfs)

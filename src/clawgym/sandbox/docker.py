@@ -1,0 +1,229 @@
+"""The Docker backend, through the Docker SDK (never the CLI).
+
+One container per episode from the clawgym sandbox image: read-only root, private tmpfs /tmp /run /root /home
+/var/tmp, the workspace bind-mounted read-write at the task's mount dir, no network, memory / pids / CPU limits,
+`--init` so orphans are reaped. The container's main process is the same sh supervisor the other backends use,
+fed through the attached stdin, so an exec costs a few milliseconds instead of a `docker exec` round trip.
+
+Containers carry the label `clawgym.sandbox` and the owner's host/pid; `stop()` removes them, a crashed owner's
+supervisor sees EOF and exits (the container auto-removes), and every new backend sweeps containers whose
+owner process is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import struct
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from clawgym.core.records import WorkspaceSpec
+from clawgym.sandbox.base import (
+    ExecResult,
+    Sandbox,
+    SandboxBackend,
+    SandboxError,
+    SandboxLimits,
+    SandboxUnavailable,
+    prepare_host_workspace,
+)
+from clawgym.sandbox.image import IMAGE_REPO, docker_tag
+from clawgym.sandbox.supervisor import BASE_PATH, CTL_DIR, KILL_ALL_SH, SUPERVISOR_SH, SupervisorChannel
+
+LABEL = "clawgym.sandbox"
+OWNER_LABEL = "clawgym.owner"
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class _Demux:
+    """Strips Docker's 8-byte stream frame headers (non-tty attach) and keeps only stdout."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+
+    def __call__(self, chunk: bytes) -> bytes:
+        self._buf += chunk
+        out = b""
+        while len(self._buf) >= 8:
+            stream, size = self._buf[0], struct.unpack(">I", self._buf[4:8])[0]
+            if len(self._buf) < 8 + size:
+                break
+            payload, self._buf = self._buf[8 : 8 + size], self._buf[8 + size :]
+            if stream == 1:
+                out += payload
+        return out
+
+
+class DockerSandbox(Sandbox):
+    backend = "docker"
+
+    def __init__(self, client, image: str, root: Path, mount_dir: str, limits: SandboxLimits):
+        import docker.errors
+
+        super().__init__(root / "ws", mount_dir, limits)
+        self._client = client
+        self._root = root
+        self._stopped = False
+        self.container = None
+        try:
+            self.container = client.containers.create(
+                image,
+                command=["sh", "-c", SUPERVISOR_SH, "supervisor", CTL_DIR],
+                stdin_open=True, tty=False, init=True, detach=True,
+                network_mode="bridge" if limits.network else "none",
+                mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",
+                pids_limit=limits.max_processes, nano_cpus=int(limits.cpus * 1e9),
+                read_only=True,
+                tmpfs={"/tmp": "", "/run": "", "/root": "", "/home": "", "/var/tmp": ""},
+                volumes={str(root / "ws"): {"bind": mount_dir, "mode": "rw"},
+                         str(root / "ctl"): {"bind": CTL_DIR, "mode": "rw"}},
+                working_dir=mount_dir, hostname="sandbox",
+                environment={"HOME": "/root", "PATH": BASE_PATH, "LANG": "C.UTF-8", "WORKSPACE": mount_dir,
+                             "TERM": "dumb"},
+                labels={LABEL: "1", OWNER_LABEL: _owner()},
+                auto_remove=True,
+            )
+            self._sock = client.api.attach_socket(
+                self.container.id, params={"stdin": 1, "stdout": 1, "stream": 1}
+            )
+            self._raw = getattr(self._sock, "_sock", self._sock)
+            self.container.start()
+        except docker.errors.DockerException as exc:
+            self.stop()
+            raise SandboxError(f"cannot start docker container: {exc}") from None
+        self._chan = SupervisorChannel(
+            root / "ctl", self._raw.sendall, self._raw.fileno(), self._alive, demux=_Demux(),
+        )
+
+    def _alive(self) -> bool:
+        try:
+            self.container.reload()
+            return self.container.status in ("created", "running")
+        except Exception:
+            return False
+
+    def exec(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: str | bytes | None = None,
+    ) -> ExecResult:
+        if self._stopped:
+            raise SandboxError("sandbox is stopped")
+        return self._chan.run(
+            command, cwd=cwd or self.mount_dir, env=env or {}, timeout=timeout or self.limits.exec_timeout_s,
+            max_output=self.limits.max_output_bytes, max_file_bytes=self.limits.max_file_mb * 1024 * 1024,
+            stdin=stdin,
+        )
+
+    def kill_processes(self) -> None:
+        self.exec(["sh", "-c", KILL_ALL_SH], cwd="/", timeout=10)
+
+    def oom_killed(self) -> bool:
+        try:
+            self.container.reload()
+            return bool(self.container.attrs.get("State", {}).get("OOMKilled"))
+        except Exception:
+            return False
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        if self.container is not None:
+            try:
+                self.container.remove(force=True)
+            except Exception:
+                pass
+        try:
+            self._sock.close()
+        except Exception:
+            pass
+        shutil.rmtree(self._root, ignore_errors=True)
+
+
+class DockerBackend(SandboxBackend):
+    name = "docker"
+
+    def __init__(self, image: str | None = None, client=None):
+        self.image = image or os.environ.get("CLAWGYM_DOCKER_IMAGE") or docker_tag()
+        self._client = client
+        self._swept = False
+
+    @property
+    def client(self):
+        if self._client is None:
+            import docker
+
+            try:
+                self._client = docker.from_env(timeout=60)
+                self._client.ping()
+            except Exception as exc:
+                self._client = None
+                raise SandboxUnavailable(
+                    f"no Docker engine reachable ({exc.__class__.__name__}); start dockerd or set DOCKER_HOST"
+                ) from None
+        return self._client
+
+    def check(self) -> tuple[bool, str]:
+        import docker.errors
+
+        try:
+            client = self.client
+        except SandboxUnavailable as exc:
+            return False, str(exc)
+        try:
+            client.images.get(self.image)
+        except docker.errors.ImageNotFound:
+            return False, f"image {self.image} not found: run `clawgym sandbox build` (imports it into Docker)"
+        return True, f"engine {client.version().get('Version', '?')}, image {self.image}"
+
+    def sweep(self) -> int:
+        """Remove clawgym containers left behind by owners that no longer run (Ctrl-C, crash)."""
+        removed = 0
+        host = socket.gethostname()
+        for c in self.client.containers.list(all=True, filters={"label": LABEL}):
+            owner = c.labels.get(OWNER_LABEL, "")
+            h, _, pid = owner.rpartition(":")
+            alive = h == host and pid.isdigit() and os.path.exists(f"/proc/{pid}")
+            if h == host and not alive:
+                try:
+                    c.remove(force=True)
+                    removed += 1
+                except Exception:
+                    pass
+        return removed
+
+    def start(
+        self, workspace: WorkspaceSpec, *, limits: SandboxLimits | None = None, base_dir: Path | None = None,
+    ) -> DockerSandbox:
+        import docker.errors
+
+        client = self.client
+        if not self._swept:
+            self.sweep()
+            self._swept = True
+        try:
+            client.images.get(self.image)
+        except docker.errors.ImageNotFound:
+            raise SandboxUnavailable(
+                f"image {self.image} not found: run `clawgym sandbox build` (it imports the image into Docker)"
+            ) from None
+        root = prepare_host_workspace(workspace, base_dir, "clawgym-docker-")
+        return DockerSandbox(client, self.image, root, workspace.mount_dir, limits or SandboxLimits())
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+__all__ = ["DockerBackend", "DockerSandbox", "IMAGE_REPO"]

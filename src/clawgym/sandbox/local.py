@@ -1,0 +1,137 @@
+"""The local backend: the same supervisor as a plain subprocess in a temp dir. NO isolation.
+
+Only for debugging, or machines where neither bubblewrap nor Docker can run; it is never chosen
+automatically, and starting it logs a warning. Commands see the workspace at its host path (`workdir`), not at
+the task's mount dir; the verifier rewrites checker paths accordingly.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from clawgym.core.records import WorkspaceSpec
+from clawgym.sandbox.base import (
+    ExecResult,
+    Sandbox,
+    SandboxBackend,
+    SandboxError,
+    SandboxLimits,
+    prepare_host_workspace,
+)
+from clawgym.sandbox.cgroups import CgroupLimits
+from clawgym.sandbox.supervisor import BASE_PATH, SUPERVISOR_SH, SupervisorChannel
+
+WARNING = "sandbox backend 'local' runs agent commands on the host with NO isolation"
+
+
+def _session_members(sid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[3]) == sid:  # fields after the comm: state ppid pgrp session ...
+            out.append(int(entry))
+    return out
+
+
+class LocalSandbox(Sandbox):
+    backend = "local"
+    isolated = False
+
+    def __init__(self, root: Path, mount_dir: str, limits: SandboxLimits):
+        super().__init__(root / "ws", mount_dir, limits)
+        self._root = root
+        self._stopped = False
+        self.ctl_inside = str(root / "ctl")
+        self.cgroup = CgroupLimits.create(limits.max_processes, limits.memory_mb * 1024 * 1024)
+        args = ["sh", "-c", SUPERVISOR_SH, "supervisor", str(root / "ctl")]
+        if self.cgroup is not None:
+            join = " && ".join(f'echo $$ > "{p}"' for p in self.cgroup.procs_files)
+            args = ["/bin/sh", "-c", f'{join} && exec "$@"', "sh", *args]
+        env = {
+            "PATH": os.environ.get("PATH", BASE_PATH), "HOME": str(root / "ws"), "LANG": "C.UTF-8",
+            "WORKSPACE": str(root / "ws"), "TERM": "dumb",
+        }
+        self._proc = subprocess.Popen(
+            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0,
+            cwd=root / "ws", env=env, start_new_session=True,
+        )
+        self._chan = SupervisorChannel(
+            root / "ctl", self._proc.stdin.write, self._proc.stdout.fileno(),
+            lambda: self._proc.poll() is None, sandbox_ctl=str(root / "ctl"),
+        )
+
+    @property
+    def workdir(self) -> str:
+        return str(self.host_workspace)
+
+    def exec(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: str | bytes | None = None,
+    ) -> ExecResult:
+        if self._stopped:
+            raise SandboxError("sandbox is stopped")
+        if cwd is not None and (cwd == self.mount_dir or cwd.startswith(self.mount_dir + "/")):
+            cwd = self.workdir + cwd[len(self.mount_dir):]
+        return self._chan.run(
+            command, cwd=cwd or self.workdir, env=env or {}, timeout=timeout or self.limits.exec_timeout_s,
+            max_output=self.limits.max_output_bytes, max_file_bytes=self.limits.max_file_mb * 1024 * 1024,
+            memory_kb=None if self.cgroup else self.limits.memory_mb * 1024, stdin=stdin,
+        )
+
+    def kill_processes(self) -> None:
+        for pid in _session_members(self._proc.pid):
+            if pid != self._proc.pid:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self.kill_processes()
+        try:
+            self._proc.kill()
+            self._proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        for f in (self._proc.stdin, self._proc.stdout):
+            try:
+                f and f.close()
+            except OSError:
+                pass
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        shutil.rmtree(self._root, ignore_errors=True)
+
+
+class LocalBackend(SandboxBackend):
+    name = "local"
+
+    def check(self) -> tuple[bool, str]:
+        return True, "always available; NO isolation (commands run on the host)"
+
+    def start(
+        self, workspace: WorkspaceSpec, *, limits: SandboxLimits | None = None, base_dir: Path | None = None,
+    ) -> LocalSandbox:
+        warnings.warn(WARNING, stacklevel=2)
+        root = prepare_host_workspace(workspace, base_dir, "clawgym-local-")
+        return LocalSandbox(root, workspace.mount_dir, limits or SandboxLimits())

@@ -1,0 +1,227 @@
+"""Code checks, run INSIDE the sandbox after the agent has ended.
+
+Two kinds (see :class:`clawgym.core.records.CodeCheck`):
+
+* `python`: PinchBench's `grade(transcript, workspace_path) -> dict[str, float]`. The grader source, a small
+  runner and the transcript are written to the sandbox's control directory (never the workspace), and run with
+  the sandbox's python3. The score is the mean of the returned values.
+* `shell`: ClawGym's `reward/reward.sh`. The checker files are copied into the workspace only now, the entry
+  runs from the workspace root with `OPENCLAW_REWARD_PAYLOAD` pointing at a JSON payload, and its last stdout
+  line is the score. An optional sub-score command (ClawGym's `check.py`) names the individual checks.
+
+A crash, a timeout, or output that is not a number scores 0 with status `checker_failed` and the reason; a
+failure of the sandbox itself raises SandboxError, which the caller records as an infrastructure error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from clawgym.core.records import CodeCheck, Task, WorkspaceFile
+from clawgym.sandbox.base import Sandbox
+
+RESULT_MARKER = "__CLAWGYM_GRADE_RESULT__"
+VERIFY_SUBDIR = "verify"
+
+# Runs inside the sandbox with the sandbox's python3. Standard library only.
+PY_RUNNER = r'''
+import json, math, sys, traceback
+src_path, transcript_path, workspace = sys.argv[1], sys.argv[2], sys.argv[3]
+MARK = "__CLAWGYM_GRADE_RESULT__"
+def out(obj):
+    sys.stdout.flush()
+    print("\n" + MARK + json.dumps(obj))
+try:
+    with open(transcript_path, encoding="utf-8") as fh:
+        transcript = json.load(fh)
+    ns = {"__name__": "clawgym_grader"}
+    with open(src_path, encoding="utf-8") as fh:
+        code = compile(fh.read(), "grade.py", "exec")
+    exec(code, ns)
+    if not callable(ns.get("grade")):
+        out({"error": "the check source defines no grade() function"}); sys.exit(0)
+    result = ns["grade"](transcript, workspace)
+except BaseException as exc:
+    tb = traceback.format_exc().strip().splitlines()
+    out({"error": "grade() raised " + type(exc).__name__ + ": " + str(exc)[:300], "traceback": tb[-6:]})
+    sys.exit(0)
+if not isinstance(result, dict):
+    out({"error": "grade() returned " + type(result).__name__ + ", not a dict"}); sys.exit(0)
+scores, bad = {}, []
+for k, v in result.items():
+    if isinstance(v, bool):
+        v = float(v)
+    if isinstance(v, (int, float)) and not math.isnan(v) and not math.isinf(v):
+        scores[str(k)] = float(v)
+    else:
+        bad.append(str(k))
+if bad:
+    out({"error": "grade() returned non-numeric values for: " + ", ".join(bad[:10])}); sys.exit(0)
+out({"scores": scores})
+'''
+
+
+@dataclass
+class CodeResult:
+    status: str  # scored | checker_failed
+    score: float = 0.0
+    checks: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    output_tail: str = ""
+    duration_s: float = 0.0
+
+
+def _tail(text: str, lines: int = 15, chars: int = 2000) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])[-chars:]
+
+
+def _clamp(checks: dict[str, float], notes: list[str]) -> dict[str, float]:
+    out = {}
+    for k, v in checks.items():
+        c = min(1.0, max(0.0, v))
+        if c != v:
+            notes.append(f"check {k!r} returned {v}, clamped to {c}")
+        out[k] = c
+    return out
+
+
+def _rewrite(text: str, task: Task, sandbox: Sandbox) -> str:
+    """For backends that cannot mount at the task's mount dir (local), point hard-coded paths at the workdir."""
+    if sandbox.workdir != task.workspace.mount_dir:
+        return text.replace(task.workspace.mount_dir, sandbox.workdir)
+    return text
+
+
+def _control_dir(sandbox: Sandbox) -> tuple[Any, str]:
+    """(host path, sandbox path) of a private directory for checker files, outside the workspace."""
+    host_ctl = sandbox.ctl_host / VERIFY_SUBDIR
+    host_ctl.mkdir(parents=True, exist_ok=True)
+    return host_ctl, f"{sandbox.ctl_inside}/{VERIFY_SUBDIR}"
+
+
+def run_python_check(
+    check: CodeCheck, task: Task, sandbox: Sandbox, transcript: list[dict[str, Any]]
+) -> CodeResult:
+    t0 = time.monotonic()
+    host_dir, inside = _control_dir(sandbox)
+    (host_dir / "grade.py").write_text(_rewrite(check.source or "", task, sandbox), encoding="utf-8")
+    (host_dir / "runner.py").write_text(PY_RUNNER, encoding="utf-8")
+    (host_dir / "transcript.json").write_text(json.dumps(transcript, ensure_ascii=False), encoding="utf-8")
+    res = sandbox.exec(
+        ["python3", "-I", f"{inside}/runner.py", f"{inside}/grade.py", f"{inside}/transcript.json", sandbox.workdir],
+        cwd=sandbox.workdir, timeout=check.timeout_seconds,
+    )
+    out = CodeResult(status="checker_failed", output_tail=_tail(res.stdout + "\n" + res.stderr))
+    out.duration_s = time.monotonic() - t0
+    if res.timed_out:
+        out.error = f"checker timed out after {check.timeout_seconds:g}s"
+        return out
+    payload = None
+    for line in reversed(res.stdout.splitlines()):
+        if line.startswith(RESULT_MARKER):
+            try:
+                payload = json.loads(line[len(RESULT_MARKER):])
+            except json.JSONDecodeError:
+                pass
+            break
+    if payload is None:
+        out.error = f"checker printed no result (exit code {res.exit_code})"
+        return out
+    if "error" in payload:
+        out.error = payload["error"]
+        if payload.get("traceback"):
+            out.output_tail = "\n".join(payload["traceback"])
+        return out
+    checks = _clamp(payload["scores"], out.notes)
+    if not checks:
+        out.error = "grade() returned no scores"
+        return out
+    out.status, out.checks = "scored", checks
+    out.score = sum(checks.values()) / len(checks)
+    return out
+
+
+def _parse_subscores(stdout: str) -> dict[str, float] | None:
+    text = stdout.strip()
+    if not text:
+        return None
+    for candidate in (text, text.splitlines()[-1]):
+        try:
+            data = json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict):
+            out = {}
+            for k, v in data.items():
+                if isinstance(v, bool):
+                    out[str(k)] = float(v)
+                elif isinstance(v, (int, float)) and math.isfinite(v):
+                    out[str(k)] = float(v)
+            return out or None
+    return None
+
+
+def run_shell_check(
+    check: CodeCheck, task: Task, sandbox: Sandbox, transcript: list[dict[str, Any]], final_message: str
+) -> CodeResult:
+    t0 = time.monotonic()
+    files = [
+        WorkspaceFile(path=f.path, content=_rewrite(f.content, task, sandbox), mode=f.mode)
+        if f.content is not None else f
+        for f in check.files
+    ]
+    sandbox.copy_in(files)
+    host_dir, inside = _control_dir(sandbox)
+    payload = {
+        "task_id": task.id, "user_query": task.instruction, "metadata": task.metadata,
+        "final_message": final_message, "transcript": transcript,
+    }
+    (host_dir / "payload.json").write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
+    env = {"OPENCLAW_REWARD_PAYLOAD": f"{inside}/payload.json", "WORKSPACE": sandbox.workdir}
+    res = sandbox.exec(
+        _rewrite(check.entry or "", task, sandbox), cwd=sandbox.workdir, env=env, timeout=check.timeout_seconds
+    )
+    out = CodeResult(status="checker_failed", output_tail=_tail(res.stdout + "\n" + res.stderr))
+    if check.subscores_entry:
+        sub = sandbox.exec(check.subscores_entry, cwd=sandbox.workdir, env=env, timeout=check.timeout_seconds)
+        parsed = _parse_subscores(sub.stdout) if not sub.timed_out else None
+        if parsed:
+            out.checks = _clamp(parsed, out.notes)
+        else:
+            out.notes.append("sub-score command printed no JSON object of scores")
+    out.duration_s = time.monotonic() - t0
+    if res.timed_out:
+        out.error = f"checker timed out after {check.timeout_seconds:g}s"
+        return out
+    lines = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
+    if not lines:
+        out.error = f"checker printed nothing (exit code {res.exit_code})"
+        return out
+    try:
+        value = float(lines[-1])
+    except ValueError:
+        out.error = f"checker's last line is not a number: {lines[-1][:80]!r} (exit code {res.exit_code})"
+        return out
+    if not math.isfinite(value):
+        out.error = f"checker printed {value}"
+        return out
+    if not 0.0 <= value <= 1.0:
+        out.notes.append(f"checker printed {value}, clamped to [0, 1]")
+        value = min(1.0, max(0.0, value))
+    if res.exit_code != 0:
+        out.notes.append(f"checker exited with code {res.exit_code} after printing its score")
+    out.status, out.score = "scored", value
+    return out
+
+
+def run_code_check(
+    check: CodeCheck, task: Task, sandbox: Sandbox, transcript: list[dict[str, Any]], final_message: str = ""
+) -> CodeResult:
+    if check.kind == "python":
+        return run_python_check(check, task, sandbox, transcript)
+    return run_shell_check(check, task, sandbox, transcript, final_message)
