@@ -1,0 +1,56 @@
+# clawgym — `make demo` and `make test` work on a fresh machine (see README).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.install-stamp
+RUNS   ?= runs
+
+.PHONY: install system-deps image test test-slow demo bench lint clean
+
+install: $(STAMP)
+
+# Reinstall only when the project definition changed (the package itself is installed editable).
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+# System packages the sandboxes need. Installs them when run as root; otherwise says what to install.
+system-deps:
+	@missing=""; \
+	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	command -v debootstrap >/dev/null || missing="$$missing debootstrap"; \
+	command -v dockerd >/dev/null || missing="$$missing docker.io"; \
+	command -v git >/dev/null || missing="$$missing git"; \
+	if [ -z "$$missing" ]; then echo "system packages: all present"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  echo "installing:$$missing"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	else echo "missing system packages:$$missing -- run 'sudo make system-deps' (or apt-get install$$missing)"; fi
+
+# The sandbox image (debootstrap root filesystem, also imported into Docker when an engine runs).
+image: install system-deps
+	@if [ "$$(id -u)" = 0 ]; then $(BIN)/clawgym sandbox build; \
+	else echo "not root: skipping the image build; bwrap will use the host's /usr read-only (sudo make image)"; fi
+
+test: install
+	$(BIN)/pytest
+
+test-slow: install
+	$(BIN)/pytest -m slow
+
+# The main job, offline: the no-op and oracle baselines on the shipped example tasks, in sandboxes.
+demo: install image
+	$(BIN)/clawgym sandbox check || true
+	$(BIN)/clawgym rollout examples/tasks.jsonl --agent noop -j 4 -o $(RUNS)/demo/noop
+	$(BIN)/clawgym rollout examples/tasks.jsonl --agent oracle -j 4 -o $(RUNS)/demo/oracle
+	$(BIN)/clawgym summary $(RUNS)/demo/noop $(RUNS)/demo/oracle
+
+bench: install
+	$(BIN)/python benchmarks/perf/run_all.py
+
+lint: install
+	$(BIN)/ruff check src tests benchmarks examples
+
+clean:
+	rm -rf $(VENV) $(RUNS) .pytest_cache .ruff_cache

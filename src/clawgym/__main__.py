@@ -1,0 +1,3 @@
+from clawgym.cli.app import main
+
+main()

@@ -1,0 +1,340 @@
+"""The `clawgym` command line: a thin layer over the library, one command per stage."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from clawgym import __version__
+from clawgym.core.errors import ClawgymError
+
+app = typer.Typer(
+    name="clawgym", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    help="Synthesize, run, verify and train Claw-style personal agents in sandboxed workspaces.",
+)
+import_app = typer.Typer(no_args_is_help=True, help="Import tasks from outside formats into tasks.jsonl.")
+workspace_app = typer.Typer(no_args_is_help=True, help="Materialize task workspaces as real files.")
+sandbox_app = typer.Typer(no_args_is_help=True, help="Build the sandbox image and check the backends.")
+app.add_typer(import_app, name="import")
+app.add_typer(workspace_app, name="workspace")
+app.add_typer(sandbox_app, name="sandbox")
+
+out = Console()
+err = Console(stderr=True)
+
+
+def fail(message: str, code: int = 1) -> None:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _load_tasks(path: Path):
+    """All good tasks of a tasks file, and the one-line errors of the bad lines."""
+    from clawgym.core.jsonl import read_records_lenient
+    from clawgym.core.records import Task
+
+    if not path.exists():
+        fail(f"{path}: no such file")
+    read = read_records_lenient(path, Task)
+    for e in read.errors:
+        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+    return read.records, read.errors
+
+
+@app.command()
+def version() -> None:
+    """Print the clawgym version."""
+    out.print(__version__)
+
+
+@app.command()
+def schema(
+    record: Optional[str] = typer.Argument(None, help="Record name: task, trajectory, verdict, workspace, verifier."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
+) -> None:
+    """Print the JSON Schema of a record type (all of them when no name is given)."""
+    from clawgym.core.records import RECORD_TYPES
+    from clawgym.core.schema import record_schema
+
+    if record is not None and record not in RECORD_TYPES:
+        fail(f"unknown record {record!r}; known: {', '.join(sorted(RECORD_TYPES))}", 2)
+    data = record_schema(record) if record else {name: record_schema(name) for name in sorted(RECORD_TYPES)}
+    text = json.dumps(data, indent=2)
+    if output:
+        output.write_text(text + "\n")
+    else:
+        sys.stdout.write(text + "\n")
+
+
+@app.command()
+def validate(
+    path: Path = typer.Argument(..., help="A JSONL file of records."),
+    record: str = typer.Option("task", help="Record type of each line: task, trajectory, ..."),
+) -> None:
+    """Check every line of a JSONL file against its record type; list every bad line."""
+    from clawgym.core.jsonl import read_records_lenient
+    from clawgym.core.records import RECORD_TYPES
+
+    if record not in RECORD_TYPES:
+        fail(f"unknown record {record!r}; known: {', '.join(sorted(RECORD_TYPES))}", 2)
+    if not path.exists():
+        fail(f"{path}: no such file")
+    read = read_records_lenient(path, RECORD_TYPES[record])
+    for e in read.errors:
+        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+    out.print(f"{path}: {len(read.records)} valid {record} records, {len(read.errors)} bad lines")
+    if read.errors:
+        raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------------------------------ import
+
+
+def _write_import(result, output: Path, strict: bool, label: str) -> None:
+    from clawgym.core.jsonl import write_records
+
+    for f in result.failures:
+        err.print(f"[yellow]not imported:[/] {f}", highlight=False, soft_wrap=True)
+    if not result.tasks:
+        fail(f"no {label} tasks imported; nothing written to {output}")
+    n = write_records(output, result.tasks)
+    out.print(f"imported {n} {label} tasks -> {output} ({len(result.failures)} not imported)")
+    if strict and result.failures:
+        raise typer.Exit(1)
+
+
+@import_app.command("clawgym")
+def import_clawgym_cmd(
+    root: Path = typer.Argument(..., help="A ClawGym task folder, or a folder of them (RL/data/...)."),
+    output: Path = typer.Option(..., "-o", "--output", help="tasks.jsonl to write."),
+    strict: bool = typer.Option(False, help="Exit non-zero if any task could not be imported."),
+) -> None:
+    """Import ClawGym RL task folders (data_entry.json, input_files/, reward/reward.sh)."""
+    from clawgym.importers import import_clawgym
+
+    if not root.is_dir():
+        fail(f"{root}: not a directory")
+    _write_import(import_clawgym(root), output, strict, "ClawGym")
+
+
+@import_app.command("pinchbench")
+def import_pinchbench_cmd(
+    root: Path = typer.Argument(..., help="A PinchBench checkout (with tasks/ and assets/) or its tasks/ folder."),
+    output: Path = typer.Option(..., "-o", "--output", help="tasks.jsonl to write."),
+    link_assets: bool = typer.Option(False, help="Reference assets by path instead of inlining them."),
+    offline_only: bool = typer.Option(False, help="Leave out tasks that need the network or outside services."),
+    strict: bool = typer.Option(False, help="Exit non-zero if any task could not be imported."),
+) -> None:
+    """Import PinchBench task files (front matter, prompt, grade() checks, judge rubric, assets)."""
+    from clawgym.importers import import_pinchbench
+
+    if not root.is_dir():
+        fail(f"{root}: not a directory")
+    result = import_pinchbench(root, inline_assets=not link_assets)
+    if offline_only:
+        dropped = [t.id for t in result.tasks if t.metadata.get("requires_network")]
+        result.tasks = [t for t in result.tasks if not t.metadata.get("requires_network")]
+        if dropped:
+            err.print(f"left out (need the network): {', '.join(dropped)}", highlight=False)
+    _write_import(result, output, strict, "PinchBench")
+
+
+# ------------------------------------------------------------------------------------------------ workspace
+
+
+@workspace_app.command("build")
+def workspace_build(
+    tasks_path: Path = typer.Argument(..., metavar="TASKS", help="tasks.jsonl"),
+    out_dir: Path = typer.Option(..., "--out", help="Directory to build one workspace per task into."),
+    overwrite: bool = typer.Option(False, help="Rebuild workspaces that already exist."),
+) -> None:
+    """Materialize each task's workspace files into OUT/<task id>/."""
+    from clawgym.workspace import build_workspaces
+
+    tasks, bad = _load_tasks(tasks_path)
+    results = build_workspaces(tasks, out_dir, base_dir=tasks_path.parent.resolve(), overwrite=overwrite)
+    failed = 0
+    for task_id, res in results:
+        if isinstance(res, Exception):
+            failed += 1
+            err.print(f"[bold red]error:[/] {task_id}: {res}", highlight=False, soft_wrap=True)
+    out.print(f"built {len(results) - failed} workspaces in {out_dir} ({failed} failed, {len(bad)} bad lines)")
+    if failed or bad:
+        raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------------------------------ sandbox
+
+
+@sandbox_app.command("build")
+def sandbox_build(
+    force: bool = typer.Option(False, help="Rebuild even if the image exists."),
+    docker: bool = typer.Option(True, help="Also import the root filesystem into Docker (when an engine runs)."),
+    mirror: Optional[str] = typer.Option(None, help="Debian mirror for debootstrap."),
+) -> None:
+    """Build the sandbox root filesystem (debootstrap) and import it as a Docker image."""
+    from clawgym.sandbox.image import build_rootfs, import_docker_image
+
+    rootfs = build_rootfs(mirror=mirror, force=force, log=lambda m: err.print(m, highlight=False))
+    if docker:
+        from clawgym.sandbox.docker import DockerBackend
+        from clawgym.sandbox.base import SandboxUnavailable
+
+        try:
+            client = DockerBackend().client
+        except SandboxUnavailable as exc:
+            err.print(f"[yellow]skipping the Docker image:[/] {exc}", highlight=False)
+            return
+        import_docker_image(client, rootfs, force=force, log=lambda m: err.print(m, highlight=False))
+
+
+@sandbox_app.command("check")
+def sandbox_check() -> None:
+    """Report which sandbox backends work here, and why not."""
+    from rich.table import Table
+
+    from clawgym.sandbox import check_backends
+    from clawgym.sandbox.cgroups import cgroup_mode
+    from clawgym.sandbox.image import find_rootfs
+
+    table = Table(title="sandbox backends")
+    for col in ("backend", "works", "details"):
+        table.add_column(col)
+    results = check_backends()
+    for name, (ok, why) in results.items():
+        table.add_row(name, "[green]yes[/]" if ok else "[red]no[/]", why)
+    out.print(table)
+    out.print(f"image root filesystem: {find_rootfs() or 'not built (clawgym sandbox build)'}", highlight=False)
+    out.print(f"cgroup limits: {cgroup_mode() or 'unavailable (rlimits only)'}", highlight=False)
+    if not (results["bwrap"][0] or results["docker"][0]):
+        raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------------------------------ rollout
+
+
+@app.command()
+def rollout(
+    tasks_path: Path = typer.Argument(..., metavar="TASKS", help="tasks.jsonl"),
+    agent: str = typer.Option("noop", help="Agent: noop (does nothing) or oracle (replays the reference)."),
+    sandbox: str = typer.Option("auto", help="Sandbox backend: auto, bwrap, docker, local (NO isolation)."),
+    jobs: int = typer.Option(4, "-j", "--jobs", min=1, help="Episodes run at once."),
+    samples: int = typer.Option(1, "-k", "--samples", min=1, help="Episodes per task."),
+    run_dir: Path = typer.Option(..., "-o", "--output", help="Run directory (trajectories.jsonl, logs, workspaces)."),
+    task_ids: Optional[list[str]] = typer.Option(None, "--task", help="Only these task ids (repeatable)."),
+    limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks."),
+    keep_workspaces: bool = typer.Option(True, help="Keep each episode's final workspace in the run dir."),
+    memory_mb: int = typer.Option(2048, min=16, help="Memory limit per sandbox."),
+    max_processes: int = typer.Option(256, min=8, help="Process limit per sandbox."),
+    exec_timeout: float = typer.Option(120.0, min=0.1, help="Wall-time limit of one command."),
+    network: bool = typer.Option(False, help="Give sandboxes a network (off by default)."),
+) -> None:
+    """Run an agent on every task in its own sandbox, verify, and append trajectories (resumable)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from clawgym.agent import get_agent
+    from clawgym.rollout import RolloutOptions, render_table, run_rollout, summarize
+    from clawgym.sandbox import SandboxLimits, get_backend
+
+    try:
+        get_agent(agent)
+        backend = get_backend(sandbox)
+    except ValueError as exc:
+        fail(str(exc), 2)
+    tasks, bad = _load_tasks(tasks_path)
+    if task_ids:
+        wanted = set(task_ids)
+        missing = wanted - {t.id for t in tasks}
+        if missing:
+            fail(f"{tasks_path}: no task with id {', '.join(sorted(missing))}", 2)
+        tasks = [t for t in tasks if t.id in wanted]
+    if limit:
+        tasks = tasks[:limit]
+    prior = run_dir / "run.json"
+    if prior.exists():
+        prev = json.loads(prior.read_text()).get("agent")
+        if prev and prev != agent:
+            fail(f"{run_dir} holds a run of agent {prev!r}; use another run dir for agent {agent!r}", 2)
+    if sandbox == "local":
+        err.print("[bold yellow]warning:[/] sandbox 'local' runs commands on this host with NO isolation")
+    options = RolloutOptions(
+        samples=samples, jobs=jobs, keep_workspaces=keep_workspaces, base_dir=tasks_path.parent.resolve(),
+        limits=SandboxLimits(memory_mb=memory_mb, max_processes=max_processes, exec_timeout_s=exec_timeout,
+                             network=network),
+    )
+    progress = Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.fields[status]}"), console=err, transient=False,
+    )
+    state = {"bar": None, "scored": 0, "sum": 0.0, "infra": 0}
+
+    def on_start(total: int, skipped: int) -> None:
+        if skipped:
+            err.print(f"resuming: {skipped} episodes already done in {run_dir}", highlight=False)
+        state["bar"] = progress.add_task(f"{agent} @ {backend.name}", total=total, status="")
+
+    def on_done(t) -> None:
+        if t.status == "infra_error":
+            state["infra"] += 1
+        elif t.score is not None:
+            state["scored"] += 1
+            state["sum"] += t.score
+        mean = state["sum"] / state["scored"] if state["scored"] else 0.0
+        progress.update(state["bar"], advance=1, status=f"mean {mean:.3f}, infra errors {state['infra']}")
+
+    try:
+        with progress:
+            report = run_rollout(
+                tasks, lambda: get_agent(agent), backend, run_dir, options, on_start=on_start, on_done=on_done,
+                settings={"tasks": str(tasks_path)},
+            )
+    finally:
+        backend.close()
+    out.print(render_table(summarize(report.all), title=f"{run_dir}"))
+    out.print(f"trajectories: {run_dir / 'trajectories.jsonl'}", highlight=False)
+    if bad:
+        err.print(f"[bold red]{len(bad)} bad task lines were not run[/] (see errors above)")
+        raise typer.Exit(1)
+
+
+@app.command()
+def summary(
+    run_dirs: list[Path] = typer.Argument(..., help="Run directories (or trajectories.jsonl files)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Summarize one or more runs: episodes, mean score, pass rate, errors by kind."""
+    from clawgym.core.jsonl import read_records
+    from clawgym.core.records import Trajectory
+    from clawgym.rollout import TRAJECTORIES, render_table, summarize
+
+    summaries = []
+    for rd in run_dirs:
+        path = rd / TRAJECTORIES if rd.is_dir() else rd
+        if not path.exists():
+            fail(f"{path}: no such file")
+        latest = {t.id: t for t in read_records(path, Trajectory)}
+        summaries += summarize(list(latest.values()))
+    if as_json:
+        sys.stdout.write(json.dumps([s.as_dict() for s in summaries], indent=2) + "\n")
+    else:
+        out.print(render_table(summaries, title="summary"))
+
+
+def main() -> None:
+    try:
+        app()
+    except ClawgymError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

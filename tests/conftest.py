@@ -1,0 +1,75 @@
+"""Shared fixtures: the real parts tests run on, skipped with a reason when missing.
+
+With CLAWGYM_REQUIRE_ALL=1 (set by .ci/run) a missing part FAILS the test instead of skipping it, so that CI
+never passes by silently skipping the sandboxes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def require(ok: bool, reason: str) -> None:
+    """Skip (or, under CLAWGYM_REQUIRE_ALL=1, fail) when a real part is missing."""
+    if ok:
+        return
+    if os.environ.get("CLAWGYM_REQUIRE_ALL") == "1":
+        pytest.fail(f"required part missing (CLAWGYM_REQUIRE_ALL=1): {reason}")
+    pytest.skip(reason)
+
+
+def datasets_root() -> Path:
+    return Path(os.environ.get("CLAWGYM_DATASETS", REPO.parent / "shared" / "datasets"))
+
+
+@pytest.fixture(scope="session")
+def datasets() -> Path:
+    root = datasets_root()
+    require((root / "clawgym-train-sample").is_dir() and (root / "pinchbench-v1").is_dir(),
+            f"third-party datasets not found at {root} (set CLAWGYM_DATASETS)")
+    return root
+
+
+@pytest.fixture(scope="session")
+def bwrap_backend():
+    from clawgym.sandbox.bwrap import BwrapBackend
+    from clawgym.sandbox.image import find_rootfs
+
+    backend = BwrapBackend()
+    ok, why = backend.check()
+    require(ok, f"bwrap unusable: {why}")
+    require(find_rootfs() is not None, "no sandbox image built (run `clawgym sandbox build`)")
+    return backend
+
+
+@pytest.fixture(scope="session")
+def docker_backend():
+    from clawgym.sandbox.docker import DockerBackend
+
+    backend = DockerBackend()
+    ok, why = backend.check()
+    require(ok, f"docker unusable: {why}")
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(params=["bwrap", "docker"])
+def isolated_backend(request):
+    """Each isolated backend in turn (the containment tests run on both)."""
+    return request.getfixturevalue(f"{request.param}_backend")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under CLAWGYM_REQUIRE_ALL=1 any skip (skipif markers included) becomes a failure."""
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("CLAWGYM_REQUIRE_ALL") == "1" and report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.longrepr = f"skipped under CLAWGYM_REQUIRE_ALL=1: {reason}"
