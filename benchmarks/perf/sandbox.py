@@ -51,6 +51,8 @@ TARGETS = {
 # "well under" a `docker exec`, made concrete: our p50 below a quarter of exec_run's p50
 DOCKER_EXEC_RATIO = 0.25
 
+BENCH_LABEL = "clawgym.bench"  # on the benchmark's own bare containers (floor, exec_run baseline)
+
 DEFAULT_N = {"bwrap": 50, "docker": 30}
 DEFAULT_CONCURRENCY = {"bwrap": 64, "docker": 16}
 QUICK_N = {"bwrap": 8, "docker": 4}
@@ -304,8 +306,24 @@ def bench_docker(opts, limits: SandboxLimits) -> dict:
     image = backend.image
     spec = small_workspace()
 
+    bench_label = {BENCH_LABEL: str(os.getpid())}
+
+    def sweep_bench_containers() -> None:
+        # containers of this process that nothing else will remove: a `docker run --rm` interrupted between
+        # create and remove, or a sandbox whose start() was interrupted before it could clean up
+        from clawgym.sandbox.docker import OWNER_LABEL, _owner
+
+        for label in (f"{BENCH_LABEL}={os.getpid()}", f"{OWNER_LABEL}={_owner()}"):
+            for c in client.containers.list(all=True, filters={"label": label}):
+                try:
+                    c.remove(force=True)
+                except Exception:
+                    pass
+
+    LIVE.add(sweep_bench_containers, "docker benchmark containers", sweep_bench_containers)
+
     def floor_once() -> None:
-        client.containers.run(image, ["true"], remove=True, network_mode="none")
+        client.containers.run(image, ["true"], remove=True, network_mode="none", labels=bench_label)
 
     out: dict = {"available": True, "engine": reason}
     n = opts.n_for["docker"]
@@ -324,8 +342,7 @@ def bench_docker(opts, limits: SandboxLimits) -> dict:
 
     log(f"docker: container.exec_run(['true']) x{opts.exec_n} into a running container")
     container = client.containers.run(
-        image, ["sleep", "infinity"], detach=True, network_mode="none", init=True,
-        labels={"clawgym.bench": "1"},
+        image, ["sleep", "infinity"], detach=True, network_mode="none", init=True, labels=bench_label,
     )
     LIVE.add(container, "docker baseline container", lambda: container.remove(force=True))
     try:
@@ -354,6 +371,8 @@ def bench_docker(opts, limits: SandboxLimits) -> dict:
     if conc > 0:
         log(f"docker: {conc} sandboxes at once, 3 execs each")
         out["concurrency"] = measure_concurrency(backend, spec, limits, conc)
+    sweep_bench_containers()
+    LIVE.discard(sweep_bench_containers)
     backend.close()
     return out
 
@@ -366,7 +385,9 @@ def _run_text(argv: list[str]) -> str | None:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return (proc.stdout or proc.stderr).strip() or None if proc.returncode == 0 else None
+    if proc.returncode != 0:
+        return None
+    return (proc.stdout or proc.stderr).strip() or None
 
 
 def environment() -> dict:

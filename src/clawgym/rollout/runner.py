@@ -152,6 +152,8 @@ def run_episode(
             verdict = verify_episode(task, sandbox, outcome.transcript, outcome.final_message)
         except SandboxError as exc:
             return infra("sandbox_died", f"during verification: {exc}", outcome)
+        except Exception as exc:  # a bug in clawgym itself: keep the run going, retry on resume
+            return infra("internal", f"verification crashed: {type(exc).__name__}: {exc}", outcome)
         status = outcome.status if outcome.status in ("completed", "agent_error", "timeout") else "agent_error"
         traj = Trajectory(
             **base, status=status,

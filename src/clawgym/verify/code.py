@@ -30,38 +30,39 @@ VERIFY_SUBDIR = "verify"
 # Runs inside the sandbox with the sandbox's python3. Standard library only.
 PY_RUNNER = r'''
 import json, math, sys, traceback
-src_path, transcript_path, workspace = sys.argv[1], sys.argv[2], sys.argv[3]
 MARK = "__CLAWGYM_GRADE_RESULT__"
-def out(obj):
-    sys.stdout.flush()
-    print("\n" + MARK + json.dumps(obj))
-try:
-    with open(transcript_path, encoding="utf-8") as fh:
-        transcript = json.load(fh)
-    ns = {"__name__": "clawgym_grader"}
-    with open(src_path, encoding="utf-8") as fh:
-        code = compile(fh.read(), "grade.py", "exec")
-    exec(code, ns)
-    if not callable(ns.get("grade")):
-        out({"error": "the check source defines no grade() function"}); sys.exit(0)
-    result = ns["grade"](transcript, workspace)
-except BaseException as exc:
-    tb = traceback.format_exc().strip().splitlines()
-    out({"error": "grade() raised " + type(exc).__name__ + ": " + str(exc)[:300], "traceback": tb[-6:]})
-    sys.exit(0)
-if not isinstance(result, dict):
-    out({"error": "grade() returned " + type(result).__name__ + ", not a dict"}); sys.exit(0)
-scores, bad = {}, []
-for k, v in result.items():
-    if isinstance(v, bool):
-        v = float(v)
-    if isinstance(v, (int, float)) and not math.isnan(v) and not math.isinf(v):
-        scores[str(k)] = float(v)
-    else:
-        bad.append(str(k))
-if bad:
-    out({"error": "grade() returned non-numeric values for: " + ", ".join(bad[:10])}); sys.exit(0)
-out({"scores": scores})
+
+def run(src_path, transcript_path, workspace):
+    try:
+        with open(transcript_path, encoding="utf-8") as fh:
+            transcript = json.load(fh)
+        ns = {"__name__": "clawgym_grader"}
+        with open(src_path, encoding="utf-8") as fh:
+            code = compile(fh.read(), "grade.py", "exec")
+        exec(code, ns)
+        if not callable(ns.get("grade")):
+            return {"error": "the check source defines no grade() function"}
+        result = ns["grade"](transcript, workspace)
+    except BaseException as exc:
+        tb = traceback.format_exc().strip().splitlines()
+        return {"error": "grade() raised " + type(exc).__name__ + ": " + str(exc)[:300], "traceback": tb[-6:]}
+    if not isinstance(result, dict):
+        return {"error": "grade() returned " + type(result).__name__ + ", not a dict"}
+    scores, bad = {}, []
+    for k, v in result.items():
+        if isinstance(v, bool):
+            v = float(v)
+        if isinstance(v, (int, float)) and not math.isnan(v) and not math.isinf(v):
+            scores[str(k)] = float(v)
+        else:
+            bad.append(str(k))
+    if bad:
+        return {"error": "grade() returned non-numeric values for: " + ", ".join(bad[:10])}
+    return {"scores": scores}
+
+outcome = run(sys.argv[1], sys.argv[2], sys.argv[3])
+sys.stdout.flush()
+print("\n" + MARK + json.dumps(outcome))
 '''
 
 
@@ -166,6 +167,20 @@ def _parse_subscores(stdout: str) -> dict[str, float] | None:
     return None
 
 
+def _clear_planted_links(root, rel_path: str) -> None:
+    """Remove symlinks the agent may have planted where checker files go, so copying the checker in can
+    neither fail nor write through them (the checker always overwrites, as ClawGym copies reward/ in)."""
+    import os
+
+    cur = str(root)
+    for part in rel_path.split("/"):
+        cur = os.path.join(cur, part)
+        if os.path.islink(cur):
+            os.unlink(cur)
+        elif not os.path.isdir(cur):
+            return
+
+
 def run_shell_check(
     check: CodeCheck, task: Task, sandbox: Sandbox, transcript: list[dict[str, Any]], final_message: str
 ) -> CodeResult:
@@ -175,6 +190,8 @@ def run_shell_check(
         if f.content is not None else f
         for f in check.files
     ]
+    for f in files:
+        _clear_planted_links(sandbox.host_workspace, f.path)
     sandbox.copy_in(files)
     host_dir, inside = _control_dir(sandbox)
     payload = {

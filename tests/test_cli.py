@@ -1,0 +1,110 @@
+"""The CLI as a user runs it: a real `python -m clawgym` process, its exit codes, stdout and stderr."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from clawgym.core.jsonl import read_records
+from clawgym.core.records import Task, Trajectory
+
+
+def cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "clawgym", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=600, env={**__import__("os").environ, "COLUMNS": "200"})
+
+
+def test_schema_command():
+    r = cli("schema", "task")
+    assert r.returncode == 0
+    schema = json.loads(r.stdout)
+    assert schema["title"] == "Task" and "instruction" in schema["properties"]
+    r = cli("schema", "nope")
+    assert r.returncode == 2 and "unknown record 'nope'" in r.stderr
+
+
+def test_validate_reports_every_bad_line(tmp_path):
+    p = tmp_path / "tasks.jsonl"
+    good = {"id": "a", "instruction": "x", "verifier": {"code": {"kind": "shell", "entry": "echo 1"}}}
+    p.write_text("\n".join([json.dumps(good), "{oops", json.dumps({**good, "id": ""})]) + "\n")
+    r = cli("validate", p)
+    assert r.returncode == 1
+    assert f"{p}:2: not valid JSON" in r.stderr
+    assert f"{p}:3: id: String should have at least 1 character" in r.stderr
+    assert "1 valid task records, 2 bad lines" in r.stdout
+
+
+def test_import_reports_unimportable_tasks_and_imports_the_rest(datasets, tmp_path):
+    src = tmp_path / "tasks"
+    shutil.copytree(datasets / "clawgym-train-sample", src)
+    (src / "task_0076" / "reward" / "reward.sh").unlink()
+    out = tmp_path / "tasks.jsonl"
+    r = cli("import", "clawgym", src, "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert "task_0076" in r.stderr and "reward.sh" in r.stderr
+    assert len(read_records(out, Task)) == 29
+    assert cli("import", "clawgym", src, "-o", out, "--strict").returncode == 1
+
+
+def test_import_pinchbench_offline_only(datasets, tmp_path):
+    out = tmp_path / "pb.jsonl"
+    r = cli("import", "pinchbench", datasets / "pinchbench-v1", "-o", out, "--offline-only")
+    assert r.returncode == 0, r.stderr
+    ids = {t.id for t in read_records(out, Task)}
+    assert "task_02_stock" not in ids and "task_09_files" in ids and len(ids) == 17
+    assert "GPT4.pdf" in r.stderr
+
+
+def test_rollout_runs_good_tasks_reports_bad_lines_and_resumes(datasets, tmp_path, bwrap_backend):
+    tasks = tmp_path / "tasks.jsonl"
+    assert cli("import", "clawgym", datasets / "clawgym-train-sample", "-o", tasks).returncode == 0
+    lines = tasks.read_text().splitlines()[:3]
+    broken = json.loads(lines[1])
+    del broken["verifier"]
+    tasks.write_text("\n".join([lines[0], "{not json", json.dumps(broken), lines[2]]) + "\n")
+    run_dir = tmp_path / "run"
+    r = cli("rollout", tasks, "--agent", "noop", "--sandbox", "bwrap", "-j", "2", "-o", run_dir)
+    assert r.returncode == 1
+    assert f"{tasks}:2: not valid JSON" in r.stderr
+    assert f"{tasks}:3: verifier: Field required" in r.stderr
+    trajs = read_records(run_dir / "trajectories.jsonl", Trajectory)
+    assert len(trajs) == 2 and all(t.status == "completed" for t in trajs)
+    assert "mean score" in r.stdout
+    assert (run_dir / "run.json").exists() and (run_dir / "logs" / "run.log").exists()
+
+    r = cli("rollout", tasks, "--agent", "noop", "--sandbox", "bwrap", "-o", run_dir)
+    assert "resuming: 2 episodes already done" in r.stderr
+    assert len(read_records(run_dir / "trajectories.jsonl", Trajectory)) == 2
+
+    r = cli("rollout", tasks, "--agent", "oracle", "--sandbox", "bwrap", "-o", run_dir)
+    assert r.returncode == 2 and "holds a run of agent 'noop'" in r.stderr
+
+    r = cli("summary", run_dir, "--json")
+    assert r.returncode == 0
+    (s,) = json.loads(r.stdout)
+    assert s["agent"] == "noop" and s["episodes"] == 2 and s["mean_score"] == 0.0
+
+
+@pytest.mark.parametrize("bad_args, message", [
+    (["--agent", "gpt"], "unknown agent 'gpt'"),
+    (["--sandbox", "vm"], "unknown sandbox backend 'vm'"),
+])
+def test_rollout_rejects_bad_options(tmp_path, bad_args, message):
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text("")
+    r = cli("rollout", tasks, "-o", tmp_path / "run", *bad_args)
+    assert r.returncode == 2 and message in r.stderr
+
+
+def test_workspace_build(datasets, tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    assert cli("import", "clawgym", datasets / "clawgym-train-sample" / "task_0308", "-o", tasks).returncode == 0
+    r = cli("workspace", "build", tasks, "--out", tmp_path / "ws")
+    assert r.returncode == 0, r.stderr
+    src = datasets / "clawgym-train-sample" / "task_0308" / "input_files" / "input" / "teams.yaml"
+    assert (tmp_path / "ws" / "task_0308" / "input" / "teams.yaml").read_bytes() == src.read_bytes()
+    assert not (tmp_path / "ws" / "task_0308" / "reward").exists()
