@@ -73,7 +73,7 @@ def test_rollout_runs_good_tasks_reports_bad_lines_and_resumes(datasets, tmp_pat
     assert f"{tasks}:3: verifier: Field required" in r.stderr
     trajs = read_records(run_dir / "trajectories.jsonl", Trajectory)
     assert len(trajs) == 2 and all(t.status == "completed" for t in trajs)
-    assert "mean score" in r.stdout
+    assert "mean" in r.stdout and "errors by kind" in r.stdout
     assert (run_dir / "run.json").exists() and (run_dir / "logs" / "run.log").exists()
 
     r = cli("rollout", tasks, "--agent", "noop", "--sandbox", "bwrap", "-o", run_dir)

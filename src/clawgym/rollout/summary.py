@@ -69,8 +69,9 @@ def render_table(summaries: list[Summary], title: str = "rollout summary"):
     from rich.table import Table
 
     table = Table(title=title)
-    for col in ("agent", "episodes", "scored", "mean score", "pass rate", "infra errors", "skipped", "errors by kind"):
-        table.add_column(col, justify="left" if col in ("agent", "errors by kind") else "right")
+    for col in ("agent", "episodes", "scored", "mean", "pass", "infra", "skipped", "errors by kind"):
+        table.add_column(col, justify="left" if col in ("agent", "errors by kind") else "right",
+                         no_wrap=col != "errors by kind")
     for s in summaries:
         table.add_row(
             s.agent, str(s.episodes), str(s.scored),
