@@ -108,3 +108,50 @@ def test_workspace_build(datasets, tmp_path):
     src = datasets / "clawgym-train-sample" / "task_0308" / "input_files" / "input" / "teams.yaml"
     assert (tmp_path / "ws" / "task_0308" / "input" / "teams.yaml").read_bytes() == src.read_bytes()
     assert not (tmp_path / "ws" / "task_0308" / "reward").exists()
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "docker"])
+def test_ctrl_c_stops_running_sandboxes_at_once(tmp_path, backend, request):
+    """Ctrl-C during a rollout ends it promptly, leaves no sandbox behind and no half-written record."""
+    import os
+    import signal
+    import socket
+    import time
+
+    b = request.getfixturevalue(f"{backend}_backend")
+    marker = f"clawgym-ctrlc-{os.getpid()}-{backend}"
+    task = Task.model_validate({
+        "id": "long", "instruction": "wait",
+        "verifier": {"code": {"kind": "python", "source": "def grade(t, w): return {'a': 1.0}"}},
+        "reference": {"steps": [{"name": "exec", "arguments": {"command": f"sleep 300 # {marker}"}}]},
+    })
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(task.model_dump_json() + "\n")
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "clawgym", "rollout", str(tasks), "--agent", "oracle",
+                             "--sandbox", backend, "-o", str(run_dir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def sandboxes_alive() -> int:
+        if backend == "docker":
+            owner = f"clawgym.owner={socket.gethostname()}:{proc.pid}"
+            return len(b.client.containers.list(all=True, filters={"label": owner}))
+        out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+        return len(out.split())
+
+    deadline = time.monotonic() + 60
+    while sandboxes_alive() == 0:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert time.monotonic() - t0 < 20
+    assert proc.returncode == 130
+    deadline = time.monotonic() + 15
+    while sandboxes_alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert sandboxes_alive() == 0
+    path = run_dir / "trajectories.jsonl"
+    assert not path.exists() or read_records(path, Trajectory) == []

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -54,8 +53,8 @@ def version() -> None:
 
 @app.command()
 def schema(
-    record: Optional[str] = typer.Argument(None, help="Record name: task, trajectory, verdict, workspace, verifier."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
+    record: str | None = typer.Argument(None, help="Record name: task, trajectory, verdict, workspace, verifier."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
 ) -> None:
     """Print the JSON Schema of a record type (all of them when no name is given)."""
     from clawgym.core.records import RECORD_TYPES
@@ -175,15 +174,15 @@ def workspace_build(
 def sandbox_build(
     force: bool = typer.Option(False, help="Rebuild even if the image exists."),
     docker: bool = typer.Option(True, help="Also import the root filesystem into Docker (when an engine runs)."),
-    mirror: Optional[str] = typer.Option(None, help="Debian mirror for debootstrap."),
+    mirror: str | None = typer.Option(None, help="Debian mirror for debootstrap."),
 ) -> None:
     """Build the sandbox root filesystem (debootstrap) and import it as a Docker image."""
     from clawgym.sandbox.image import build_rootfs, import_docker_image
 
     rootfs = build_rootfs(mirror=mirror, force=force, log=lambda m: err.print(m, highlight=False))
     if docker:
-        from clawgym.sandbox.docker import DockerBackend
         from clawgym.sandbox.base import SandboxUnavailable
+        from clawgym.sandbox.docker import DockerBackend
 
         try:
             client = DockerBackend().client
@@ -226,8 +225,8 @@ def rollout(
     jobs: int = typer.Option(4, "-j", "--jobs", min=1, help="Episodes run at once."),
     samples: int = typer.Option(1, "-k", "--samples", min=1, help="Episodes per task."),
     run_dir: Path = typer.Option(..., "-o", "--output", help="Run directory (trajectories.jsonl, logs, workspaces)."),
-    task_ids: Optional[list[str]] = typer.Option(None, "--task", help="Only these task ids (repeatable)."),
-    limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks."),
+    task_ids: list[str] | None = typer.Option(None, "--task", help="Only these task ids (repeatable)."),
+    limit: int | None = typer.Option(None, min=1, help="Only the first N tasks."),
     keep_workspaces: bool = typer.Option(True, help="Keep each episode's final workspace in the run dir."),
     memory_mb: int = typer.Option(2048, min=16, help="Memory limit per sandbox."),
     max_processes: int = typer.Option(256, min=8, help="Process limit per sandbox."),

@@ -77,6 +77,36 @@ class _Log:
         self._fh.close()
 
 
+class _LiveSandboxes:
+    """The sandboxes of running episodes; on interrupt all are stopped so their episodes end at once."""
+
+    def __init__(self) -> None:
+        self._set: set[Sandbox] = set()
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def add(self, sb: Sandbox) -> bool:
+        with self._lock:
+            if self.closed:
+                return False
+            self._set.add(sb)
+            return True
+
+    def discard(self, sb: Sandbox) -> None:
+        with self._lock:
+            self._set.discard(sb)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            self.closed = True
+            boxes = list(self._set)
+        for sb in boxes:
+            try:
+                sb.stop()
+            except Exception:
+                pass
+
+
 def load_done(run_dir: Path) -> dict[str, Trajectory]:
     """Finished episodes of an earlier run (the last record per episode), without infrastructure errors."""
     path = run_dir / TRAJECTORIES
@@ -97,8 +127,12 @@ def run_episode(
     options: RolloutOptions,
     run_dir: Path | None = None,
     log: Callable[[str], None] = lambda m: None,
+    live: _LiveSandboxes | None = None,
 ) -> Trajectory:
-    """One episode: start a sandbox, run the agent, snapshot, verify, stop. Never raises for task problems."""
+    """One episode: start a sandbox, run the agent, snapshot, verify, stop. Never raises for task problems.
+
+    `live`, when given, tracks the running sandbox so that an interrupted run can stop it at once.
+    """
     eid = episode_id(task.id, sample)
     started = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     t0 = time.monotonic()
@@ -120,6 +154,9 @@ def run_episode(
         return infra("workspace", str(exc))
     snapshot_rel = None
     outcome: AgentOutcome | None = None
+    if live is not None and not live.add(sandbox):
+        sandbox.stop()
+        return infra("interrupted", "the run was interrupted before this episode started")
     try:
         ctx = EpisodeContext(
             deadline=time.monotonic() + task.timeout_seconds, sample=sample,
@@ -167,6 +204,8 @@ def run_episode(
         return traj
     finally:
         sandbox.stop()
+        if live is not None:
+            live.discard(sandbox)
 
 
 def write_run_info(run_dir: Path, settings: dict) -> None:
@@ -213,13 +252,16 @@ def run_rollout(
     if appender.torn_bytes:
         log(f"cut a torn last line ({appender.torn_bytes} bytes) from {TRAJECTORIES}")
     pool = ThreadPoolExecutor(max_workers=max(1, options.jobs), thread_name_prefix="episode")
+    live = _LiveSandboxes()
     try:
         pending: set[Future] = set()
         queue = list(todo)
         while queue or pending:
             while queue and len(pending) < max(1, options.jobs) * 2:
                 task, sample = queue.pop(0)
-                pending.add(pool.submit(run_episode, task, sample, agent_factory(), backend, options, run_dir, log))
+                pending.add(pool.submit(
+                    run_episode, task, sample, agent_factory(), backend, options, run_dir, log, live
+                ))
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
                 traj = fut.result()
@@ -228,7 +270,10 @@ def run_rollout(
                 if on_done:
                     on_done(traj)
     except BaseException:
-        log("run interrupted")
+        # Ctrl-C (or a crash of the caller): kill the running sandboxes so their episodes end now; what they
+        # return is an infrastructure error that is not recorded, so a rerun retries them.
+        log("run interrupted: stopping running sandboxes")
+        live.stop_all()
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     finally:
