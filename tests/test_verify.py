@@ -197,3 +197,9 @@ def test_planted_symlink_cannot_redirect_the_checker(run, tmp_path):
     v = run(shell_task(), f"ln -s {outside} reward && touch out.txt", final="done")
     assert v.status == "scored" and v.score == 1.0
     assert list(outside.iterdir()) == []
+
+
+@pytest.mark.parametrize("plant", ["touch reward", "mkfifo reward", "mkdir -p reward/check.py", "ln -s /etc reward"])
+def test_agent_cannot_block_the_checker(run, plant):
+    v = run(shell_task(), f"{plant} && touch out.txt", final="done")
+    assert v.status == "scored" and v.score == 1.0, v

@@ -32,6 +32,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -88,6 +89,11 @@ def summarize(samples_s: list[float]) -> dict:
         "min": round(ms[0], 3),
         "max": round(ms[-1], 3),
     }
+
+
+def _ratio(a: dict, b: dict) -> float | None:
+    """p50 of a over p50 of b: steadier than either figure alone when the host is loaded."""
+    return round(a["p50"] / b["p50"], 3) if a.get("p50") and b.get("p50") else None
 
 
 # ------------------------------------------------------------------------------------ cleanup registry
@@ -272,6 +278,7 @@ def bench_bwrap(opts, limits: SandboxLimits) -> dict:
     out["start_to_first_exec_ms"] = st["start_to_first_exec_ms"]
     out["stop_ms"] = st["stop_ms"]
     out["start_call_ms"] = st["start_call_ms"]
+    out["start_vs_floor_p50"] = _ratio(st["start_to_first_exec_ms"], st["floor_ms"])
     out["floor"] = {
         "what": "bwrap --unshare-all --die-with-parent <same ro root binds> --proc /proc --dev /dev true "
                 "(subprocess.run)",
@@ -282,6 +289,7 @@ def bench_bwrap(opts, limits: SandboxLimits) -> dict:
     out["per_exec_ms"] = {
         "ours": ours,
         "baseline": {"what": "a fresh bare bwrap per call (the floor above)", "ms": st["floor_ms"]},
+        "ratio_p50": _ratio(ours, st["floor_ms"]),
     }
     conc = opts.conc_for["bwrap"]
     if conc > 0:
@@ -332,6 +340,7 @@ def bench_docker(opts, limits: SandboxLimits) -> dict:
     out["start_to_first_exec_ms"] = st["start_to_first_exec_ms"]
     out["stop_ms"] = st["stop_ms"]
     out["start_call_ms"] = st["start_call_ms"]
+    out["start_vs_floor_p50"] = _ratio(st["start_to_first_exec_ms"], st["floor_ms"])
     out["floor"] = {
         "what": "client.containers.run(image, ['true'], remove=True, network_mode='none') "
                 "(= docker run --rm IMAGE true)",
@@ -365,7 +374,7 @@ def bench_docker(opts, limits: SandboxLimits) -> dict:
         "ours": ours,
         "baseline": {"what": "container.exec_run(['true']) into a running container (= docker exec)",
                      "ms": baseline},
-        "ratio_p50": round(ours["p50"] / baseline["p50"], 4) if baseline.get("p50") else None,
+        "ratio_p50": _ratio(ours, baseline),
     }
     conc = opts.conc_for["docker"]
     if conc > 0:
@@ -496,6 +505,17 @@ def _on_term(signum, frame):  # turn SIGTERM into the same clean unwind as Ctrl-
 def main(argv: list[str] | None = None) -> int:
     opts = parse_args(argv)
     signal.signal(signal.SIGTERM, _on_term)
+    # every sandbox's host directory goes under one private dir, removed at the end: nothing is left in /tmp
+    # even when a start() is interrupted before it returns a sandbox we could stop
+    private_tmp = tempfile.mkdtemp(prefix="clawgym-bench-", dir=os.environ.get("CLAWGYM_SANDBOX_TMP"))
+    os.environ["CLAWGYM_SANDBOX_TMP"] = private_tmp
+    try:
+        return _main(opts)
+    finally:
+        shutil.rmtree(private_tmp, ignore_errors=True)
+
+
+def _main(opts: argparse.Namespace) -> int:
     limits = SandboxLimits()
     report: dict = {
         "benchmark": "sandbox",

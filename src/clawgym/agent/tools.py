@@ -13,7 +13,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any
 
-from clawgym.sandbox.base import Sandbox, SandboxError
+from clawgym.sandbox.base import Sandbox, SandboxPathError
 
 TOOL_ALIASES = {"bash": "exec", "read_file": "read", "write_file": "write", "edit_file": "edit", "list": "ls"}
 DEFAULT_MAX_OBSERVATION = 20_000
@@ -83,10 +83,8 @@ class ToolExecutor:
             return ToolOutcome(f"Error: {tool}: {exc}", True)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
             return ToolOutcome(f"Error: {tool}: {exc.strerror or exc}: {args.get('path', '')}", True)
-        except SandboxError as exc:
-            if "leaves the workspace" in str(exc):
-                return ToolOutcome(f"Error: {tool}: {exc}", True)
-            raise
+        except SandboxPathError as exc:  # outside the workspace, a FIFO, a link to the host...
+            return ToolOutcome(f"Error: {tool}: {exc}", True)
         except UnicodeDecodeError:
             return ToolOutcome(f"Error: {tool}: {args.get('path')} is not a UTF-8 text file", True)
 

@@ -9,9 +9,11 @@ file access and snapshots are plain host file operations, confined to that direc
 from __future__ import annotations
 
 import base64
+import errno
 import os
 import posixpath
 import shutil
+import stat
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,12 +24,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from clawgym.core.errors import ClawgymError
 from clawgym.core.records import WorkspaceFile, WorkspaceSpec
 
-
 CTL_DIR = "/.clawgym"  # where each sandbox sees its control directory (supervisor and checker files)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class SandboxError(ClawgymError):
     """The sandbox itself failed (could not start, died, stopped answering): an infrastructure error."""
+
+
+class SandboxPathError(SandboxError):
+    """A file path the sandbox refuses (it leads out of the workspace, or is not a regular file): a
+    problem with the request, not with the sandbox, which keeps working."""
 
 
 class SandboxUnavailable(SandboxError):
@@ -56,7 +63,7 @@ class ExecResult:
     duration_s: float
     timed_out: bool = False
     truncated: bool = False
-    limit: str | None = None  # which limit stopped the command: timeout, file_size, memory, output
+    limit: str | None = None  # which limit stopped the command: timeout, file_size, memory, output, processes
 
     @property
     def ok(self) -> bool:
@@ -113,53 +120,158 @@ class Sandbox(ABC):
         return self.mount_dir
 
     # -- files ----------------------------------------------------------------------------------------
-    def host_path(self, path: str) -> Path | None:
-        """Host path of a sandbox path inside the workspace (relative, or absolute under the mount dir).
+    # The workspace is a host directory the agent controls: any entry may be a symlink (to a host path, or
+    # to an absolute sandbox path) or a FIFO, and a background process may swap entries at any moment. So
+    # paths are resolved here as the SANDBOX sees them (absolute links under the mount dir map back into
+    # the workspace, any other absolute link leaves it), and the resolved path is then opened component by
+    # component with O_NOFOLLOW from the workspace root: a link swapped in after the check fails the open
+    # instead of being followed.
 
-        Returns None for sandbox paths outside the workspace. Raises SandboxError for paths that resolve
-        (through symlinks planted by the agent) outside the workspace.
-        """
+    def _sandbox_rel(self, path: str) -> str | None:
+        """The workspace-relative form of a sandbox path, or None when it is outside the workspace."""
         if path.startswith("/"):
             norm = posixpath.normpath(path)
             for base in {self.mount_dir, self.workdir}:
                 if norm == base or norm.startswith(base.rstrip("/") + "/"):
-                    rel = posixpath.relpath(norm, base)
-                    break
-            else:
-                return None
-        else:
-            rel = posixpath.normpath(path)
-        root = os.path.realpath(self.host_workspace)
-        target = os.path.realpath(os.path.join(root, rel))
-        if target != root and not target.startswith(root + os.sep):
-            raise SandboxError(f"path {path!r} leaves the workspace")
-        return Path(target)
+                    return posixpath.relpath(norm, base)
+            return None
+        return path
+
+    def _resolve(self, path: str, rel: str) -> list[str]:
+        """Components (no symlinks, no dots) of where `rel` leads inside the workspace, following symlinks
+        the way the sandbox would; SandboxPathError when it leads out."""
+        root = str(self.host_workspace)
+        todo = [c for c in rel.split("/") if c and c != "."]
+        done: list[str] = []
+        hops = 0
+        while todo:
+            part = todo.pop(0)
+            if part == "..":
+                if not done:
+                    raise SandboxPathError(f"path {path!r} leaves the workspace")
+                done.pop()
+                continue
+            cur = os.path.join(root, *done, part)
+            try:
+                st = os.lstat(cur)
+            except (FileNotFoundError, NotADirectoryError):
+                done.append(part)
+                continue
+            if not stat.S_ISLNK(st.st_mode):
+                done.append(part)
+                continue
+            hops += 1
+            if hops > 40:
+                raise SandboxPathError(f"path {path!r}: too many levels of symbolic links")
+            try:
+                target = os.readlink(cur)
+            except OSError as exc:  # swapped since the lstat: look again
+                if exc.errno not in (errno.EINVAL, errno.ENOENT):
+                    raise
+                todo.insert(0, part)
+                continue
+            if target.startswith("/"):
+                inner = self._sandbox_rel(target)
+                if inner is None:
+                    raise SandboxPathError(f"path {path!r} leaves the workspace (link to {target})")
+                done = []
+                target = inner
+            todo = [c for c in target.split("/") if c and c != "."] + todo
+        return done
+
+    def host_path(self, path: str) -> Path | None:
+        """Host path of a sandbox path inside the workspace (relative, or absolute under the mount dir).
+
+        Returns None for sandbox paths outside the workspace. Raises SandboxPathError for paths that lead
+        (through symlinks planted by the agent, or `..`) outside the workspace. The result is free of
+        symlinks at the time of the call; the agent may still swap entries later, so open files through
+        :meth:`read_file` / :meth:`write_file`, which refuse to follow any link.
+        """
+        rel = self._sandbox_rel(path)
+        if rel is None:
+            return None
+        return self.host_workspace.joinpath(*self._resolve(path, rel))
+
+    def _open_parent(self, path: str, parts: list[str], create: bool) -> int:
+        """A directory fd of the parent of `parts`, walked from the workspace root without following links."""
+        fd = os.open(self.host_workspace, _DIR_FLAGS)
+        try:
+            for part in parts[:-1]:
+                if create:
+                    try:
+                        os.mkdir(part, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = nfd
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno == errno.ELOOP:
+                raise SandboxPathError(f"path {path!r} leaves the workspace (a link appeared)") from None
+            raise
+        return fd
 
     def read_file(self, path: str) -> bytes:
-        hp = self.host_path(path)
-        if hp is not None:
-            return hp.read_bytes()
-        res = self.exec(["base64", "-w0", "--", path], cwd="/")
-        if res.exit_code != 0:
-            raise FileNotFoundError(f"{path}: {res.stderr.strip()}")
-        return base64.b64decode(res.stdout)
+        rel = self._sandbox_rel(path)
+        if rel is None:
+            res = self.exec(["base64", "-w0", "--", path], cwd="/")
+            if res.exit_code != 0:
+                raise FileNotFoundError(f"{path}: {res.stderr.strip()}")
+            return base64.b64decode(res.stdout)
+        parts = self._resolve(path, rel)
+        if not parts:
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+        dfd = self._open_parent(path, parts, create=False)
+        try:
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise SandboxPathError(f"path {path!r} leaves the workspace (a link appeared)") from None
+            raise type(exc)(exc.errno, exc.strerror, path) from None
+        finally:
+            os.close(dfd)
+        with os.fdopen(fd, "rb") as fh:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+            if not stat.S_ISREG(mode):
+                raise SandboxPathError(f"path {path!r} is not a regular file")
+            return fh.read()
 
     def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
         payload = data.encode("utf-8") if isinstance(data, str) else data
-        hp = self.host_path(path)
-        if hp is not None:
-            hp.parent.mkdir(parents=True, exist_ok=True)
-            # re-check after mkdir: a parent could be a symlink created by the agent
-            self.host_path(path)
-            hp.write_bytes(payload)
-            if mode is not None:
-                hp.chmod(mode)
+        rel = self._sandbox_rel(path)
+        if rel is None:
+            parent = posixpath.dirname(path) or "/"
+            script = 'mkdir -p -- "$1" && base64 -d > "$2"' + (f' && chmod {mode:o} -- "$2"' if mode is not None else "")
+            res = self.exec(["sh", "-c", script, "sh", parent, path], cwd="/", stdin=base64.b64encode(payload))
+            if res.exit_code != 0:
+                raise SandboxError(f"cannot write {path} in the sandbox: {res.stderr.strip()}")
             return
-        parent = posixpath.dirname(path) or "/"
-        script = f'mkdir -p -- "$1" && base64 -d > "$2"' + (f' && chmod {mode:o} -- "$2"' if mode else "")
-        res = self.exec(["sh", "-c", script, "sh", parent, path], cwd="/", stdin=base64.b64encode(payload))
-        if res.exit_code != 0:
-            raise SandboxError(f"cannot write {path} in the sandbox: {res.stderr.strip()}")
+        parts = self._resolve(path, rel)
+        if not parts:
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+        dfd = self._open_parent(path, parts, create=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(parts[-1], flags, 0o644 if mode is None else mode, dir_fd=dfd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise SandboxPathError(f"path {path!r} leaves the workspace (a link appeared)") from None
+            if exc.errno == errno.ENXIO:  # a FIFO without reader
+                raise SandboxPathError(f"path {path!r} is not a regular file") from None
+            raise type(exc)(exc.errno, exc.strerror, path) from None
+        finally:
+            os.close(dfd)
+        with os.fdopen(fd, "wb") as fh:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise SandboxPathError(f"path {path!r} is not a regular file")
+            os.ftruncate(fd, 0)
+            fh.write(payload)
+            if mode is not None:
+                os.fchmod(fd, mode)
 
     def copy_in(self, files: Sequence[WorkspaceFile], assets_dir: Path | None = None) -> None:
         """Write task files (e.g. a checker) into the live workspace, after the agent has ended."""
@@ -201,19 +313,29 @@ class SandboxBackend(ABC):
     ) -> Sandbox:
         """Materialize the workspace and start a sandbox around it."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release backend-wide resources (clients, pools)."""
 
 
+def tmpfs_sizes(limits: SandboxLimits) -> dict[str, int]:
+    """Size caps (bytes) of the sandbox's private tmpfs mounts. Their pages count against the memory limit and
+    cannot be reclaimed, so an unbounded /tmp filled up would leave every later command to the OOM killer;
+    capped, together below the memory limit, a full /tmp is a plain ENOSPC the agent can recover from."""
+    mem = limits.memory_mb * 1024 * 1024
+    return {"/tmp": mem // 2, "/root": mem // 4, "/run": mem // 16, "/home": mem // 16, "/var/tmp": mem // 16}
+
+
 def prepare_host_workspace(workspace: WorkspaceSpec, base_dir: Path | None, prefix: str) -> Path:
-    """A fresh host temp dir with `ws/` (the materialized workspace) and `ctl/` (the supervisor's files)."""
+    """A fresh host temp dir with `ws/` (the materialized workspace) and `ctl/` (the supervisor's files;
+    read-only in the sandbox except `ctl/out`, where the commands' output goes)."""
     import tempfile
 
+    from clawgym.sandbox.supervisor import OUT_SUBDIR
     from clawgym.workspace.materialize import materialize
 
     root = Path(tempfile.mkdtemp(prefix=prefix, dir=os.environ.get("CLAWGYM_SANDBOX_TMP")))
     try:
-        (root / "ctl").mkdir()
+        (root / "ctl" / OUT_SUBDIR).mkdir(parents=True)
         materialize(workspace, root / "ws", base_dir=base_dir)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)

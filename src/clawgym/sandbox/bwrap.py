@@ -1,9 +1,11 @@
 """The bubblewrap backend: Docker-free isolation with a few milliseconds of start-up.
 
 Each sandbox is one `bwrap --unshare-all` process tree: the image's root filesystem bound read-only entry by
-entry onto bwrap's own tmpfs root (so new top-level mount points such as /workspace can be created), the
-workspace bound read-write at the task's mount dir, private /tmp, /run, /root and /var/tmp, no network, killed
-with its parent. Memory and process count are bounded by a per-sandbox cgroup when the cgroup filesystem is
+entry onto bwrap's own tmpfs root (so new top-level mount points such as /workspace can be created; the root
+is remounted read-only once they are), the workspace bound read-write at the task's mount dir, the control
+directory read-only but for its output subdirectory, private size-capped tmpfs /tmp, /run, /root, /home and
+/var/tmp, no network, no capabilities, killed with its parent. Leftover processes are killed from the host
+(every process of the sandbox's pid namespace but its init and the supervisor), which needs no fork inside. Memory and process count are bounded by a per-sandbox cgroup when the cgroup filesystem is
 writable (root), else by rlimits; file size by RLIMIT_FSIZE and wall time by `timeout` in the supervisor.
 Without a built image the host's /usr is used read-only, with a curated /etc (no secrets) — a fallback that
 `clawgym sandbox check` reports.
@@ -26,10 +28,21 @@ from clawgym.sandbox.base import (
     SandboxLimits,
     SandboxUnavailable,
     prepare_host_workspace,
+    tmpfs_sizes,
 )
 from clawgym.sandbox.cgroups import CgroupLimits
 from clawgym.sandbox.image import find_rootfs
-from clawgym.sandbox.supervisor import BASE_PATH, CTL_DIR, KILL_ALL_SH, SUPERVISOR_SH, SupervisorChannel
+from clawgym.sandbox.supervisor import (
+    BASE_PATH,
+    CTL_DIR,
+    KILL_ALL_SH,
+    OUT_SUBDIR,
+    SupervisorChannel,
+    first_child,
+    group_alive,
+    kill_namespace,
+    supervisor_argv,
+)
 
 # Entries of the root that each sandbox gets fresh instead of from the image.
 PRIVATE_ENTRIES = {"proc", "dev", "sys", "tmp", "run", "root", "home", "workspace", "lost+found", ".clawgym"}
@@ -64,7 +77,7 @@ def _root_args(rootfs: Path | None) -> list[str]:
     for name in HOST_ETC_ALLOWLIST:
         if os.path.lexists(f"/etc/{name}"):
             args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-    args += ["--dir", "/var", "--tmpfs", "/var/tmp"]
+    args += ["--remount-ro", "/etc", "--dir", "/var"]
     return args
 
 
@@ -89,6 +102,7 @@ class BwrapSandbox(Sandbox):
         super().__init__(root / "ws", mount_dir, limits)
         self._root = root
         self._stopped = False
+        self._init_pid: int | None = None
         self.rootfs = rootfs
         self.cgroup = CgroupLimits.create(limits.max_processes, limits.memory_mb * 1024 * 1024)
         home = "/root"
@@ -97,17 +111,22 @@ class BwrapSandbox(Sandbox):
             args.append("--share-net")
         args += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv", "--cap-drop", "ALL"]
         args += _root_args(rootfs)
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run", "--tmpfs", "/root"]
-        args += ["--tmpfs", "/home"]
-        if rootfs is not None:
-            args += ["--tmpfs", "/var/tmp"]
-        args += ["--bind", str(root / "ws"), mount_dir, "--bind", str(root / "ctl"), CTL_DIR]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        for path, size in tmpfs_sizes(limits).items():
+            args += ["--size", str(size), "--tmpfs", path]
+        args += ["--bind", str(root / "ws"), mount_dir, "--ro-bind", str(root / "ctl"), CTL_DIR]
+        args += ["--bind", str(root / "ctl" / OUT_SUBDIR), f"{CTL_DIR}/{OUT_SUBDIR}"]
+        # bwrap's root is a tmpfs holding the mount points: read-only once they are all made
+        args += ["--remount-ro", "/"]
         args += ["--chdir", mount_dir, "--setenv", "HOME", home, "--setenv", "PATH", BASE_PATH]
         args += ["--setenv", "LANG", "C.UTF-8", "--setenv", "WORKSPACE", mount_dir, "--setenv", "TERM", "dumb"]
-        args += ["sh", "-c", SUPERVISOR_SH, "supervisor", CTL_DIR]
+        args += supervisor_argv(CTL_DIR)
         if self.cgroup is not None:
+            # join the cgroup; exempt bwrap, its init and the supervisor from the OOM killer where allowed
+            # (CAP_SYS_RESOURCE); commands raise their own score to the maximum (build_run_script)
             join = " && ".join(f'echo $$ > "{p}"' for p in self.cgroup.procs_files)
-            args = ["/bin/sh", "-c", f'{join} && exec "$@"', "sh", *args]
+            oom = "echo -1000 > /proc/self/oom_score_adj 2>/dev/null"
+            args = ["/bin/sh", "-c", f'{join} && {{ {oom}; exec "$@"; }}', "sh", *args]
         try:
             self._proc = subprocess.Popen(
                 args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
@@ -117,7 +136,23 @@ class BwrapSandbox(Sandbox):
             raise SandboxError(f"cannot start bwrap: {exc}") from None
         self._chan = SupervisorChannel(
             root / "ctl", self._send, self._proc.stdout.fileno(), lambda: self._proc.poll() is None,
+            group_alive=self._group_alive,
         )
+
+    def _ns_init(self) -> int | None:
+        """Host pid of the sandbox's pid-namespace init (bwrap's only child), while bwrap runs (bwrap reaps
+        it, so until bwrap exits that pid cannot be reused by another process)."""
+        if self._proc.poll() is not None:
+            return None
+        if self._init_pid is None:
+            self._init_pid = first_child(self._proc.pid)
+        return self._init_pid
+
+    def _group_alive(self, pgid: int) -> bool | None:
+        init = self._ns_init()
+        if init is None:
+            return None
+        return group_alive(pgid, init, self.cgroup.pids if self.cgroup is not None else None)
 
     def _send(self, data: bytes) -> None:
         assert self._proc.stdin is not None
@@ -139,8 +174,9 @@ class BwrapSandbox(Sandbox):
     ) -> ExecResult:
         if self._stopped:
             raise SandboxError("sandbox is stopped")
+        ooms = self.cgroup.oom_kills() if self.cgroup is not None else 0
         try:
-            return self._chan.run(
+            res = self._chan.run(
                 command, cwd=cwd or self.mount_dir, env=env or {},
                 timeout=timeout or self.limits.exec_timeout_s, max_output=self.limits.max_output_bytes,
                 max_file_bytes=self.limits.max_file_mb * 1024 * 1024,
@@ -149,9 +185,20 @@ class BwrapSandbox(Sandbox):
         except SandboxError as exc:
             detail = self._startup_error()
             raise SandboxError(f"{exc}: {detail}" if detail else str(exc)) from None
+        if res.limit is None and res.exit_code == 137 and self.cgroup is not None and self.cgroup.oom_kills() > ooms:
+            res.limit = "memory"
+        return res
 
     def kill_processes(self) -> None:
+        if self._stopped:
+            raise SandboxError("sandbox is stopped")
+        # from the host when possible: it needs no fork inside (a fork bomb may hold the process limit)
+        init = self._ns_init()
+        if init is not None and kill_namespace(init, self.cgroup.pids if self.cgroup is not None else None):
+            self._chan.clear_outputs()
+            return
         self.exec(["sh", "-c", KILL_ALL_SH], cwd="/", timeout=10)
+        self._chan.clear_outputs()
 
     def stop(self) -> None:
         if self._stopped:

@@ -133,3 +133,28 @@ class CgroupLimits:
                     break
                 except OSError:
                     time.sleep(0.01)
+
+
+def oom_kills_of(pid: int) -> int:
+    """OOM kills counted by the memory cgroup of a process (e.g. a local Docker container's init); 0 when
+    that cannot be read."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return 0
+    for line in lines:
+        _, ctrls, path = line.split(":", 2)
+        if "memory" in ctrls.split(","):
+            f = CGROUP_ROOT / "memory" / path.lstrip("/") / "memory.oom_control"
+        elif ctrls == "" and (CGROUP_ROOT / "cgroup.controllers").exists():
+            f = CGROUP_ROOT / path.lstrip("/") / "memory.events"
+        else:
+            continue
+        try:
+            for row in f.read_text().splitlines():
+                key, _, val = row.partition(" ")
+                if key == "oom_kill":
+                    return int(val)
+        except OSError:
+            pass
+    return 0

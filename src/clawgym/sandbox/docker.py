@@ -1,7 +1,8 @@
 """The Docker backend, through the Docker SDK (never the CLI).
 
-One container per episode from the clawgym sandbox image: read-only root, private tmpfs /tmp /run /root /home
-/var/tmp, the workspace bind-mounted read-write at the task's mount dir, no network, memory / pids / CPU limits,
+One container per episode from the clawgym sandbox image: read-only root, private size-capped tmpfs /tmp /run
+/root /home /var/tmp, the workspace bind-mounted read-write at the task's mount dir, the control directory
+read-only but for its output subdirectory, no network, memory / pids / CPU limits,
 `--init` so orphans are reaped. The container's main process is the same sh supervisor the other backends use,
 fed through the attached stdin, so an exec costs a few milliseconds instead of a `docker exec` round trip.
 
@@ -28,9 +29,20 @@ from clawgym.sandbox.base import (
     SandboxLimits,
     SandboxUnavailable,
     prepare_host_workspace,
+    tmpfs_sizes,
 )
+from clawgym.sandbox.cgroups import oom_kills_of
 from clawgym.sandbox.image import IMAGE_REPO, docker_tag
-from clawgym.sandbox.supervisor import BASE_PATH, CTL_DIR, KILL_ALL_SH, SUPERVISOR_SH, SupervisorChannel
+from clawgym.sandbox.supervisor import (
+    BASE_PATH,
+    CTL_DIR,
+    KILL_ALL_SH,
+    OUT_SUBDIR,
+    SupervisorChannel,
+    group_alive,
+    kill_namespace,
+    supervisor_argv,
+)
 
 LABEL = "clawgym.sandbox"
 OWNER_LABEL = "clawgym.owner"
@@ -69,19 +81,22 @@ class DockerSandbox(Sandbox):
         self._client = client
         self._root = root
         self._stopped = False
+        self._init_pid: int | None = None  # host pid of the container's init, when the engine is local
+        self._ooms = 0
         self.container = None
         try:
             self.container = client.containers.create(
                 image,
-                command=["sh", "-c", SUPERVISOR_SH, "supervisor", CTL_DIR],
+                command=supervisor_argv(CTL_DIR),
                 stdin_open=True, tty=False, init=True, detach=True,
                 network_mode="bridge" if limits.network else "none",
                 mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",
                 pids_limit=limits.max_processes, nano_cpus=int(limits.cpus * 1e9),
                 read_only=True,
-                tmpfs={"/tmp": "", "/run": "", "/root": "", "/home": "", "/var/tmp": ""},
+                tmpfs={path: f"size={size}" for path, size in tmpfs_sizes(limits).items()},
                 volumes={str(root / "ws"): {"bind": mount_dir, "mode": "rw"},
-                         str(root / "ctl"): {"bind": CTL_DIR, "mode": "rw"}},
+                         str(root / "ctl"): {"bind": CTL_DIR, "mode": "ro"},
+                         str(root / "ctl" / OUT_SUBDIR): {"bind": f"{CTL_DIR}/{OUT_SUBDIR}", "mode": "rw"}},
                 working_dir=mount_dir, hostname="sandbox",
                 environment={"HOME": "/root", "PATH": BASE_PATH, "LANG": "C.UTF-8", "WORKSPACE": mount_dir,
                              "TERM": "dumb"},
@@ -98,14 +113,25 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"cannot start docker container: {exc}") from None
         self._chan = SupervisorChannel(
             root / "ctl", self._raw.sendall, self._raw.fileno(), self._alive, demux=_Demux(),
+            group_alive=self._group_alive,
         )
 
+    def _group_alive(self, pgid: int) -> bool | None:
+        init = self._local_init_pid()
+        return group_alive(pgid, init) if init is not None else None
+
     def _alive(self) -> bool:
+        """Asked only when the supervisor has been silent for a while (select timeouts), so the API round trip
+        does not cost anything on the exec path. An unanswered API call (a loaded engine) is not a death."""
+        import docker.errors
+
         try:
             self.container.reload()
             return self.container.status in ("created", "running")
-        except Exception:
+        except docker.errors.NotFound:
             return False
+        except Exception:
+            return True
 
     def exec(
         self,
@@ -118,14 +144,55 @@ class DockerSandbox(Sandbox):
     ) -> ExecResult:
         if self._stopped:
             raise SandboxError("sandbox is stopped")
-        return self._chan.run(
+        res = self._chan.run(
             command, cwd=cwd or self.mount_dir, env=env or {}, timeout=timeout or self.limits.exec_timeout_s,
             max_output=self.limits.max_output_bytes, max_file_bytes=self.limits.max_file_mb * 1024 * 1024,
             stdin=stdin,
         )
+        if res.limit is None and res.exit_code == 137:  # SIGKILL, not from `timeout`: the OOM killer?
+            ooms = self._oom_kills()
+            if ooms > self._ooms:
+                self._ooms = ooms
+                res.limit = "memory"
+        return res
+
+    def _local_init_pid(self) -> int | None:
+        """Host pid of the container's init when the engine runs on this host, else None. Checked on every
+        call through the process's mounts, which name this sandbox's private directory, so that a pid
+        reused after the container is gone is never taken for it."""
+        if self._init_pid is None:
+            try:
+                self.container.reload()
+                self._init_pid = int(self.container.attrs["State"]["Pid"])
+            except Exception:
+                self._init_pid = 0
+        if self._init_pid <= 0:
+            return None
+        try:
+            with open(f"/proc/{self._init_pid}/mountinfo") as fh:
+                if f"/{self._root.name}/ctl/{OUT_SUBDIR} " in fh.read():
+                    return self._init_pid
+        except OSError:
+            pass
+        return None
+
+    def _oom_kills(self) -> int:
+        pid = self._local_init_pid()
+        if pid is not None:
+            return oom_kills_of(pid)
+        # a remote engine only says whether the container ever hit an OOM
+        return max(self._ooms, 1) if self.oom_killed() else 0
 
     def kill_processes(self) -> None:
+        if self._stopped:
+            raise SandboxError("sandbox is stopped")
+        # from the host when the engine is local: it needs no fork inside (a fork bomb may fill pids_limit)
+        pid = self._local_init_pid()
+        if pid is not None and kill_namespace(pid):
+            self._chan.clear_outputs()
+            return
         self.exec(["sh", "-c", KILL_ALL_SH], cwd="/", timeout=10)
+        self._chan.clear_outputs()
 
     def oom_killed(self) -> bool:
         try:
@@ -190,13 +257,15 @@ class DockerBackend(SandboxBackend):
         """Remove clawgym containers left behind by owners that no longer run (Ctrl-C, crash)."""
         removed = 0
         host = socket.gethostname()
-        for c in self.client.containers.list(all=True, filters={"label": LABEL}):
-            owner = c.labels.get(OWNER_LABEL, "")
+        # the low-level list (one call, labels included): the high-level one inspects each container in turn
+        # and fails when one is removed meanwhile, as auto-removed sandboxes of other processes are
+        for c in self.client.api.containers(all=True, filters={"label": LABEL}):
+            owner = (c.get("Labels") or {}).get(OWNER_LABEL, "")
             h, _, pid = owner.rpartition(":")
             alive = h == host and pid.isdigit() and os.path.exists(f"/proc/{pid}")
             if h == host and not alive:
                 try:
-                    c.remove(force=True)
+                    self.client.api.remove_container(c["Id"], force=True)
                     removed += 1
                 except Exception:
                     pass

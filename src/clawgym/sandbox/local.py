@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,9 +26,18 @@ from clawgym.sandbox.base import (
     prepare_host_workspace,
 )
 from clawgym.sandbox.cgroups import CgroupLimits
-from clawgym.sandbox.supervisor import BASE_PATH, SUPERVISOR_SH, SupervisorChannel
+from clawgym.sandbox.supervisor import BASE_PATH, SupervisorChannel, group_alive, supervisor_argv
 
 WARNING = "sandbox backend 'local' runs agent commands on the host with NO isolation"
+
+
+def _alive(pid: int) -> bool:
+    """True unless the process is gone or a zombie (dead, waiting to be reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def _session_members(sid: int) -> list[int]:
@@ -55,7 +65,7 @@ class LocalSandbox(Sandbox):
         self._stopped = False
         self.ctl_inside = str(root / "ctl")
         self.cgroup = CgroupLimits.create(limits.max_processes, limits.memory_mb * 1024 * 1024)
-        args = ["sh", "-c", SUPERVISOR_SH, "supervisor", str(root / "ctl")]
+        args = supervisor_argv(str(root / "ctl"))
         if self.cgroup is not None:
             join = " && ".join(f'echo $$ > "{p}"' for p in self.cgroup.procs_files)
             args = ["/bin/sh", "-c", f'{join} && exec "$@"', "sh", *args]
@@ -70,7 +80,14 @@ class LocalSandbox(Sandbox):
         self._chan = SupervisorChannel(
             root / "ctl", self._proc.stdin.write, self._proc.stdout.fileno(),
             lambda: self._proc.poll() is None, sandbox_ctl=str(root / "ctl"),
+            group_alive=lambda pgid: group_alive(pgid, None, self._members),
         )
+
+    def _members(self) -> list[int]:
+        pids = set(_session_members(self._proc.pid))
+        if self.cgroup is not None:
+            pids.update(self.cgroup.pids())
+        return sorted(pids)
 
     @property
     def workdir(self) -> str:
@@ -96,12 +113,20 @@ class LocalSandbox(Sandbox):
         )
 
     def kill_processes(self) -> None:
-        for pid in _session_members(self._proc.pid):
-            if pid != self._proc.pid:
+        # the supervisor's session, and its cgroup when it has one (which also holds jobs that left the
+        # session with setsid); repeated until nothing is left, so that forking jobs cannot outrun it
+        for _ in range(200):
+            pids = set(self._members())
+            pids.discard(self._proc.pid)
+            pids = {p for p in pids if _alive(p)}
+            if not pids:
+                return
+            for pid in pids:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+            time.sleep(0.005)
 
     def stop(self) -> None:
         if self._stopped:

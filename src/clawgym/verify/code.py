@@ -168,17 +168,26 @@ def _parse_subscores(stdout: str) -> dict[str, float] | None:
 
 
 def _clear_planted_links(root, rel_path: str) -> None:
-    """Remove symlinks the agent may have planted where checker files go, so copying the checker in can
-    neither fail nor write through them (the checker always overwrites, as ClawGym copies reward/ in)."""
+    """Make way for a checker file: remove symlinks the agent may have planted on its path (so the copy can
+    neither fail nor write through them), non-directories where a directory must be, and a directory where
+    the file goes. The checker always wins, as ClawGym copies reward/ over the workspace."""
     import os
+    import shutil
 
+    parts = rel_path.split("/")
     cur = str(root)
-    for part in rel_path.split("/"):
+    for i, part in enumerate(parts):
         cur = os.path.join(cur, part)
+        last = i == len(parts) - 1
         if os.path.islink(cur):
             os.unlink(cur)
-        elif not os.path.isdir(cur):
+        elif not os.path.exists(cur):
             return
+        elif not last and not os.path.isdir(cur):
+            os.unlink(cur)
+            return
+        elif last and os.path.isdir(cur):
+            shutil.rmtree(cur)
 
 
 def run_shell_check(
