@@ -21,7 +21,9 @@ workspace_app = typer.Typer(no_args_is_help=True, help="Materialize task workspa
 sandbox_app = typer.Typer(no_args_is_help=True, help="Build the sandbox image and check the backends.")
 app.add_typer(import_app, name="import")
 app.add_typer(workspace_app, name="workspace")
+synth_app = typer.Typer(no_args_is_help=True, help="Synthesize verifiable tasks.")
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(synth_app, name="synth")
 
 out = Console()
 err = Console(stderr=True)
@@ -212,6 +214,53 @@ def sandbox_check() -> None:
     out.print(f"cgroup limits: {cgroup_mode() or 'unavailable (rlimits only)'}", highlight=False)
     if not (results["bwrap"][0] or results["docker"][0]):
         raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------------------------------ synth
+
+
+@synth_app.command("persona")
+def synth_persona(
+    n: int = typer.Option(..., "-n", min=1, help="Number of tasks to write."),
+    seed: int = typer.Option(0, "--seed", help="Seed: the same seed gives the same file, byte for byte."),
+    output: Path = typer.Option(..., "-o", "--output", help="tasks.jsonl to write (resumed if it exists)."),
+    categories: list[str] | None = typer.Option(None, "--categories", help="Only these category ids or names."),
+    jobs: int = typer.Option(2, "-j", "--jobs", min=1, help="Worker processes."),
+    sandbox: str = typer.Option("bwrap", help="Sandbox for validation: bwrap, docker, local."),
+    validate: bool = typer.Option(True, help="Validate each task in a sandbox before writing it."),
+    taxonomy: Path | None = typer.Option(None, help="Taxonomy YAML (default: the packaged one)."),
+    personas: Path | None = typer.Option(None, help="Personas YAML (default: personas/personas.yaml)."),
+) -> None:
+    """Persona-driven tasks: workflows of 1-4 operations, validated in sandboxes (reference 1, no-op 0)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from clawgym.synth.personas import load_personas
+    from clawgym.synth.pipeline import synthesize
+    from clawgym.synth.taxonomy import load_taxonomy
+
+    load_personas(personas, load_taxonomy(taxonomy))  # bad data files fail here, before any output
+    progress = Progress(TextColumn("[bold]synth persona"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=err)
+    bar = progress.add_task("synth", total=n)
+    with progress:
+        report = synthesize(
+            n, seed, output, jobs=jobs, categories=categories, taxonomy_path=taxonomy, personas_path=personas,
+            sandbox=sandbox, validate=validate,
+            on_progress=lambda done, total: progress.update(bar, completed=done),
+        )
+    for title, counts in (("category", report.by_category), ("subcategory", report.by_subcategory),
+                          ("operation", report.by_operation)):
+        table = Table(title=f"tasks per {title}")
+        table.add_column(title)
+        table.add_column("tasks", justify="right")
+        for k, v in sorted(counts.items()):
+            table.add_row(k, str(v))
+        out.print(table)
+    rej = ", ".join(f"{k}={v}" for k, v in sorted(report.rejected.items())) or "none"
+    out.print(f"wrote {report.written} tasks ({report.resumed} already there) -> {output}; rejected: {rej}",
+              highlight=False)
+    out.print(f"report: {output.with_name(output.name + '.report.json')}", highlight=False)
 
 
 # ------------------------------------------------------------------------------------------------ rollout

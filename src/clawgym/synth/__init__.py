@@ -1,0 +1,35 @@
+"""Persona-driven task synthesis: the scenario/operation taxonomy and the user personas it samples from."""
+
+from clawgym.synth.personas import (
+    Persona,
+    PersonaError,
+    default_personas_path,
+    load_personas,
+    persona_summary,
+)
+from clawgym.synth.taxonomy import (
+    Category,
+    Operation,
+    OperationCategory,
+    Subcategory,
+    SynthDataError,
+    Taxonomy,
+    TaxonomyError,
+    load_taxonomy,
+)
+
+__all__ = [
+    "Category",
+    "Operation",
+    "OperationCategory",
+    "Persona",
+    "PersonaError",
+    "Subcategory",
+    "SynthDataError",
+    "Taxonomy",
+    "TaxonomyError",
+    "default_personas_path",
+    "load_personas",
+    "load_taxonomy",
+    "persona_summary",
+]

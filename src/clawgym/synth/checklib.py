@@ -1,0 +1,409 @@
+"""Check primitives for synthesized verifiers. STANDARD LIBRARY ONLY (plus optional yaml/openpyxl).
+
+This module's source is embedded verbatim into every synthesized task's `grade()` (so a task file is
+self-contained and runs in any sandbox with python3); it is also importable on the host for tests. Every
+function takes the workspace root `ws` (a pathlib.Path) first, returns a float in [0, 1] with partial credit
+where it makes sense, and treats a missing or unreadable file as 0 — never raises for bad agent output.
+
+Values are compared after normalisation: strings stripped and case-folded, numbers (also numbers written as
+text, with thousands separators or a currency sign) within a relative/absolute tolerance.
+"""
+
+import csv
+import io
+import json
+import re
+import subprocess
+from pathlib import Path
+
+_NUM = re.compile(r"^[-+]?[$€£]?\s*[-+]?\d[\d,]*(\.\d+)?%?$")
+
+
+def _text(ws, path):
+    try:
+        p = Path(ws) / path
+        if not p.is_file():
+            return None
+        return p.read_text(encoding="utf-8", errors="replace")
+    except Exception:
+        return None
+
+
+def _num(v):
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        s = v.strip()
+        if _NUM.match(s):
+            s = s.replace(",", "").replace("$", "").replace("€", "").replace("£", "").replace(" ", "").rstrip("%")
+            try:
+                return float(s)
+            except ValueError:
+                return None
+    return None
+
+
+def same(a, b, tol=0.01):
+    """Equal after normalisation: numbers within tol (absolute, or relative for large values)."""
+    na, nb = _num(a), _num(b)
+    if na is not None and nb is not None:
+        return abs(na - nb) <= max(tol, tol * abs(nb) / 100.0)
+    if a is None or b is None:
+        return (a is None or str(a).strip() == "") and (b is None or str(b).strip() == "")
+    if isinstance(a, (list, dict)) or isinstance(b, (list, dict)):
+        return a == b
+    return str(a).strip().casefold() == str(b).strip().casefold()
+
+
+def file_exists(ws, path, min_bytes=1):
+    try:
+        p = Path(ws) / path
+        return 1.0 if p.is_file() and p.stat().st_size >= min_bytes else 0.0
+    except Exception:
+        return 0.0
+
+
+def text_has(ws, path, needles, case=False, all_or_nothing=False):
+    """Fraction of `needles` (strings) that occur in the file."""
+    text = _text(ws, path)
+    if text is None or not needles:
+        return 0.0
+    hay = text if case else text.casefold()
+    found = sum(1 for n in needles if (n if case else str(n).casefold()) in hay)
+    if all_or_nothing:
+        return 1.0 if found == len(needles) else 0.0
+    return found / len(needles)
+
+
+def text_has_none(ws, path, needles, case=False):
+    """1 when the file exists and holds none of `needles` (e.g. removed jargon), else the fraction absent."""
+    text = _text(ws, path)
+    if text is None or not needles:
+        return 0.0
+    hay = text if case else text.casefold()
+    absent = sum(1 for n in needles if (n if case else str(n).casefold()) not in hay)
+    return absent / len(needles)
+
+
+def text_equals(ws, path, expected, strip=True):
+    text = _text(ws, path)
+    if text is None:
+        return 0.0
+    if strip:
+        return 1.0 if text.strip() == expected.strip() else 0.0
+    return 1.0 if text == expected else 0.0
+
+
+def _read_table(ws, path):
+    """(header, rows as lists) from csv, tsv or xlsx; None when unreadable."""
+    p = Path(ws) / path
+    if not p.is_file():
+        return None
+    if p.suffix.lower() == ".xlsx":
+        try:
+            import openpyxl
+
+            wb = openpyxl.load_workbook(p, read_only=True, data_only=True)
+            ws_ = wb.worksheets[0]
+            rows = [["" if c is None else c for c in r] for r in ws_.iter_rows(values_only=True)]
+            rows = [r for r in rows if any(str(c).strip() for c in r)]
+        except Exception:
+            return None
+    else:
+        text = _text(ws, path)
+        if text is None:
+            return None
+        try:
+            dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t|")
+        except csv.Error:
+            dialect = csv.excel
+        rows = [r for r in csv.reader(io.StringIO(text), dialect) if any(c.strip() for c in r)]
+    if not rows:
+        return None
+    return [str(h).strip() for h in rows[0]], rows[1:]
+
+
+def csv_rows(ws, path, header, rows, key=None, ordered=False, tol=0.01):
+    """Partial credit for a table: the fraction of expected rows found (cells matched by column name,
+    case-insensitive), minus a penalty for unexpected extra rows; 0 if a required column is missing.
+
+    `key`: column names that identify a row (the rest must match too). `ordered`: rows must come in order.
+    """
+    table = _read_table(ws, path)
+    if table is None or not rows:
+        return 0.0
+    got_header, got_rows = table
+    index = {h.casefold(): i for i, h in enumerate(got_header)}
+    cols = []
+    for h in header:
+        if h.casefold() not in index:
+            return 0.0
+        cols.append(index[h.casefold()])
+    got = [[r[c] if c < len(r) else "" for c in cols] for r in got_rows]
+    matched = 0
+    if ordered:
+        for exp, g in zip(rows, got, strict=False):
+            if all(same(a, b, tol) for a, b in zip(g, exp, strict=False)):
+                matched += 1
+    else:
+        pool = list(got)
+        for exp in rows:
+            for i, g in enumerate(pool):
+                if all(same(a, b, tol) for a, b in zip(g, exp, strict=False)):
+                    matched += 1
+                    pool.pop(i)
+                    break
+    extra = max(0, len(got) - len(rows))
+    score = matched / len(rows) - 0.5 * extra / len(rows)
+    return max(0.0, min(1.0, score))
+
+
+def column_matches(ws, path, column, pattern):
+    """Fraction of the rows whose `column` matches the regular expression `pattern` (0 when no rows)."""
+    table = _read_table(ws, path)
+    if table is None:
+        return 0.0
+    header, rows = table
+    idx = {h.casefold(): i for i, h in enumerate(header)}.get(column.casefold())
+    if idx is None or not rows:
+        return 0.0
+    rx = re.compile(pattern)
+    return sum(1 for r in rows if idx < len(r) and rx.fullmatch(str(r[idx]).strip())) / len(rows)
+
+
+def _leaves(obj, prefix=""):
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            out.update(_leaves(v, f"{prefix}/{k}"))
+        return out or {prefix: {}}
+    if isinstance(obj, list) and obj and all(isinstance(x, (dict, list)) for x in obj):
+        out = {}
+        for i, v in enumerate(obj):
+            out.update(_leaves(v, f"{prefix}[{i}]"))
+        return out
+    return {prefix: obj}
+
+
+def _lookup(obj, path):
+    """Value at a leaf path as made by _leaves; KeyError when absent. Keys match case-insensitively."""
+    for part in re.findall(r"/([^/\[]+)|\[(\d+)\]", path):
+        key, idx = part
+        if key:
+            if not isinstance(obj, dict):
+                raise KeyError(path)
+            if key in obj:
+                obj = obj[key]
+            else:
+                alt = [k for k in obj if str(k).casefold() == key.casefold()]
+                if not alt:
+                    raise KeyError(path)
+                obj = obj[alt[0]]
+        else:
+            if not isinstance(obj, list) or int(idx) >= len(obj):
+                raise KeyError(path)
+            obj = obj[int(idx)]
+    return obj
+
+
+def _same_leaf(a, b, tol):
+    if isinstance(b, list) and isinstance(a, list):
+        if len(a) != len(b):
+            return False
+        pool = list(a)
+        for x in b:
+            hit = next((i for i, y in enumerate(pool) if same(y, x, tol)), None)
+            if hit is None:
+                return False
+            pool.pop(hit)
+        return True
+    return same(a, b, tol)
+
+
+def data_matches(got, expected, tol=0.01):
+    """Fraction of the expected structure's leaves found with an equal value in `got`."""
+    leaves = _leaves(expected)
+    if not leaves:
+        return 0.0
+    ok = 0
+    for path, val in leaves.items():
+        try:
+            if _same_leaf(_lookup(got, path) if path else got, val, tol):
+                ok += 1
+        except KeyError:
+            pass
+    return ok / len(leaves)
+
+
+def json_matches(ws, path, expected, tol=0.01):
+    text = _text(ws, path)
+    if text is None:
+        return 0.0
+    try:
+        got = json.loads(text)
+    except ValueError:
+        return 0.0
+    return data_matches(got, expected, tol)
+
+
+def yaml_matches(ws, path, expected, tol=0.01):
+    text = _text(ws, path)
+    if text is None:
+        return 0.0
+    try:
+        import yaml
+
+        got = yaml.safe_load(text)
+    except Exception:
+        return 0.0
+    return data_matches(got, expected, tol)
+
+
+def files_moved(ws, moves):
+    """`moves`: {old path: [new path, expected text]}: fraction moved with content intact and old gone."""
+    if not moves:
+        return 0.0
+    ok = 0
+    for old, (new, content) in moves.items():
+        if (Path(ws) / old).exists():
+            continue
+        text = _text(ws, new)
+        if text is not None and text.strip() == content.strip():
+            ok += 1
+    return ok / len(moves)
+
+
+def paths_exist(ws, paths):
+    if not paths:
+        return 0.0
+    return sum(1 for p in paths if (Path(ws) / p).exists()) / len(paths)
+
+
+def _unfold_ics(text):
+    return re.sub(r"\r?\n[ \t]", "", text)
+
+
+def ics_events(ws, path, events, tol_minutes=0):
+    """Fraction of expected events (dicts with summary/dtstart/dtend/location substrings) present."""
+    text = _text(ws, path)
+    if text is None or not events:
+        return 0.0
+    blocks = re.findall(r"BEGIN:VEVENT(.*?)END:VEVENT", _unfold_ics(text), re.S)
+    parsed = []
+    for b in blocks:
+        fields = {}
+        for line in b.strip().splitlines():
+            name, _, value = line.partition(":")
+            fields[name.split(";")[0].strip().upper()] = value.strip()
+        parsed.append(fields)
+    found = 0
+    for exp in events:
+        for f in parsed:
+            if all(str(v).casefold().replace("-", "").replace(":", "") in
+                   f.get(k.upper(), "").casefold().replace("-", "").replace(":", "") for k, v in exp.items()):
+                found += 1
+                break
+    return found / len(events)
+
+
+def eml_message(ws, path, to=None, subject_has=(), body_has=()):
+    """Fraction of the expected parts of a drafted email (.eml) that are right."""
+    p = Path(ws) / path
+    if not p.is_file():
+        return 0.0
+    try:
+        import email
+        from email import policy
+
+        msg = email.message_from_bytes(p.read_bytes(), policy=policy.default)
+        body_part = msg.get_body(preferencelist=("plain", "html"))
+        body = body_part.get_content() if body_part is not None else ""
+        subject = str(msg.get("subject", ""))
+        rcpt = " ".join(str(msg.get(h, "")) for h in ("to", "cc"))
+    except Exception:
+        return 0.0
+    parts, ok = 0, 0
+    if to:
+        for addr in to:
+            parts += 1
+            ok += addr.casefold() in rcpt.casefold()
+    for s in subject_has:
+        parts += 1
+        ok += s.casefold() in subject.casefold()
+    for s in body_has:
+        parts += 1
+        ok += s.casefold() in body.casefold()
+    return ok / parts if parts else 1.0
+
+
+def sqlite_rows(ws, path, sql, expected, tol=0.01):
+    """Fraction of expected result rows that a query on the database returns."""
+    import sqlite3
+
+    p = Path(ws) / path
+    if not p.is_file():
+        return 0.0
+    try:
+        con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+        got = [list(r) for r in con.execute(sql).fetchall()]
+        con.close()
+    except Exception:
+        return 0.0
+    if not expected:
+        return 1.0 if not got else 0.0
+    pool, ok = list(got), 0
+    for exp in expected:
+        hit = next((i for i, g in enumerate(pool) if len(g) == len(exp) and all(same(a, b, tol) for a, b in zip(g, exp, strict=False))), None)
+        if hit is not None:
+            ok += 1
+            pool.pop(hit)
+    return ok / len(expected)
+
+
+def command_ok(ws, argv, cwd=".", timeout=60):
+    """1 when the command exits 0 (e.g. a test suite), else 0."""
+    try:
+        r = subprocess.run(argv, cwd=str(Path(ws) / cwd), capture_output=True, timeout=timeout)
+        return 1.0 if r.returncode == 0 else 0.0
+    except Exception:
+        return 0.0
+
+
+def command_output_has(ws, argv, needles, cwd=".", timeout=60):
+    """Fraction of `needles` in the stdout of a command (e.g. a script the agent wrote)."""
+    try:
+        r = subprocess.run(argv, cwd=str(Path(ws) / cwd), capture_output=True, timeout=timeout, text=True)
+    except Exception:
+        return 0.0
+    if r.returncode != 0 or not needles:
+        return 0.0
+    out = r.stdout.casefold()
+    return sum(1 for n in needles if str(n).casefold() in out) / len(needles)
+
+
+def git_commits_since(ws, repo, base_count, message_has=()):
+    """1 when the repository has more commits than `base_count` (and the newest mentions message_has)."""
+    try:
+        r = subprocess.run(["git", "-C", str(Path(ws) / repo), "log", "--format=%s%n%b"], capture_output=True,
+                           text=True, timeout=30)
+        n = subprocess.run(["git", "-C", str(Path(ws) / repo), "rev-list", "--count", "HEAD"], capture_output=True,
+                           text=True, timeout=30)
+        if r.returncode or n.returncode or int(n.stdout.strip()) <= base_count:
+            return 0.0
+    except Exception:
+        return 0.0
+    if not message_has:
+        return 1.0
+    head = r.stdout.casefold()
+    return sum(1 for m in message_has if m.casefold() in head) / len(message_has)
+
+
+def all_of(*scores):
+    """1 only when every score is 1 (for checks that need several conditions at once)."""
+    return 1.0 if scores and all(s >= 1.0 for s in scores) else 0.0
+
+
+def min_of(*scores):
+    return min(scores) if scores else 0.0

@@ -1,0 +1,224 @@
+"""The composer: chains 1-4 operation steps into one workflow task in the persona's voice.
+
+Each step after the first consumes an artifact the previous step's reference produces (the cleaned table
+becomes the report's input, the report becomes the mail's attachment...), so the agent has to do the steps
+in order. The task's `grade()` is rendered from the steps' named checks over the embedded check library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from clawgym.core.records import CodeCheck, ReferenceSolution, Task, VerifierSpec, WorkspaceSpec
+from clawgym.synth.ops.base import OpContext, OperationGenerator, StepPlan
+from clawgym.synth.personas import Persona, persona_summary
+from clawgym.synth.taxonomy import Subcategory, Taxonomy
+
+
+def _checklib_source() -> str:
+    """checklib.py followed by every checklib_*.py extension (sorted), as one stdlib-only source."""
+    here = Path(__file__).parent
+    files = [here / "checklib.py"] + sorted(here.glob("checklib_*.py"))
+    return "\n\n".join(f.read_text(encoding="utf-8") for f in files)
+
+
+CHECKLIB_SOURCE = _checklib_source()
+
+GRADE_TAIL = '''
+
+CHECKS = [
+{checks}
+]
+
+
+def grade(transcript, workspace_path):
+    ws = Path(workspace_path)
+    scores = {{}}
+    for name, fn in CHECKS:
+        try:
+            value = float(fn(ws, transcript))
+        except Exception:
+            value = 0.0
+        scores[name] = max(0.0, min(1.0, value))
+    return scores
+'''
+
+
+def render_grade(plans: list[StepPlan]) -> str:
+    """A self-contained grade() source: the check library, then one lambda per named check."""
+    lines = []
+    seen: set[str] = set()
+    for i, plan in enumerate(plans, start=1):
+        for c in plan.checks:
+            name = c.name if c.name not in seen else f"step{i}_{c.name}"
+            seen.add(name)
+            lines.append(f"    ({name!r}, lambda ws, transcript: {c.expr()}),")
+    return CHECKLIB_SOURCE + GRADE_TAIL.format(checks="\n".join(lines))
+
+
+# --------------------------------------------------------------------------------------------- voice
+
+GREETINGS = {
+    "warm": ["Hi!", "Hello there,", "Hey, hope you're well.", "Hi, thanks in advance for this."],
+    "formal": ["Good morning.", "Hello,", "Dear assistant,", "Greetings."],
+    "terse": ["", "", "quick one:", "need this done:"],
+    "anxious": ["Hi, sorry, I'm a bit swamped.", "Hello - I'm behind on this and it's stressing me out.",
+                "Hi, could you help? I keep putting this off."],
+}
+CLOSINGS = {
+    "warm": ["Thanks so much!", "You're a star, thank you.", "Cheers!", "Thank you!"],
+    "formal": ["Thank you.", "Kind regards.", "Much appreciated.", "Please confirm when done."],
+    "terse": ["thx", "", "ta", "that's all."],
+    "anxious": ["Thank you, this is a huge help.", "Please double-check everything, I can't afford mistakes.",
+                "Thanks - and tell me if anything looks off."],
+}
+CONNECT = {
+    "warm": ["First, ", "Then ", "After that, ", "Finally, "],
+    "formal": ["To begin, ", "Next, ", "Subsequently, ", "Lastly, "],
+    "anxious": ["So first, ", "Then, once that's right, ", "After that, ", "And last, "],
+}
+CONTEXT = [
+    "I'm {a} {occupation} in {city} and {goal}.",
+    "Context: I work as {a} {occupation} ({domain}) and {goal}.",
+    "As {a} {occupation}, {goal}, so I need a hand with my files.",
+    "I'm {name}, {a} {occupation} based in {city}; {goal}.",
+]
+
+
+def register(persona: Persona) -> str:
+    t = f"{persona.tone} {persona.writing_quirks or ''}".casefold()
+    if any(w in t for w in ("terse", "blunt", "short", "lowercase", "clipped", "brief", "minimal")):
+        return "terse"
+    if any(w in t for w in ("anxious", "worried", "nervous", "over-explain", "stressed", "apolog", "hesitant")):
+        return "anxious"
+    if any(w in t for w in ("formal", "precise", "polite", "professional", "courteous", "measured", "dry")):
+        return "formal"
+    return "warm"
+
+
+def _lowerfirst(s: str) -> str:
+    return s[:1].lower() + s[1:] if s[:1].isupper() and not s[1:2].isupper() else s
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
+def write_request(persona: Persona, plans: list[StepPlan], rng: random.Random) -> str:
+    """The whole request, in the persona's register, with the step fragments in order."""
+    reg = register(persona)
+    # persona goals are written about the persona ("...in her inbox"); the request is in the first person
+    goal = re.sub(r"\b(his|her|their)\b", "my", _lowerfirst(rng.choice(persona.goals)).rstrip("."))
+    goal = re.sub(r"\b(he|she|they)\b", "I", goal)
+    city = persona.location.split(",")[0]
+    context = rng.choice(CONTEXT).format(
+        a=_article(persona.occupation), occupation=persona.occupation.lower() if reg != "formal" else persona.occupation,
+        city=city, goal=f"I'm trying to {goal}" if not goal.startswith(("i ", "my ")) else goal,
+        domain=persona.domain, name=persona.name,
+    )
+    parts: list[str] = []
+    greet = rng.choice(GREETINGS[reg])
+    if greet:
+        parts.append(greet)
+    if reg != "terse" or rng.random() < 0.3:
+        parts.append(context if reg != "terse" else context.lower())
+    frags = [p.instruction.strip() for p in plans]
+    if len(frags) == 1:
+        parts.append(frags[0])
+    elif reg == "terse":
+        parts.append("\n".join(f"{i}. {_lowerfirst(f)}" for i, f in enumerate(frags, start=1)))
+    else:
+        conn = CONNECT[reg]
+        for i, f in enumerate(frags):
+            lead = conn[0] if i == 0 else (conn[3] if i == len(frags) - 1 else conn[1 + (i - 1) % 2])
+            parts.append(lead + _lowerfirst(f))
+    close = rng.choice(CLOSINGS[reg])
+    if close:
+        parts.append(close)
+    sep = "\n\n" if reg in ("formal", "anxious") or len(frags) > 2 else "\n"
+    text = sep.join(parts)
+    return text.lower() if reg == "terse" and "lowercase" in persona.tone.casefold() else text
+
+
+# --------------------------------------------------------------------------------------------- chains
+
+
+def choose_chain(
+    sub: Subcategory, ops: dict[str, OperationGenerator], rng: random.Random, length: int
+) -> list[OperationGenerator]:
+    """Up to `length` generators where each consumes what the previous produces; preferring the
+    subcategory's own operations, never repeating one."""
+    local = [ops[o] for o in sub.operations if o in ops]
+    starters = [g for g in local if g.standalone] or [g for g in ops.values() if g.standalone]
+    chain = [rng.choice(starters)]
+    while len(chain) < length:
+        produced = set(chain[-1].produces)
+        used = {g.id for g in chain}
+        fits = [g for g in local if g.id not in used and produced & set(g.consumes)]
+        if not fits:
+            fits = [g for g in ops.values() if g.id not in used and produced & set(g.consumes)]
+        if not fits:
+            break
+        chain.append(rng.choice(fits))
+    return chain
+
+
+@dataclass
+class Candidate:
+    task: Task
+    plans: list[StepPlan]
+    fingerprint: str
+
+
+def compose_task(
+    task_id: str,
+    persona: Persona,
+    sub: Subcategory,
+    taxonomy: Taxonomy,
+    ops: dict[str, OperationGenerator],
+    rng: random.Random,
+    length: int,
+) -> Candidate:
+    chain = choose_chain(sub, ops, rng, length)
+    plans: list[StepPlan] = []
+    used: set[str] = set()
+    source = None
+    for i, gen in enumerate(chain):
+        ctx = OpContext(persona=persona, subcategory=sub, rng=rng, step=i, dir="", used_paths=used)
+        plan = gen.plan(ctx, source)
+        plans.append(plan)
+        produced = [a for a in plan.outputs if i + 1 < len(chain) and a.kind in chain[i + 1].consumes]
+        source = produced[0] if produced else None
+        if i + 1 < len(chain) and source is None:
+            chain = chain[: i + 1]  # the next step cannot use this output: end the chain here
+            break
+    instruction = write_request(persona, plans, rng)
+    files = [f for p in plans for f in p.files]
+    steps = [s for p in plans for s in p.steps]
+    category = taxonomy.category_of(sub.id)
+    final = "Done. " + "; ".join(p.summary for p in plans if p.summary) + "."
+    fingerprint = hashlib.sha256(
+        ("|".join(f"{p.operation}:{p.fingerprint}" for p in plans)).encode()
+    ).hexdigest()[:20]
+    task = Task(
+        id=task_id,
+        source="synth-persona",
+        category=category.name,
+        subcategory=sub.name,
+        operations=[p.operation for p in plans],
+        persona=persona_summary(persona),
+        instruction=instruction,
+        workspace=WorkspaceSpec(files=files),
+        verifier=VerifierSpec(code=CodeCheck(kind="python", source=render_grade(plans), timeout_seconds=120)),
+        reference=ReferenceSolution(steps=steps, final_message=final),
+        timeout_seconds=900,
+        metadata={
+            "persona_id": persona.id, "category_id": category.id, "subcategory_id": sub.id,
+            "steps": [p.summary for p in plans], "fingerprint": fingerprint,
+        },
+    )
+    return Candidate(task=task, plans=plans, fingerprint=fingerprint)

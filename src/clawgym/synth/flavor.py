@@ -1,0 +1,137 @@
+"""Realistic, domain-flavoured content pools for generators: people, organisations, items, amounts, dates,
+and the mess real data has (blanks, duplicates, mixed formats). All choices go through the caller's RNG."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import re
+
+FIRST = [
+    "Amara", "Bjorn", "Carmen", "Dmitri", "Elena", "Farid", "Grace", "Hiroshi", "Ines", "Jamal", "Kavya", "Lars",
+    "Mei", "Nadia", "Oscar", "Priya", "Quentin", "Rosa", "Samir", "Tomasz", "Uma", "Victor", "Wen", "Ximena",
+    "Yusuf", "Zoe", "Aisha", "Bruno", "Chloe", "Diego", "Emeka", "Fatima", "Gustavo", "Hana", "Ivan", "Julia",
+    "Kenji", "Leila", "Marco", "Nora", "Olu", "Paula", "Rahul", "Sofia", "Tariq", "Valentina", "Wojciech", "Yara",
+]
+LAST = [
+    "Okafor", "Lindqvist", "Ruiz", "Petrov", "Rossi", "Haddad", "Kim", "Tanaka", "Silva", "Brown", "Iyer", "Nilsen",
+    "Chen", "Karimi", "Moreau", "Patel", "Dubois", "Garcia", "Aziz", "Nowak", "Menon", "Costa", "Zhang", "Lopez",
+    "Demir", "Walsh", "Bello", "Santos", "Martin", "Fernandez", "Eze", "Rahman", "Almeida", "Sato", "Volkov", "Weber",
+]
+ORG_WORDS = ["North", "Blue", "Cedar", "Harbor", "Summit", "Maple", "Iron", "Willow", "Bright", "Granite", "River",
+             "Oak", "Silver", "Lantern", "Pioneer", "Meadow", "Atlas", "Beacon", "Copper", "Falcon"]
+ORG_KINDS = ["Supplies", "Consulting", "Logistics", "Studio", "Labs", "Foods", "Health", "Partners", "Works",
+             "Systems", "Print", "Energy", "Books", "Farms", "Digital", "Clinic", "Builders", "Travel"]
+CITIES = ["Lisbon", "Toronto", "Nairobi", "Osaka", "Berlin", "Austin", "Lyon", "Melbourne", "Bogota", "Krakow",
+          "Pune", "Accra", "Seattle", "Porto", "Leeds", "Dublin", "Monterrey", "Tallinn"]
+
+# Vocabulary by domain keyword: (item nouns, spending categories, project words)
+DOMAINS: dict[str, dict[str, list[str]]] = {
+    "health": {"items": ["gloves", "syringes", "bandages", "thermometers", "masks", "gauze"],
+               "categories": ["Supplies", "Training", "Equipment", "Travel", "Software"],
+               "projects": ["ward rota", "vaccination drive", "patient intake", "audit prep"]},
+    "education": {"items": ["notebooks", "markers", "lab kits", "textbooks", "calculators", "paper"],
+                  "categories": ["Classroom", "Field trips", "Books", "Software", "Events"],
+                  "projects": ["term plan", "science fair", "parent evening", "reading club"]},
+    "food": {"items": ["flour", "olive oil", "tomatoes", "coffee beans", "butter", "cheese"],
+             "categories": ["Ingredients", "Equipment", "Staff", "Utilities", "Marketing"],
+             "projects": ["menu refresh", "catering order", "supplier switch", "summer festival"]},
+    "software": {"items": ["laptops", "monitors", "licenses", "cloud credits", "keyboards", "docks"],
+                 "categories": ["Cloud", "Software", "Hardware", "Travel", "Contractors"],
+                 "projects": ["API migration", "release 2.4", "on-call handbook", "cost review"]},
+    "finance": {"items": ["audit fees", "filing fees", "subscriptions", "insurance", "bank charges", "consulting"],
+                "categories": ["Fees", "Insurance", "Software", "Travel", "Office"],
+                "projects": ["quarter close", "tax filing", "budget review", "vendor audit"]},
+    "farm": {"items": ["seed", "fertilizer", "diesel", "fencing", "feed", "irrigation parts"],
+             "categories": ["Seed", "Fuel", "Feed", "Repairs", "Labour"],
+             "projects": ["spring planting", "harvest plan", "barn repair", "market stall"]},
+    "creative": {"items": ["canvas", "paint", "prints", "frames", "camera lenses", "studio time"],
+                 "categories": ["Materials", "Studio", "Marketing", "Travel", "Equipment"],
+                 "projects": ["gallery show", "portfolio update", "client shoot", "album release"]},
+    "legal": {"items": ["court fees", "filings", "courier", "research database", "binders", "translations"],
+              "categories": ["Filings", "Research", "Courier", "Office", "Travel"],
+              "projects": ["case prep", "contract review", "client intake", "discovery"]},
+    "general": {"items": ["paper", "toner", "chairs", "coffee", "postage", "cables"],
+                "categories": ["Office", "Travel", "Software", "Meals", "Equipment"],
+                "projects": ["office move", "quarterly review", "team offsite", "website refresh"]},
+}
+_DOMAIN_KEYS = {
+    "health": ["health", "nurs", "clinic", "hospital", "medic", "pharm", "care", "dental", "therap", "veterin"],
+    "education": ["educat", "teach", "school", "universit", "student", "academ", "tutor", "library"],
+    "food": ["food", "restaurant", "chef", "bak", "cater", "hospitality", "cafe", "kitchen", "brew"],
+    "software": ["software", "tech", "engineer", "devops", "data", "it ", "cloud", "web", "security", "sre"],
+    "finance": ["financ", "account", "bank", "tax", "insur", "invest", "bookkeep", "audit"],
+    "farm": ["farm", "agri", "garden", "ranch", "vineyard", "forest", "fish"],
+    "creative": ["art", "music", "photo", "design", "film", "writ", "media", "craft", "fashion", "theat"],
+    "legal": ["law", "legal", "court", "paralegal", "notar", "compliance"],
+}
+
+
+def domain_key(persona_domain: str, occupation: str = "") -> str:
+    text = f"{persona_domain} {occupation}".casefold()
+    for key, needles in _DOMAIN_KEYS.items():
+        if any(n in text for n in needles):
+            return key
+    return "general"
+
+
+def vocab(persona_domain: str, occupation: str = "") -> dict[str, list[str]]:
+    return DOMAINS[domain_key(persona_domain, occupation)]
+
+
+def person(rng: random.Random) -> str:
+    return f"{rng.choice(FIRST)} {rng.choice(LAST)}"
+
+
+def people(rng: random.Random, n: int) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    while len(out) < n:
+        p = person(rng)
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+def email_of(name: str, org: str = "example.org") -> str:
+    user = re.sub(r"[^a-z.]", "", name.casefold().replace(" ", "."))
+    return f"{user}@{org}"
+
+
+def org(rng: random.Random) -> str:
+    return f"{rng.choice(ORG_WORDS)} {rng.choice(ORG_KINDS)}"
+
+
+def orgs(rng: random.Random, n: int) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    while len(out) < n:
+        o = org(rng)
+        if o not in seen:
+            seen.add(o)
+            out.append(o)
+    return out
+
+
+def amount(rng: random.Random, lo: float = 5, hi: float = 900) -> float:
+    return round(rng.uniform(lo, hi), 2)
+
+
+def date_in(rng: random.Random, year: int = 2026, month: int | None = None) -> dt.date:
+    month = month or rng.randint(1, 12)
+    return dt.date(year, month, rng.randint(1, 28))
+
+
+def messy_date(rng: random.Random, d: dt.date) -> str:
+    """The same date in one of the formats people actually type."""
+    fmt = rng.choice(["%Y-%m-%d", "%d/%m/%Y", "%b %d, %Y", "%d.%m.%Y", "%Y/%m/%d"])
+    return d.strftime(fmt)
+
+
+def messy_amount(rng: random.Random, v: float) -> str:
+    return rng.choice([f"{v:.2f}", f"${v:,.2f}", f"{v:,.2f}", f" {v:.2f} "])
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.casefold()).strip("_")

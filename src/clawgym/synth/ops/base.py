@@ -1,0 +1,120 @@
+"""What an atomic-operation generator is, and the pieces it hands to the composer.
+
+A generator turns (persona, subcategory, seeded RNG, optionally the output of the previous step) into a
+:class:`StepPlan`: the workspace files it needs, an instruction fragment, named checks with partial credit,
+the reference solution as the agent's own tool calls, a deliberately partial solution (validation proves
+partial credit is real), and the artifacts it produces for the next step to consume.
+
+Everything is computed in Python at synthesis time from the data the generator itself made, so the
+reference outputs are right by construction and the checks know the exact expected values.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from clawgym.core.records import ToolCall, WorkspaceFile
+from clawgym.synth.personas import Persona
+from clawgym.synth.taxonomy import Subcategory
+
+# Kinds of artifacts that flow from one step to the next.
+TABLE = "table"  # data: {"header": [...], "rows": [[...], ...]}
+DOCUMENT = "document"  # data: str (markdown / plain text)
+RECORDS = "records"  # data: list[dict]
+EVENTS = "events"  # data: list[dict] with summary, start, end (ISO), location
+MESSAGES = "messages"  # data: list[dict] with from, to, subject, date, body
+CONFIG = "config"  # data: dict
+
+ARTIFACT_KINDS = (TABLE, DOCUMENT, RECORDS, EVENTS, MESSAGES, CONFIG)
+
+
+@dataclass
+class Artifact:
+    """A file a step's reference solution produces, which the next step may take as its input."""
+
+    path: str
+    kind: str
+    data: Any
+    description: str  # how the persona would refer to it: "the cleaned expense sheet"
+    roles: dict[str, str] = field(default_factory=dict)  # e.g. tables: {"group": "category", "value": "amount",
+    # "date": "date", "name": "payee"} so a consumer knows which column plays which part
+
+
+@dataclass
+class Check:
+    """A named check: a checklib function called as fn(ws, **args), or all_of/min_of over `parts`."""
+
+    name: str
+    fn: str
+    args: dict[str, Any] = field(default_factory=dict)
+    parts: list[Check] = field(default_factory=list)
+
+    def expr(self) -> str:
+        if self.parts:
+            return f"{self.fn}(" + ", ".join(p.expr() for p in self.parts) + ")"
+        return f"{self.fn}(ws, **{self.args!r})"
+
+
+@dataclass
+class StepPlan:
+    operation: str
+    instruction: str  # one request fragment, in the persona's voice, naming exact paths and formats
+    checks: list[Check]
+    steps: list[ToolCall]  # reference solution of this step
+    partial: list[ToolCall]  # a partial/wrong solution of this step: its checks score strictly in (0, 1)
+    files: list[WorkspaceFile] = field(default_factory=list)
+    outputs: list[Artifact] = field(default_factory=list)
+    summary: str = ""  # short label of what the step does, for the task's metadata
+    fingerprint: str = ""  # stable digest of the step's data, for near-duplicate detection
+
+
+@dataclass
+class OpContext:
+    persona: Persona
+    subcategory: Subcategory
+    rng: random.Random
+    step: int  # 0-based position in the chain
+    dir: str  # a folder (relative, no trailing slash) this step may use for its own files, e.g. "s1"
+    used_paths: set[str] = field(default_factory=set)
+
+    def path(self, name: str) -> str:
+        """A workspace path under the step's folder, unique within the task."""
+        p = f"{self.dir}/{name}" if self.dir else name
+        base, dot, ext = p.rpartition(".")
+        n = 2
+        while p in self.used_paths:
+            p = f"{base}_{n}.{ext}" if dot else f"{p}_{n}"
+            n += 1
+        self.used_paths.add(p)
+        return p
+
+
+class OperationGenerator(Protocol):
+    id: str  # the taxonomy operation id
+    consumes: tuple[str, ...]  # artifact kinds it can take as input; () = only standalone
+    produces: tuple[str, ...]  # artifact kinds it outputs; () = ends a chain
+    standalone: bool  # can start a chain (makes its own input data)
+
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan: ...
+
+
+def write(path: str, content: str) -> ToolCall:
+    return ToolCall(name="write", arguments={"path": path, "content": content})
+
+
+def exec_(command: str) -> ToolCall:
+    return ToolCall(name="exec", arguments={"command": command})
+
+
+def read(path: str) -> ToolCall:
+    return ToolCall(name="read", arguments={"path": path})
+
+
+def edit(path: str, old: str, new: str) -> ToolCall:
+    return ToolCall(name="edit", arguments={"path": path, "oldText": old, "newText": new})
+
+
+def ls(path: str = ".") -> ToolCall:
+    return ToolCall(name="ls", arguments={"path": path})

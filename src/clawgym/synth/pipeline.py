@@ -1,0 +1,212 @@
+"""`clawgym synth persona`: generate, validate and write N tasks, deterministically for a seed, in parallel,
+resumable.
+
+Task i is made from its own RNG seeded with (seed, i, attempt), so its bytes do not depend on the number of
+workers or the order they finish in. Workers generate and validate; the parent takes results in index order,
+rejects near-duplicates (same operation chain on the same data, or the same instruction), asks for another
+attempt of an index that failed, and appends accepted tasks whole, so an interrupted run resumes where it
+stopped and the finished file is identical to an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clawgym.core.errors import ClawgymError
+from clawgym.core.jsonl import JsonlAppender, read_records_lenient
+from clawgym.core.records import Task
+
+MAX_ATTEMPTS = 8
+LENGTH_WEIGHTS = {1: 1, 2: 3, 3: 3, 4: 2}
+
+
+def task_id(seed: int, index: int) -> str:
+    return f"persona-s{seed}-{index:06d}"
+
+
+@dataclass
+class SynthReport:
+    written: int = 0
+    resumed: int = 0
+    rejected: Counter = field(default_factory=Counter)
+    by_category: Counter = field(default_factory=Counter)
+    by_subcategory: Counter = field(default_factory=Counter)
+    by_operation: Counter = field(default_factory=Counter)
+    chain_lengths: Counter = field(default_factory=Counter)
+    reference_steps: list[int] = field(default_factory=list)
+    examples: dict[str, str] = field(default_factory=dict)  # reason -> one detail
+
+    def add(self, task: Task) -> None:
+        self.by_category[task.category] += 1
+        self.by_subcategory[task.metadata.get("subcategory_id", task.subcategory)] += 1
+        for op in task.operations:
+            self.by_operation[op] += 1
+        self.chain_lengths[len(task.operations)] += 1
+        self.reference_steps.append(len(task.reference.steps) if task.reference else 0)
+
+    def as_dict(self) -> dict:
+        steps = sorted(self.reference_steps)
+        return {
+            "written": self.written, "resumed": self.resumed, "rejected": dict(self.rejected),
+            "rejection_examples": self.examples,
+            "by_category": dict(self.by_category), "by_subcategory": dict(self.by_subcategory),
+            "by_operation": dict(self.by_operation), "chain_lengths": dict(sorted(self.chain_lengths.items())),
+            "reference_steps": {"mean": sum(steps) / len(steps), "p50": steps[len(steps) // 2],
+                                "max": steps[-1]} if steps else {},
+        }
+
+
+# --------------------------------------------------------------------------------------------- worker
+
+_W: dict = {}
+
+
+def _init_worker(taxonomy_path: str | None, personas_path: str | None, categories: list[str] | None,
+                 sandbox: str) -> None:
+    from clawgym.sandbox import get_backend
+    from clawgym.synth.ops import registry
+    from clawgym.synth.personas import load_personas
+    from clawgym.synth.taxonomy import load_taxonomy
+
+    tax = load_taxonomy(taxonomy_path)
+    personas = load_personas(personas_path, tax)
+    subs = [s for c in tax.categories for s in c.subcategories
+            if not categories or c.id in categories or c.name in categories]
+    _W.update(taxonomy=tax, personas=personas, subs=subs, ops=registry(), backend=get_backend(sandbox))
+
+
+def make_candidate(seed: int, index: int, attempt: int):
+    from clawgym.synth.compose import compose_task
+
+    rng = random.Random(f"clawgym-synth:{seed}:{index}:{attempt}")
+    subs = _W["subs"]
+    sub = subs[(index + attempt * 7) % len(subs)] if attempt < 3 else rng.choice(subs)
+    fitting = [p for p in _W["personas"] if sub.id in p.subcategories] or _W["personas"]
+    persona = rng.choice(fitting)
+    length = rng.choices(list(LENGTH_WEIGHTS), weights=list(LENGTH_WEIGHTS.values()))[0]
+    return compose_task(task_id(seed, index), persona, sub, _W["taxonomy"], _W["ops"], rng, length)
+
+
+def work(seed: int, index: int, attempt: int, validate: bool) -> tuple[int, int, str | None, str | None, str, str]:
+    """(index, attempt, task json or None, rejection reason or None, detail, fingerprint)."""
+    from clawgym.synth.validate import validate_candidate
+
+    try:
+        cand = make_candidate(seed, index, attempt)
+    except Exception as exc:  # a generator bug must not stop the run; it is counted
+        return index, attempt, None, "generator_error", f"{type(exc).__name__}: {exc}", ""
+    if validate:
+        v = validate_candidate(cand, _W["backend"])
+        if not v.ok:
+            return index, attempt, None, v.reason, v.detail[:300], cand.fingerprint
+    return index, attempt, cand.task.model_dump_json(), None, "", cand.fingerprint
+
+
+# --------------------------------------------------------------------------------------------- parent
+
+
+def synthesize(
+    n: int,
+    seed: int,
+    output: Path,
+    *,
+    jobs: int = 1,
+    categories: list[str] | None = None,
+    taxonomy_path: Path | None = None,
+    personas_path: Path | None = None,
+    sandbox: str = "bwrap",
+    validate: bool = True,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> SynthReport:
+    """Write tasks 0..n-1 of the seed to `output` (appending after what is already there)."""
+    from clawgym.synth.personas import load_personas
+    from clawgym.synth.taxonomy import load_taxonomy
+
+    # load once here so that bad data files fail with their one-line error before any worker starts
+    load_personas(personas_path, load_taxonomy(taxonomy_path))
+    report = SynthReport()
+    seen_fp: set[str] = set()
+    seen_text: set[str] = set()
+    done: set[int] = set()
+    if output.exists():
+        read = read_records_lenient(output, Task)
+        if read.errors:
+            raise ClawgymError(f"cannot resume: {read.errors[0]}")
+        for t in read.records:
+            prefix = f"persona-s{seed}-"
+            if not t.id.startswith(prefix):
+                raise ClawgymError(f"{output}: holds task {t.id!r} of another seed; use another output file")
+            done.add(int(t.id[len(prefix):]))
+            seen_fp.add(t.metadata.get("fingerprint", ""))
+            seen_text.add(t.instruction)
+            report.add(t)
+        report.resumed = len(done)
+    todo = [i for i in range(n) if i not in done]
+    if on_progress:
+        on_progress(report.resumed, n)
+    if not todo:
+        return report
+    appender = JsonlAppender(output)
+    init = (str(taxonomy_path) if taxonomy_path else None, str(personas_path) if personas_path else None,
+            categories, sandbox)
+    results: dict[int, tuple] = {}
+    next_to_write = 0
+    queue = list(todo)
+    pending: dict[Future, int] = {}
+    with ProcessPoolExecutor(max_workers=max(1, jobs), initializer=_init_worker, initargs=init) as pool:
+        try:
+            def submit(index: int, attempt: int) -> None:
+                pending[pool.submit(work, seed, index, attempt, validate)] = index
+
+            for _ in range(min(len(queue), max(1, jobs) * 4)):
+                submit(queue.pop(0), 0)
+            while pending:
+                finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    pending.pop(fut)
+                    res = fut.result()
+                    results[res[0]] = res
+                    if queue:
+                        submit(queue.pop(0), 0)
+                # decide in index order, so duplicates resolve the same way whatever the timing
+                while next_to_write < len(todo) and todo[next_to_write] in results:
+                    index, attempt, task_json, reason, detail, fp = results.pop(todo[next_to_write])
+                    task = Task.model_validate_json(task_json) if task_json else None
+                    if task is not None and (fp in seen_fp or task.instruction in seen_text):
+                        task, reason, detail = None, "duplicate", f"fingerprint {fp}"
+                    if task is None:
+                        report.rejected[reason] += 1
+                        report.examples.setdefault(reason, detail)
+                        if attempt + 1 >= MAX_ATTEMPTS:
+                            raise ClawgymError(
+                                f"task index {index}: no valid task after {MAX_ATTEMPTS} attempts "
+                                f"(last: {reason}: {detail})"
+                            )
+                        submit(index, attempt + 1)
+                        break  # wait for the retry before writing later indices
+                    seen_fp.add(fp)
+                    seen_text.add(task.instruction)
+                    appender.append(task)
+                    report.add(task)
+                    report.written += 1
+                    next_to_write += 1
+                    if on_progress:
+                        on_progress(report.resumed + report.written, n)
+        except BaseException:
+            for fut in pending:
+                fut.cancel()
+            raise
+        finally:
+            appender.close()
+    report_path = output.with_name(output.name + ".report.json")
+    tmp = report_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(report.as_dict(), indent=2) + "\n")
+    os.replace(tmp, report_path)
+    return report
