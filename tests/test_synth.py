@@ -16,7 +16,7 @@ from clawgym.synth.ops.clean_data import CleanData
 from clawgym.synth.personas import load_personas
 from clawgym.synth.pipeline import synthesize
 from clawgym.synth.taxonomy import load_taxonomy
-from clawgym.synth.validate import validate_candidate
+from clawgym.synth.validate import validate_candidate, validate_candidate_episodes
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +94,11 @@ def test_validation_rejects_each_kind_of_unsound_task(tax, personas, bwrap_backe
     assert v.reason == reason
     if reason is None:
         assert v.oracle.score == 1.0 and all(x == 0 for x in v.noop.checks.values()) and 0 < v.partial.score < 1
+    # the one-sandbox fast path agrees with three ordinary rollout episodes
+    slow = validate_candidate_episodes(cand, bwrap_backend)
+    assert slow.reason == v.reason
+    for a, b in ((v.oracle, slow.oracle), (v.noop, slow.noop), (v.partial, slow.partial)):
+        assert (a.checks, a.score) == (b.checks, b.score)
 
 
 def test_grade_source_is_self_contained(tmp_path):

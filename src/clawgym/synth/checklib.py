@@ -13,7 +13,6 @@ import csv
 import io
 import json
 import re
-import subprocess
 from pathlib import Path
 
 _NUM = re.compile(r"^[-+]?[$€£]?\s*[-+]?\d[\d,]*(\.\d+)?%?$")
@@ -364,6 +363,8 @@ def sqlite_rows(ws, path, sql, expected, tol=0.01):
 
 def command_ok(ws, argv, cwd=".", timeout=60):
     """1 when the command exits 0 (e.g. a test suite), else 0."""
+    import subprocess
+
     try:
         r = subprocess.run(argv, cwd=str(Path(ws) / cwd), capture_output=True, timeout=timeout)
         return 1.0 if r.returncode == 0 else 0.0
@@ -373,6 +374,8 @@ def command_ok(ws, argv, cwd=".", timeout=60):
 
 def command_output_has(ws, argv, needles, cwd=".", timeout=60):
     """Fraction of `needles` in the stdout of a command (e.g. a script the agent wrote)."""
+    import subprocess
+
     try:
         r = subprocess.run(argv, cwd=str(Path(ws) / cwd), capture_output=True, timeout=timeout, text=True)
     except Exception:
@@ -385,6 +388,8 @@ def command_output_has(ws, argv, needles, cwd=".", timeout=60):
 
 def git_commits_since(ws, repo, base_count, message_has=()):
     """1 when the repository has more commits than `base_count` (and the newest mentions message_has)."""
+    import subprocess
+
     try:
         r = subprocess.run(["git", "-C", str(Path(ws) / repo), "log", "--format=%s%n%b"], capture_output=True,
                            text=True, timeout=30)

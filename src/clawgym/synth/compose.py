@@ -7,6 +7,7 @@ in order. The task's `grade()` is rendered from the steps' named checks over the
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import random
 import re
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clawgym.core.records import CodeCheck, ReferenceSolution, Task, VerifierSpec, WorkspaceSpec
-from clawgym.synth.ops.base import OpContext, OperationGenerator, StepPlan
+from clawgym.synth.ops.base import Check, OpContext, OperationGenerator, StepPlan
 from clawgym.synth.personas import Persona, persona_summary
 from clawgym.synth.taxonomy import Subcategory, Taxonomy
 
@@ -27,6 +28,52 @@ def _checklib_source() -> str:
 
 
 CHECKLIB_SOURCE = _checklib_source()
+
+
+def _library_index(source: str) -> tuple[dict[str, str], dict[str, tuple[int, str, set[str]]]]:
+    """({imported name: import line}, {top-level name: (order, source, names it uses)}) of the library."""
+    tree = ast.parse(source)
+    imports: dict[str, str] = {}
+    defs: dict[str, tuple[int, str, set[str]]] = {}
+    for order, node in enumerate(tree.body):
+        text = ast.get_source_segment(source, node) or ""
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                bound = alias.asname or alias.name.split(".")[0]
+                if isinstance(node, ast.ImportFrom):
+                    line = f"from {node.module} import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
+                else:
+                    line = f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
+                imports.setdefault(bound, line)
+            continue
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            defs[node.name] = (order, text, used)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    defs[target.id] = (order, text, used)
+    return imports, defs
+
+
+_IMPORTS, _DEFS = _library_index(CHECKLIB_SOURCE)
+
+
+def library_subset(names: set[str]) -> str:
+    """Only the check-library definitions `names` need (transitively), so each task's grade() stays small."""
+    todo, keep = list(names), set()
+    while todo:
+        name = todo.pop()
+        if name in keep or name not in _DEFS:
+            continue
+        keep.add(name)
+        todo.extend(_DEFS[name][2] - keep)
+    parts = sorted((_DEFS[n][0], _DEFS[n][1]) for n in keep)
+    seen: set[str] = set()
+    body = [text for _, text in parts if not (text in seen or seen.add(text))]
+    uses = set(names).union(*(_DEFS[n][2] for n in keep))
+    imports = sorted({line for name, line in _IMPORTS.items() if name in uses})
+    return "\n".join(imports) + "\n\n\n" + "\n\n\n".join(body) + "\n"
 
 GRADE_TAIL = '''
 
@@ -48,16 +95,25 @@ def grade(transcript, workspace_path):
 '''
 
 
+def _fns(check: Check) -> set[str]:
+    return {check.fn}.union(*(_fns(p) for p in check.parts)) if check.parts else {check.fn}
+
+
 def render_grade(plans: list[StepPlan]) -> str:
-    """A self-contained grade() source: the check library, then one lambda per named check."""
+    """A self-contained grade() source: the check-library functions it uses, then one lambda per check."""
     lines = []
     seen: set[str] = set()
+    used: set[str] = {"Path"}
     for i, plan in enumerate(plans, start=1):
         for c in plan.checks:
             name = c.name if c.name not in seen else f"step{i}_{c.name}"
             seen.add(name)
+            used |= _fns(c)
             lines.append(f"    ({name!r}, lambda ws, transcript: {c.expr()}),")
-    return CHECKLIB_SOURCE + GRADE_TAIL.format(checks="\n".join(lines))
+    missing = {n for n in used - {"Path"} if n not in _DEFS}
+    if missing:
+        raise ValueError(f"checks use functions the check library lacks: {', '.join(sorted(missing))}")
+    return library_subset(used) + GRADE_TAIL.format(checks="\n".join(lines))
 
 
 # --------------------------------------------------------------------------------------------- voice

@@ -24,6 +24,7 @@ from clawgym.core.jsonl import JsonlAppender, read_records_lenient
 from clawgym.core.records import Task
 
 MAX_ATTEMPTS = 8
+CHUNK = 8  # candidates per worker call: their states are graded by one python process
 LENGTH_WEIGHTS = {1: 1, 2: 3, 3: 3, 4: 2}
 
 
@@ -94,19 +95,47 @@ def make_candidate(seed: int, index: int, attempt: int):
     return compose_task(task_id(seed, index), persona, sub, _W["taxonomy"], _W["ops"], rng, length)
 
 
-def work(seed: int, index: int, attempt: int, validate: bool) -> tuple[int, int, str | None, str | None, str, str]:
-    """(index, attempt, task json or None, rejection reason or None, detail, fingerprint)."""
-    from clawgym.synth.validate import validate_candidate
+def _grader():
+    """This worker's long-lived grading sandbox (restarted if it died)."""
+    from multiprocessing import util
 
-    try:
-        cand = make_candidate(seed, index, attempt)
-    except Exception as exc:  # a generator bug must not stop the run; it is counted
-        return index, attempt, None, "generator_error", f"{type(exc).__name__}: {exc}", ""
-    if validate:
-        v = validate_candidate(cand, _W["backend"])
-        if not v.ok:
-            return index, attempt, None, v.reason, v.detail[:300], cand.fingerprint
-    return index, attempt, cand.task.model_dump_json(), None, "", cand.fingerprint
+    from clawgym.synth.validate import start_grader
+
+    g = _W.get("grader")
+    if g is None:
+        g = _W["grader"] = start_grader(_W["backend"])
+        util.Finalize(g, g.stop, exitpriority=10)
+    return g
+
+
+def work(seed: int, jobs: list[tuple[int, int]], validate: bool) -> list[tuple]:
+    """Make and validate a chunk of (index, attempt) candidates.
+
+    Returns one (index, attempt, task json or None, rejection reason or None, detail, fingerprint) each."""
+    from clawgym.sandbox.base import SandboxError
+    from clawgym.synth.validate import validate_batch
+
+    out: list[tuple | None] = [None] * len(jobs)
+    cands = []
+    for k, (index, attempt) in enumerate(jobs):
+        try:
+            cands.append((k, make_candidate(seed, index, attempt)))
+        except Exception as exc:  # a generator bug must not stop the run; it is counted
+            out[k] = (index, attempt, None, "generator_error", f"{type(exc).__name__}: {exc}", "")
+    verdicts = [None] * len(cands)
+    if validate and cands:
+        try:
+            verdicts = validate_batch([c for _, c in cands], _W["backend"], _grader())
+        except SandboxError:
+            _W.pop("grader", None)  # the grader died: start a new one, and retry once
+            verdicts = validate_batch([c for _, c in cands], _W["backend"], _grader())
+    for (k, cand), v in zip(cands, verdicts, strict=True):
+        index, attempt = jobs[k]
+        if v is not None and not v.ok:
+            out[k] = (index, attempt, None, v.reason, v.detail[:300], cand.fingerprint)
+        else:
+            out[k] = (index, attempt, cand.task.model_dump_json(), None, "", cand.fingerprint)
+    return out
 
 
 # --------------------------------------------------------------------------------------------- parent
@@ -159,22 +188,27 @@ def synthesize(
     results: dict[int, tuple] = {}
     next_to_write = 0
     queue = list(todo)
-    pending: dict[Future, int] = {}
+    pending: set[Future] = set()
     with ProcessPoolExecutor(max_workers=max(1, jobs), initializer=_init_worker, initargs=init) as pool:
         try:
-            def submit(index: int, attempt: int) -> None:
-                pending[pool.submit(work, seed, index, attempt, validate)] = index
+            def submit(chunk: list[tuple[int, int]]) -> None:
+                pending.add(pool.submit(work, seed, chunk, validate))
 
-            for _ in range(min(len(queue), max(1, jobs) * 4)):
-                submit(queue.pop(0), 0)
+            def submit_next() -> None:
+                chunk = [(i, 0) for i in queue[:CHUNK]]
+                del queue[:CHUNK]
+                if chunk:
+                    submit(chunk)
+
+            for _ in range(max(1, jobs) * 3):
+                submit_next()
             while pending:
                 finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
                 for fut in finished:
-                    pending.pop(fut)
-                    res = fut.result()
-                    results[res[0]] = res
-                    if queue:
-                        submit(queue.pop(0), 0)
+                    pending.discard(fut)
+                    for res in fut.result():
+                        results[res[0]] = res
+                    submit_next()
                 # decide in index order, so duplicates resolve the same way whatever the timing
                 while next_to_write < len(todo) and todo[next_to_write] in results:
                     index, attempt, task_json, reason, detail, fp = results.pop(todo[next_to_write])
@@ -189,7 +223,7 @@ def synthesize(
                                 f"task index {index}: no valid task after {MAX_ATTEMPTS} attempts "
                                 f"(last: {reason}: {detail})"
                             )
-                        submit(index, attempt + 1)
+                        submit([(index, attempt + 1)])
                         break  # wait for the retry before writing later indices
                     seen_fp.add(fp)
                     seen_text.add(task.instruction)

@@ -1,19 +1,34 @@
-"""Validation of a synthesized task in real sandboxes, before it is written.
+"""Validation of a synthesized task in a real sandbox, before it is written.
 
-Three episodes: the reference solution replayed by the oracle must score 1.0; the untouched workspace
-(no-op) must score 0 on every check; a deliberately partial solution (earlier steps done right, the last step
-done partly or wrongly) must score strictly between 0 and 1, which shows the partial credit is real.
+Three states of the task are graded: the untouched workspace (no-op) must score 0 on every check; a
+deliberately partial solution (earlier steps done right, the last step done partly or wrongly) must score
+strictly between 0 and 1, which shows the partial credit is real; the reference solution replayed by the
+oracle must score 1.0 with no failing step.
+
+`validate_batch` replays the partial and the reference solutions in each task's own sandbox (resetting the
+workspace in between), copies the three workspace states into a long-lived grader sandbox, and grades the
+states of many tasks with ONE python process there: python's start-up would otherwise dominate the cost
+of validating thousands of tasks.
+`validate_candidate_episodes` runs three ordinary rollout episodes instead; the two agree (tested) and the
+second is the reference semantics.
 """
 
 from __future__ import annotations
 
+import shutil
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
+from clawgym.agent.base import EpisodeContext
 from clawgym.agent.baselines import NoopAgent, OracleAgent
-from clawgym.core.records import ReferenceSolution, Task, Verdict
+from clawgym.core.records import ReferenceSolution, Task, Verdict, WorkspaceSpec
 from clawgym.rollout.runner import RolloutOptions, run_episode
-from clawgym.sandbox.base import SandboxBackend, SandboxLimits
+from clawgym.sandbox.base import Sandbox, SandboxBackend, SandboxError, SandboxLimits
 from clawgym.synth.compose import Candidate
+from clawgym.verify.code import run_python_batch
+from clawgym.verify.scoring import combine
+from clawgym.workspace.materialize import materialize, snapshot
 
 VALIDATION_LIMITS = SandboxLimits(memory_mb=1024, max_processes=128, exec_timeout_s=60)
 
@@ -33,37 +48,137 @@ def partial_task(cand: Candidate) -> Task:
     return cand.task.model_copy(update={"reference": ReferenceSolution(steps=steps)})
 
 
-def _run(task: Task, agent, backend: SandboxBackend, options: RolloutOptions):
-    t = run_episode(task, 0, agent, backend, options)
-    if t.status == "infra_error":
-        return None, f"infra error: {t.error.message if t.error else '?'}"
-    return t, ""
+def judge(oracle: Verdict | None, oracle_tool_errors: int, noop: Verdict | None, partial: Verdict | None,
+          partial_tool_errors: int = 0) -> Validation:
+    """The rules, applied to the three verdicts."""
+    if oracle_tool_errors:
+        return Validation(False, "reference_tool_error", f"{oracle_tool_errors} reference steps failed", oracle, noop, partial)
+    if oracle is None or oracle.status != "scored" or not oracle.passed:
+        failing = {k: x for k, x in (oracle.checks if oracle else {}).items() if x < 1.0}
+        detail = (oracle.error if oracle and oracle.error else "") or f"failing checks: {failing}"
+        return Validation(False, "reference_below_1", detail, oracle, noop, partial)
+    nonzero = {k: x for k, x in (noop.checks if noop else {}).items() if x > 0}
+    if noop is None or noop.status not in ("scored", "checker_failed") or nonzero:
+        return Validation(False, "noop_above_0", f"checks passed without acting: {nonzero}", oracle, noop, partial)
+    if partial_tool_errors or partial is None or partial.status != "scored" or not 0.0 < partial.score < 1.0:
+        score = partial.score if partial else None
+        return Validation(False, "partial_not_between",
+                          f"partial solution scored {score} ({partial_tool_errors} failed steps)", oracle, noop, partial)
+    return Validation(True, oracle=oracle, noop=noop, partial=partial)
+
+
+@dataclass
+class _States:
+    """The three graded states of one candidate, copied into the grader's workspace."""
+
+    noop_transcript: list
+    partial_transcript: list
+    oracle_transcript: list
+    partial_errors: int
+    oracle_errors: int
+
+
+def _replay_states(cand: Candidate, backend: SandboxBackend, limits: SandboxLimits, dest: Path) -> _States:
+    """Replay the partial and the reference solutions in the task's own sandbox and copy each resulting
+    workspace (and the untouched one) under `dest`. Raises SandboxError on infrastructure failure."""
+    task = cand.task
+    materialize(task.workspace, dest / "noop")
+    sb = backend.start(task.workspace, limits=limits)
+    try:
+        ctx = EpisodeContext(deadline=time.monotonic() + task.timeout_seconds, exec_timeout=limits.exec_timeout_s)
+        noop_run = NoopAgent().run(task, sb, ctx)
+        partial_run = OracleAgent().run(partial_task(cand), sb, ctx)
+        sb.kill_processes()
+        snapshot(sb.host_workspace, dest / "partial")
+        # back to the untouched workspace: empty the mounted directory (do not replace it), rebuild it
+        for entry in list(sb.host_workspace.iterdir()):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        materialize(task.workspace, sb.host_workspace)
+        oracle_run = OracleAgent().run(task, sb, ctx)
+        sb.kill_processes()
+        snapshot(sb.host_workspace, dest / "oracle")
+    finally:
+        sb.stop()
+    return _States(noop_run.transcript, partial_run.transcript, oracle_run.transcript,
+                   partial_run.tool_errors, oracle_run.tool_errors)
+
+
+def validate_batch(
+    cands: list[Candidate], backend: SandboxBackend, grader: Sandbox, limits: SandboxLimits | None = None
+) -> list[Validation]:
+    """Validate candidates: each is replayed in its own sandbox; all their states are then graded by ONE
+    python process in `grader`, a long-lived sandbox whose workspace holds the copied states."""
+    limits = limits or VALIDATION_LIMITS
+    out: list[Validation | None] = [None] * len(cands)
+    items: list[tuple[str, list, str]] = []
+    owners: list[int] = []
+    states: dict[int, _States] = {}
+    for i, cand in enumerate(cands):
+        check = cand.task.verifier.code
+        if check is None or check.kind != "python":
+            out[i] = Validation(False, "no_code_check", "synthesized tasks need a python code check")
+            continue
+        try:
+            st = _replay_states(cand, backend, limits, grader.host_workspace / str(i))
+        except SandboxError as exc:
+            out[i] = Validation(False, "infra_error", str(exc))
+            continue
+        states[i] = st
+        base = f"{grader.workdir}/{i}"
+        for transcript, state in ((st.noop_transcript, "noop"), (st.partial_transcript, "partial"),
+                                  (st.oracle_transcript, "oracle")):
+            items.append((check.source or "", transcript, f"{base}/{state}"))
+            owners.append(i)
+    try:
+        if items:
+            timeout = max(c.task.verifier.code.timeout_seconds for c in cands if c.task.verifier.code)
+            results = run_python_batch(grader, items, timeout + 2.0 * len(items))
+            by_owner: dict[int, list] = {}
+            for owner, res in zip(owners, results, strict=True):
+                by_owner.setdefault(owner, []).append(res)
+            for i, (noop_r, partial_r, oracle_r) in by_owner.items():
+                spec = cands[i].task.verifier
+                st = states[i]
+                out[i] = judge(combine(spec, oracle_r), st.oracle_errors, combine(spec, noop_r),
+                               combine(spec, partial_r), st.partial_errors)
+    finally:
+        for entry in list(grader.host_workspace.iterdir()):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink()
+    return [v if v is not None else Validation(False, "infra_error", "not graded") for v in out]
+
+
+def start_grader(backend: SandboxBackend, limits: SandboxLimits | None = None) -> Sandbox:
+    """The long-lived sandbox validate_batch grades in."""
+    return backend.start(WorkspaceSpec(), limits=limits or VALIDATION_LIMITS)
 
 
 def validate_candidate(cand: Candidate, backend: SandboxBackend, limits: SandboxLimits | None = None) -> Validation:
+    """Validate one candidate (a grader sandbox just for it; batch with validate_batch for speed)."""
+    try:
+        grader = start_grader(backend, limits)
+    except SandboxError as exc:
+        return Validation(False, "infra_error", f"grader start: {exc}")
+    try:
+        return validate_batch([cand], backend, grader, limits)[0]
+    finally:
+        grader.stop()
+
+
+def validate_candidate_episodes(cand: Candidate, backend: SandboxBackend,
+                                limits: SandboxLimits | None = None) -> Validation:
+    """The same rules over three full rollout episodes (slower; the reference semantics)."""
     options = RolloutOptions(limits=limits or VALIDATION_LIMITS, keep_workspaces=False)
-    oracle, err = _run(cand.task, OracleAgent(), backend, options)
-    if oracle is None:
-        return Validation(False, "infra_error", err)
-    v = oracle.verdict
-    if oracle.tool_errors:
-        return Validation(False, "reference_tool_error", f"{oracle.tool_errors} reference steps failed", oracle=v)
-    if v is None or v.status != "scored" or not v.passed:
-        failing = {k: x for k, x in (v.checks if v else {}).items() if x < 1.0}
-        detail = (v.error if v and v.error else "") or f"failing checks: {failing}"
-        return Validation(False, "reference_below_1", detail, oracle=v)
-    noop, err = _run(cand.task, NoopAgent(), backend, options)
-    if noop is None:
-        return Validation(False, "infra_error", err, oracle=v)
-    nv = noop.verdict
-    nonzero = {k: x for k, x in (nv.checks if nv else {}).items() if x > 0}
-    if nv is None or nv.status not in ("scored", "checker_failed") or nonzero:
-        return Validation(False, "noop_above_0", f"checks passed without acting: {nonzero}", oracle=v, noop=nv)
-    part, err = _run(partial_task(cand), OracleAgent(), backend, options)
-    if part is None:
-        return Validation(False, "infra_error", err, oracle=v, noop=nv)
-    pv = part.verdict
-    if pv is None or pv.status != "scored" or not 0.0 < pv.score < 1.0:
-        score = pv.score if pv else None
-        return Validation(False, "partial_not_between", f"partial solution scored {score}", v, nv, pv)
-    return Validation(True, oracle=v, noop=nv, partial=pv)
+    runs = []
+    for task, agent in ((cand.task, OracleAgent()), (cand.task, NoopAgent()), (partial_task(cand), OracleAgent())):
+        t = run_episode(task, 0, agent, backend, options)
+        if t.status == "infra_error":
+            return Validation(False, "infra_error", t.error.message if t.error else "?")
+        runs.append(t)
+    oracle, noop, part = runs
+    return judge(oracle.verdict, oracle.tool_errors, noop.verdict, part.verdict, part.tool_errors)

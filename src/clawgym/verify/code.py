@@ -32,14 +32,17 @@ PY_RUNNER = r'''
 import json, math, sys, traceback
 MARK = "__CLAWGYM_GRADE_RESULT__"
 
+_CODE = {}
+
 def run(src_path, transcript_path, workspace):
     try:
         with open(transcript_path, encoding="utf-8") as fh:
             transcript = json.load(fh)
         ns = {"__name__": "clawgym_grader"}
-        with open(src_path, encoding="utf-8") as fh:
-            code = compile(fh.read(), "grade.py", "exec")
-        exec(code, ns)
+        if src_path not in _CODE:
+            with open(src_path, encoding="utf-8") as fh:
+                _CODE[src_path] = compile(fh.read(), "grade.py", "exec")
+        exec(_CODE[src_path], ns)  # a fresh namespace per workspace: no state carries over between gradings
         if not callable(ns.get("grade")):
             return {"error": "the check source defines no grade() function"}
         result = ns["grade"](transcript, workspace)
@@ -60,9 +63,11 @@ def run(src_path, transcript_path, workspace):
         return {"error": "grade() returned non-numeric values for: " + ", ".join(bad[:10])}
     return {"scores": scores}
 
-outcome = run(sys.argv[1], sys.argv[2], sys.argv[3])
-sys.stdout.flush()
-print("\n" + MARK + json.dumps(outcome))
+# argv: (grade.py, transcript.json, workspace) triples; one result line per triple, in order
+for i in range(1, len(sys.argv) - 2, 3):
+    outcome = run(sys.argv[i], sys.argv[i + 1], sys.argv[i + 2])
+    sys.stdout.flush()
+    print("\n" + MARK + str(i // 3) + " " + json.dumps(outcome), flush=True)
 '''
 
 
@@ -108,43 +113,67 @@ def _control_dir(sandbox: Sandbox) -> tuple[Any, str]:
 def run_python_check(
     check: CodeCheck, task: Task, sandbox: Sandbox, transcript: list[dict[str, Any]]
 ) -> CodeResult:
+    return run_python_checks(check, task, sandbox, [(transcript, sandbox.workdir)])[0]
+
+
+def run_python_checks(
+    check: CodeCheck, task: Task, sandbox: Sandbox, items: list[tuple[list[dict[str, Any]], str]]
+) -> list[CodeResult]:
+    """Grade several (transcript, workspace path inside the sandbox) pairs of one task with one process."""
+    source = _rewrite(check.source or "", task, sandbox)
+    return run_python_batch(sandbox, [(source, t, w) for t, w in items], check.timeout_seconds)
+
+
+def run_python_batch(
+    sandbox: Sandbox, items: list[tuple[str, list[dict[str, Any]], str]], timeout: float
+) -> list[CodeResult]:
+    """Grade (grade source, transcript, workspace path inside the sandbox) triples with ONE python process.
+
+    Python's start-up and imports dominate the cost of a grading; task validation grades many workspace
+    states in one run this way. Each grading gets a fresh namespace. `timeout` covers the whole batch.
+    """
     t0 = time.monotonic()
     host_dir, inside = _control_dir(sandbox)
-    (host_dir / "grade.py").write_text(_rewrite(check.source or "", task, sandbox), encoding="utf-8")
     (host_dir / "runner.py").write_text(PY_RUNNER, encoding="utf-8")
-    (host_dir / "transcript.json").write_text(json.dumps(transcript, ensure_ascii=False), encoding="utf-8")
-    res = sandbox.exec(
-        ["python3", "-I", f"{inside}/runner.py", f"{inside}/grade.py", f"{inside}/transcript.json", sandbox.workdir],
-        cwd=sandbox.workdir, timeout=check.timeout_seconds,
-    )
-    out = CodeResult(status="checker_failed", output_tail=_tail(res.stdout + "\n" + res.stderr))
-    out.duration_s = time.monotonic() - t0
-    if res.timed_out:
-        out.error = f"checker timed out after {check.timeout_seconds:g}s"
-        return out
-    payload = None
-    for line in reversed(res.stdout.splitlines()):
+    argv = ["python3", "-I", f"{inside}/runner.py"]
+    sources: dict[str, str] = {}
+    for i, (source, transcript, workspace) in enumerate(items):
+        name = sources.get(source)
+        if name is None:
+            name = sources[source] = f"grade{len(sources)}.py"
+            (host_dir / name).write_text(source, encoding="utf-8")
+        (host_dir / f"transcript{i}.json").write_text(json.dumps(transcript, ensure_ascii=False), encoding="utf-8")
+        argv += [f"{inside}/{name}", f"{inside}/transcript{i}.json", workspace]
+    res = sandbox.exec(argv, cwd=sandbox.workdir, timeout=timeout)
+    tail = _tail(res.stdout + "\n" + res.stderr)
+    payloads: dict[int, dict] = {}
+    for line in res.stdout.splitlines():
         if line.startswith(RESULT_MARKER):
+            idx, _, body = line[len(RESULT_MARKER):].partition(" ")
             try:
-                payload = json.loads(line[len(RESULT_MARKER):])
-            except json.JSONDecodeError:
+                payloads[int(idx)] = json.loads(body)
+            except ValueError:
                 pass
-            break
-    if payload is None:
-        out.error = f"checker printed no result (exit code {res.exit_code})"
-        return out
-    if "error" in payload:
-        out.error = payload["error"]
-        if payload.get("traceback"):
-            out.output_tail = "\n".join(payload["traceback"])
-        return out
-    checks = _clamp(payload["scores"], out.notes)
-    if not checks:
-        out.error = "grade() returned no scores"
-        return out
-    out.status, out.checks = "scored", checks
-    out.score = sum(checks.values()) / len(checks)
-    return out
+    results = []
+    for i in range(len(items)):
+        out = CodeResult(status="checker_failed", output_tail=tail, duration_s=time.monotonic() - t0)
+        payload = payloads.get(i)
+        if payload is None:
+            out.error = (f"checker timed out after {timeout:g}s" if res.timed_out
+                         else f"checker printed no result (exit code {res.exit_code})")
+        elif "error" in payload:
+            out.error = payload["error"]
+            if payload.get("traceback"):
+                out.output_tail = "\n".join(payload["traceback"])
+        else:
+            checks = _clamp(payload["scores"], out.notes)
+            if not checks:
+                out.error = "grade() returned no scores"
+            else:
+                out.status, out.checks = "scored", checks
+                out.score = sum(checks.values()) / len(checks)
+        results.append(out)
+    return results
 
 
 def _parse_subscores(stdout: str) -> dict[str, float] | None:
