@@ -93,6 +93,31 @@ def validate(
         raise typer.Exit(1)
 
 
+@app.command()
+def show(
+    tasks_path: Path = typer.Argument(..., metavar="TASKS", help="tasks.jsonl"),
+    task_ids: list[str] | None = typer.Option(None, "--task", help="Only these task ids (repeatable)."),
+    limit: int = typer.Option(5, min=1, help="How many tasks to show."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write Markdown to this file."),
+) -> None:
+    """Render tasks as readable Markdown: request, workspace, checks, reference solution."""
+    from rich.markdown import Markdown
+
+    from clawgym.core.render import task_markdown
+
+    tasks, bad = _load_tasks(tasks_path)
+    if task_ids:
+        tasks = [t for t in tasks if t.id in set(task_ids)]
+    text = "\n".join(task_markdown(t) for t in tasks[:limit])
+    if output:
+        output.write_text(text)
+        out.print(f"wrote {min(limit, len(tasks))} tasks to {output}", highlight=False)
+    else:
+        out.print(Markdown(text))
+    if bad:
+        raise typer.Exit(1)
+
+
 # ------------------------------------------------------------------------------------------------ import
 
 
