@@ -44,11 +44,17 @@ def _num(v):
     return None
 
 
+def _identifier(v):
+    """Digits that name something rather than count it: phone numbers, zip codes, ids with leading zeros."""
+    s = str(v).strip()
+    return s[:1] == "+" or (len(s) > 1 and s[0] == "0" and s[1:2].isdigit()) or (s.isdigit() and len(s) >= 7)
+
+
 def same(a, b, tol=0.01):
-    """Equal after normalisation: numbers within tol (absolute, or relative for large values)."""
+    """Equal after normalisation: numbers within an absolute `tol`; identifiers and text compared as text."""
     na, nb = _num(a), _num(b)
-    if na is not None and nb is not None:
-        return abs(na - nb) <= max(tol, tol * abs(nb) / 100.0)
+    if na is not None and nb is not None and not (_identifier(a) or _identifier(b)):
+        return abs(na - nb) <= tol + 1e-9
     if a is None or b is None:
         return (a is None or str(a).strip() == "") and (b is None or str(b).strip() == "")
     if isinstance(a, (list, dict)) or isinstance(b, (list, dict)):

@@ -195,9 +195,11 @@ def write_request(persona: Persona, plans: list[StepPlan], rng: random.Random) -
     close = rng.choice(CLOSINGS[reg])
     if close:
         parts.append(close)
+    if reg == "terse" and "lowercase" in persona.tone.casefold():
+        # the persona's own words in lowercase; the step fragments keep their exact paths and values
+        parts = [p if any(p.endswith(f) for f in frags) or p in frags else p.lower() for p in parts]
     sep = "\n\n" if reg in ("formal", "anxious") or len(frags) > 2 else "\n"
-    text = sep.join(parts)
-    return text.lower() if reg == "terse" and "lowercase" in persona.tone.casefold() else text
+    return sep.join(parts)
 
 
 # --------------------------------------------------------------------------------------------- chains

@@ -1,0 +1,320 @@
+"""convert_format: convert content between formats, preserving every record and field: CSV -> JSON records
+with typed numbers, JSON -> CSV, YAML <-> JSON config, one sheet of a workbook -> CSV; or the previous step's
+table / records / config into the other format."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import yaml
+
+from clawgym.core.records import GeneratedContent, WorkspaceFile
+from clawgym.synth import flavor
+from clawgym.synth.ops.aggregate_and_report import digest, money, refer, table_of
+from clawgym.synth.ops.base import CONFIG, RECORDS, TABLE, Artifact, Check, OpContext, StepPlan, read, write
+from clawgym.synth.ops.clean_data import to_csv
+
+_NUM = re.compile(r"^-?(0|[1-9]\d*)(\.\d+)?$")
+
+
+def _json(data) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def _yaml(data) -> str:
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def numeric_columns(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Columns whose non-blank cells are all plain numbers (no leading zeros), with at least one value."""
+    out = []
+    for i, h in enumerate(header):
+        vals = [r[i].strip() for r in rows if r[i].strip()]
+        if vals and all(_NUM.match(v) for v in vals):
+            out.append(h)
+    return out
+
+
+def typed_records(header: list[str], rows: list[list[str]], numeric: list[str]) -> list[dict]:
+    recs = []
+    for r in rows:
+        rec = {}
+        for h, v in zip(header, r, strict=True):
+            if h in numeric:
+                if not v.strip():
+                    rec[h] = None
+                else:
+                    f = float(v)
+                    rec[h] = int(f) if "." not in v and f.is_integer() else f
+            else:
+                rec[h] = v
+        recs.append(rec)
+    return recs
+
+
+def _ini_value(v):
+    """An INI value as JSON would type it under the stated rule."""
+    if not isinstance(v, str):
+        return v
+    t = v.strip()
+    if _NUM.match(t):
+        f = float(t)
+        return int(t) if "." not in t else f
+    if t.casefold() in ("true", "false"):
+        return t.casefold() == "true"
+    return v
+
+
+def _cell(v) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v) if not v.is_integer() else str(int(v)) if abs(v) < 1e15 else repr(v)
+    return str(v)
+
+
+class ConvertFormat:
+    id = "convert_format"
+    consumes: tuple[str, ...] = (TABLE, RECORDS, CONFIG)
+    produces = (TABLE, RECORDS, CONFIG)
+    standalone = True
+
+    # ----------------------------------------------------------------------------------------- table -> records
+    def _table_to_records(self, ctx: OpContext, header, rows, src_path, src_words, files, roles, reads):
+        rng = ctx.rng
+        numeric = numeric_columns(header, rows)
+        recs = typed_records(header, rows, numeric)
+        fmt = rng.choice(["json", "json", "yaml"])
+        stem = src_path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        out = ctx.path(f"{stem}.{fmt}")
+        num_note = (f"the {', '.join(numeric)} values as numbers (not quoted strings), empty cells as null, "
+                    "everything else as strings") if numeric else "all values as strings"
+        what = "a JSON array" if fmt == "json" else "a YAML list"
+        instruction = rng.choice([
+            f"Convert {src_words} to {fmt.upper()}: write `{out}` as {what} with one object per row (in the "
+            f"same order), keyed by the CSV column names ({', '.join(header)}), with {num_note}.",
+            f"Our import tool wants {fmt.upper()}, so please turn {src_words} into `{out}`: {what} of objects, "
+            f"one per row in the original order, keys exactly {', '.join(header)}; {num_note}.",
+            f"Please save {src_words} as {fmt.upper()} in `{out}`: {what} of row objects (keys: "
+            f"{', '.join(header)}), rows kept in order, {num_note}.",
+        ])
+        checks = [
+            Check("records_converted", "data_records", {"path": out, "records": recs}),
+            Check("keys_exact", "data_records", {"path": out, "records": recs, "exact_keys": True}),
+            Check("row_order_kept", "data_records", {"path": out, "records": recs, "ordered": True,
+                                                     "exact_keys": True}),
+        ]
+        if numeric:
+            checks.append(Check("numbers_typed", "data_records", {"path": out, "records": recs, "typed": True}))
+        text = _json(recs) if fmt == "json" else _yaml(recs)
+        # partial: every value as a string, rows reversed, the last row dropped (one row: an extra key)
+        half = [{k: (str(v) if v is not None else "") for k, v in r.items()} for r in recs][::-1]
+        half = half[:-1] if len(half) > 1 else [{**half[0], "note": "check"}]
+        partial_text = _json(half) if fmt == "json" else _yaml(half)
+        return StepPlan(
+            operation=self.id, instruction=instruction, files=files, checks=checks,
+            steps=reads + [write(out, text)], partial=[write(out, partial_text)],
+            outputs=[Artifact(out, RECORDS, recs, f"the {fmt.upper()} version of {src_path} ({out})", roles=roles)],
+            summary=f"convert {src_path} to {fmt.upper()} ({out})", fingerprint=digest([header, rows, fmt]),
+        )
+
+    # ----------------------------------------------------------------------------------------- records -> csv
+    def _records_to_csv(self, ctx: OpContext, recs: list[dict], src_path, src_words, files, roles, reads,
+                        sheet_note=""):
+        rng = ctx.rng
+        header: list[str] = []
+        for r in recs:
+            for k in r:
+                if k not in header:
+                    header.append(str(k))
+        rows = [[_cell(r.get(h)) for h in header] for r in recs]
+        stem = src_path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        out = ctx.path(f"{stem}.csv")
+        instruction = rng.choice([
+            f"Convert {src_words}{sheet_note} to CSV at `{out}`: header row {','.join(header)} (in that order), "
+            "then one row per record in the original order; missing or null values as empty cells, numbers "
+            "written as plain numbers.",
+            f"I need {src_words}{sheet_note} as a CSV for the spreadsheet people: `{out}`, columns "
+            f"{', '.join(header)} in this order, one line per record, same order as the source, blanks for "
+            "missing values.",
+        ])
+        checks = [
+            Check("csv_rows_converted", "csv_rows", {"path": out, "header": header, "rows": rows}),
+            Check("record_order_kept", "csv_rows", {"path": out, "header": header, "rows": rows, "ordered": True}),
+            Check("column_order", "data_header_is", {"path": out, "header": header}),
+        ]
+        half = rows[: max(1, len(rows) // 2)]
+        partial = to_csv(list(reversed(header)), [list(reversed(r)) for r in half][::-1])
+        return StepPlan(
+            operation=self.id, instruction=instruction, files=files, checks=checks,
+            steps=reads + [write(out, to_csv(header, rows))], partial=[write(out, partial)],
+            outputs=[Artifact(out, TABLE, {"header": header, "rows": rows}, f"the CSV version of {src_path} ({out})",
+                              roles=roles)],
+            summary=f"convert {src_path} to CSV ({out})", fingerprint=digest([header, rows]),
+        )
+
+    # ----------------------------------------------------------------------------------------- config
+    def _config(self, ctx: OpContext, data: dict, src_path: str, src_words, files, reads):
+        rng = ctx.rng
+        ini = not src_path.endswith((".json", ".yaml", ".yml"))
+        to_yaml = src_path.endswith(".json") or (ini and rng.random() < 0.4)
+        stem = src_path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        out = ctx.path(f"{stem}.yaml" if to_yaml else f"{stem}.json")
+        fmt = "YAML" if to_yaml else "JSON"
+        if ini:
+            data = {k: ({kk: _ini_value(vv) for kk, vv in v.items()} if isinstance(v, dict) else _ini_value(v))
+                    for k, v in data.items()}
+        if ini and src_path.endswith(".env"):
+            out_env = "a flat object of VARIABLE: value (names exactly as written)"
+            instruction = rng.choice([
+                f"Convert {src_words}, an environment file, to {fmt} as `{out}`: {out_env}, with whole numbers and "
+                "decimals (no leading zeros) as numbers, true/false as booleans and every other value as a string "
+                "(without surrounding quotes).",
+                f"Our orchestration tool wants the variables of {src_words} as {fmt}: write `{out}` as {out_env}; "
+                "plain numbers become numbers, true/false become booleans, the rest stay strings (unquoted).",
+            ])
+        elif ini:
+            instruction = rng.choice([
+                f"Convert {src_words} to {fmt} as `{out}`: one object per [section] holding its keys (keys as "
+                "written), with whole numbers and decimals (no leading zeros) as numbers, true/false as booleans "
+                "and every other value as a string.",
+                f"The new deploy tool only reads {fmt}: please write `{out}` with the settings of {src_words} - a "
+                "mapping of section name to its key/value pairs; values that are plain numbers become numbers, "
+                "true/false become booleans, the rest stay strings exactly as written.",
+            ])
+        else:
+            instruction = rng.choice([
+                f"Convert {src_words} to {fmt} as `{out}`, keeping every key, value, list and nesting level exactly "
+                "(numbers stay numbers, booleans stay booleans).",
+                f"The new deploy tool only reads {fmt}: please write `{out}` with the same content as {src_words} - "
+                "same keys and nesting, same values and types.",
+            ])
+        fn = "yaml_matches" if to_yaml else "json_matches"
+        top = list(data.items())
+        checks = [
+            Check("all_settings_converted", fn, {"path": out, "expected": data}),
+            Check("value_types_kept", "data_config_types", {"path": out, "expected": data}),
+            Check("top_level_keys", "data_config_keys", {"path": out, "keys": [k for k, _ in top]}),
+        ]
+        text = _yaml(data) if to_yaml else _json(data)
+        half = dict(top[: max(1, len(top) // 2)])
+        half = json.loads(json.dumps(half), parse_float=str, parse_int=str)
+        return StepPlan(
+            operation=self.id, instruction=instruction, files=files, checks=checks,
+            steps=reads + [write(out, text)], partial=[write(out, _yaml(half) if to_yaml else _json(half))],
+            outputs=[Artifact(out, CONFIG, data, f"the {fmt} version of the config ({out})")],
+            summary=f"convert {src_path} to {fmt} ({out})", fingerprint=digest(data),
+        )
+
+    # ----------------------------------------------------------------------------------------- standalone inputs
+    def _own_table(self, ctx: OpContext):
+        rng = ctx.rng
+        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
+        kind = rng.choice(["stock", "contacts", "timesheet"])
+        if kind == "stock":
+            header = ["sku", "item", "qty", "unit_price", "supplier"]
+            sups = flavor.orgs(rng, 3)
+            rows = [[f"{rng.choice('ABCDEFG')}{rng.randint(100, 999)}-{rng.randint(0, 99):02d}", it,
+                     str(rng.randint(0, 120)), money(flavor.amount(rng, 0.5, 90)), rng.choice(sups)]
+                    for it in rng.sample(voc["items"], k=len(voc["items"]))]
+            if rng.random() < 0.5:
+                rows[rng.randrange(len(rows))][2] = ""
+            roles = {"name": "item", "group": "supplier", "value": "unit_price"}
+        elif kind == "contacts":
+            header = ["name", "email", "phone", "city", "visits"]
+            rows = []
+            for n in flavor.people(rng, rng.randint(5, 9)):
+                rows.append([n, flavor.email_of(n), f"+{rng.randint(1, 99)} {rng.randint(100, 999)} "
+                             f"{rng.randint(1000, 9999)}", rng.choice(flavor.CITIES), str(rng.randint(0, 30))])
+            roles = {"name": "name", "group": "city", "value": "visits"}
+        else:
+            header = ["date", "person", "project", "hours"]
+            people = flavor.people(rng, 3)
+            month = rng.randint(1, 12)
+            rows = [[flavor.date_in(rng, 2026, month).isoformat(), rng.choice(people), rng.choice(voc["projects"]),
+                     str(rng.choice([0.5, 1, 1.5, 2, 3, 4, 6, 7.5, 8]))] for _ in range(rng.randint(6, 12))]
+            rows.sort(key=lambda r: r[0])
+            roles = {"date": "date", "name": "person", "group": "project", "value": "hours"}
+        return kind, header, rows, roles
+
+    def _standalone(self, ctx: OpContext) -> StepPlan:
+        rng = ctx.rng
+        mode = rng.choice(["csv_json", "json_csv", "config", "xlsx_csv"])
+        if mode == "csv_json":
+            kind, header, rows, roles = self._own_table(ctx)
+            src = ctx.path(f"{kind}.csv")
+            files = [WorkspaceFile(path=src, content=to_csv(header, rows))]
+            return self._table_to_records(ctx, header, rows, src, f"`{src}`", files, roles, [read(src)])
+        if mode == "json_csv":
+            kind, header, rows, roles = self._own_table(ctx)
+            recs = typed_records(header, rows, numeric_columns(header, rows))
+            for r in recs:  # an export drops empty fields instead of writing null
+                for k in [k for k, v in r.items() if v is None]:
+                    del r[k]
+            src = ctx.path(f"{kind}_export.json")
+            files = [WorkspaceFile(path=src, content=_json(recs))]
+            return self._records_to_csv(ctx, recs, src, f"the JSON export `{src}`", files, roles, [read(src)])
+        if mode == "xlsx_csv":
+            kind, header, rows, roles = self._own_table(ctx)
+            numeric = numeric_columns(header, rows)
+            recs = typed_records(header, rows, numeric)
+            sheet = rng.choice(["Data", kind.capitalize(), "2026"])
+            other = {"Notes": [["Exported from the shared drive"], ["Do not edit the Data tab by hand"]]}
+            sheet_rows = [header] + [[r.get(h) for h in header] for r in recs]
+            sheets = {"Summary": [["rows", len(rows)], ["owner", ctx.persona.name]], sheet: sheet_rows, **other} \
+                if rng.random() < 0.5 else {sheet: sheet_rows, **other}
+            src = ctx.path(f"{kind}.xlsx")
+            files = [WorkspaceFile(path=src, generate=GeneratedContent(kind="xlsx", params={"sheets": sheets}))]
+            return self._records_to_csv(ctx, recs, src, f"the workbook `{src}`", files, roles, [],
+                                        sheet_note=f" (only the sheet named \"{sheet}\")")
+        data = self._own_config(ctx)
+        ext = rng.choice(["yaml", "json"])
+        src = ctx.path(rng.choice(["settings", "config", "app_config", "sync_settings"]) + f".{ext}")
+        files = [WorkspaceFile(path=src, content=_yaml(data) if ext == "yaml" else _json(data))]
+        return self._config(ctx, data, src, f"the config file `{src}`", files, [read(src)])
+
+    def _own_config(self, ctx: OpContext) -> dict:
+        rng = ctx.rng
+        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
+        name = flavor.slug(rng.choice(voc["projects"]))
+        return {
+            "name": name,
+            "version": f"{rng.randint(1, 4)}.{rng.randint(0, 12)}.{rng.randint(0, 9)}",
+            "debug": rng.random() < 0.3,
+            "server": {"host": rng.choice(["0.0.0.0", "127.0.0.1", f"{name.replace('_', '-')}.internal"]),
+                       "port": rng.choice([8000, 8080, 5000, 3000, 9090]),
+                       "timeout_s": rng.choice([10, 30, 60, 2.5])},
+            "storage": {"path": f"/srv/{name}/data", "max_size_mb": rng.choice([256, 512, 1024]),
+                        "backup": {"enabled": rng.random() < 0.7, "keep_days": rng.choice([7, 14, 30])}},
+            "notify": [flavor.email_of(p) for p in flavor.people(rng, rng.randint(1, 3))],
+            "tags": rng.sample(voc["categories"], k=2),
+            "rate_limit": None if rng.random() < 0.3 else rng.choice([50, 100, 250]),
+        }
+
+    # ----------------------------------------------------------------------------------------- plan
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        if source is not None:
+            t = table_of(source)
+            if t is not None:
+                header, rows = t
+                return self._table_to_records(ctx, header, rows, source.path, refer(source), [], dict(source.roles),
+                                              [read(source.path)])
+            if source.kind == RECORDS and isinstance(source.data, list) and source.data and all(
+                    isinstance(r, dict) and r and all(v is None or isinstance(v, (str, int, float, bool))
+                                                      for v in r.values()) for r in source.data):
+                return self._records_to_csv(ctx, source.data, source.path, refer(source), [], dict(source.roles),
+                                            [read(source.path)])
+            if source.kind == CONFIG and isinstance(source.data, dict) and source.data and (
+                    source.path.endswith((".json", ".yaml", ".yml")) or (
+                        source.path.endswith((".ini", ".cfg", ".conf")) and all(
+                            isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
+                            for v in source.data.values())) or (
+                        source.path.endswith(".env") and all(isinstance(v, str) for v in source.data.values()))):
+                return self._config(ctx, source.data, source.path, refer(source), [], [read(source.path)])
+        return self._standalone(ctx)
+
+
+GENERATORS = [ConvertFormat()]

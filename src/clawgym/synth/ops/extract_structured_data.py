@@ -1,0 +1,477 @@
+"""extract_structured_data: pull named fields out of messy semi-structured sources (a folder of scanned
+receipts as text, order-confirmation emails, a saved HTML page with a table; or the previous step's messages or
+document) into a CSV, and for some tasks also a JSON array of records with typed numbers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+import re
+from email.utils import parseaddr, parsedate_to_datetime
+
+from clawgym.core.records import GeneratedContent, WorkspaceFile
+from clawgym.synth import flavor
+from clawgym.synth.ops.aggregate_and_report import digest, money, refer
+from clawgym.synth.ops.base import (
+    DOCUMENT,
+    MESSAGES,
+    RECORDS,
+    TABLE,
+    Artifact,
+    Check,
+    OpContext,
+    StepPlan,
+    exec_,
+    ls,
+    read,
+    write,
+)
+from clawgym.synth.ops.clean_data import to_csv
+
+DATE_FORMATS = ["%d %b %Y", "%b %d, %Y", "%Y-%m-%d", "%d.%m.%Y", "%A %d %B %Y"]
+
+
+def _json(records) -> str:
+    return json.dumps(records, indent=2, ensure_ascii=False) + "\n"
+
+
+def _typed(header: list[str], rows: list[list[str]], numeric: set[str]) -> list[dict]:
+    out = []
+    for r in rows:
+        rec = {}
+        for h, v in zip(header, r, strict=True):
+            if h in numeric:
+                f = float(v)
+                rec[h] = int(f) if f.is_integer() and "." not in v else f
+            else:
+                rec[h] = v
+        out.append(rec)
+    return out
+
+
+def parse_when(value) -> dt.date | None:
+    s = str(value or "").strip()
+    if not s:
+        return None
+    try:
+        return dt.date.fromisoformat(s[:10])
+    except ValueError:
+        pass
+    try:
+        return parsedate_to_datetime(s).date()
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def md_table(text: str) -> tuple[list[str], list[list[str]]] | None:
+    """The first markdown pipe table of a document, if it is plain (no inline markup in its cells)."""
+    lines = text.splitlines()
+    for i in range(len(lines) - 1):
+        head, sep = lines[i].strip(), lines[i + 1].strip()
+        if head.startswith("|") and re.fullmatch(r"\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?", sep):
+            def cells(line):
+                return [c.strip() for c in line.strip().strip("|").split("|")]
+            header = cells(head)
+            rows = []
+            for line in lines[i + 2:]:
+                if not line.strip().startswith("|"):
+                    break
+                c = cells(line)
+                if len(c) != len(header):
+                    return None
+                rows.append(c)
+            flat = header + [c for r in rows for c in r]
+            if not rows or any(re.search(r"[*`\[\]<>]", c) for c in flat) or any(not h for h in header):
+                return None
+            if len({h.casefold() for h in header}) != len(header) or len(header) < 2:
+                return None
+            return header, rows
+    return None
+
+
+def md_pairs(text: str) -> list[tuple[str, str]]:
+    """`- key: value` bullet lines of a document (outside code fences); [] when keys repeat or carry markup."""
+    out, fence, seen = [], False, set()
+    for line in text.splitlines():
+        if line.strip().startswith("```"):
+            fence = not fence
+            continue
+        m = re.match(r"^\s*[-*]\s+([^:]{1,40}?)\s*:\s+(\S.*?)\s*$", line)
+        if m and not fence:
+            k, v = m.group(1).strip(), m.group(2).strip()
+            if re.search(r"[*`\[\]<>|]", k + v) or k.casefold() in seen or not k:
+                return []
+            seen.add(k.casefold())
+            out.append((k, v))
+    return out
+
+
+def md_headings(text: str) -> list[tuple[int, str]]:
+    out, fence = [], False
+    for line in text.splitlines():
+        if line.strip().startswith("```"):
+            fence = not fence
+            continue
+        m = re.match(r"^(#{1,6})\s+(.+?)\s*#*\s*$", line)
+        if m and not fence:
+            out.append((len(m.group(1)), m.group(2).strip()))
+    return out
+
+
+class ExtractStructuredData:
+    id = "extract_structured_data"
+    consumes: tuple[str, ...] = (DOCUMENT, MESSAGES)
+    produces = (TABLE, RECORDS)
+    standalone = True
+
+    # ----------------------------------------------------------------------------------------- standalone
+    def _receipts(self, ctx: OpContext):
+        rng = ctx.rng
+        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
+        folder = ctx.path(rng.choice(["receipts", "scanned_receipts", "receipts_2026"]))
+        n = rng.randint(4, 8)
+        vendors = flavor.orgs(rng, rng.randint(2, min(4, n - 1)))
+        month = rng.randint(1, 12)
+        files, rows = [], []
+        names = rng.choice([
+            [f"receipt_{i + 1:02d}.txt" for i in range(n)],
+            [f"scan_{1000 + rng.randint(0, 80) * 10 + i}.txt" for i in range(n)],
+            [f"IMG_{2200 + i * 3}_ocr.txt" for i in range(n)],
+        ])
+        for i in range(n):
+            vendor = vendors[i] if i < len(vendors) else rng.choice(vendors)
+            d = flavor.date_in(rng, 2026, month)
+            items = [(it, rng.randint(1, 4), flavor.amount(rng, 1.5, 60))
+                     for it in rng.sample(voc["items"], rng.randint(1, 4))]
+            sub = round(sum(q * p for _, q, p in items), 2)
+            rate = rng.choice([0, 5, 7, 10, 20])
+            tax = round(sub * rate / 100, 2)
+            total = round(sub + tax, 2)
+            when = d.strftime(rng.choice(DATE_FORMATS))
+            cur = rng.choice(["", "$", "EUR ", "€"])
+            upper = rng.random() < 0.5
+            lines = [f"   {vendor.upper() if upper else vendor}",
+                     f"   {rng.randint(1, 200)} {rng.choice(flavor.ORG_WORDS)} {rng.choice(['Rd', 'St', 'Ave'])}, "
+                     f"{rng.choice(flavor.CITIES)}",
+                     f"Tel {rng.randint(200, 999)}-{rng.randint(1000, 9999)}", ""]
+            lines.append(rng.choice([f"Date: {when}", f"{when}  {rng.randint(8, 20):02d}:{rng.randint(0, 59):02d}",
+                                     f"Sale date {when}"]))
+            lines.append(f"Receipt #{rng.randint(10000, 99999)}")
+            lines.append("-" * 28)
+            for it, q, p in items:
+                label = f"{it} x{q}" if q > 1 else it
+                lines.append(f"{label:<18}{cur}{q * p:>8.2f}")
+            lines.append("-" * 28)
+            lines.append(f"{'SUBTOTAL':<18}{cur}{sub:>8.2f}")
+            if rate:
+                lines.append(f"{'TAX ' + str(rate) + '%':<18}{cur}{tax:>8.2f}")
+            lines.append(f"{rng.choice(['TOTAL', 'Total', 'TOTAL DUE', 'Amount paid']):<18}{cur}{total:>8.2f}")
+            lines += [rng.choice(["Paid: VISA ****" + str(rng.randint(1000, 9999)), "Paid: CASH",
+                                  "Paid: MASTERCARD contactless"]), "", rng.choice(["Thank you!", "THANK YOU - COME AGAIN",
+                                                                                    "Keep this receipt for returns"])]
+            if rng.random() < 0.3:
+                lines.insert(rng.randint(4, 6), "")
+            path = f"{folder}/{names[i]}"
+            files.append(WorkspaceFile(path=path, content="\n".join(lines) + "\n"))
+            rows.append([names[i], vendor, d.isoformat(), money(total)])
+        rows.sort(key=lambda r: (r[2], r[0]))
+        header = ["file", "vendor", "date", "total"]
+        out = ctx.path(rng.choice(["receipts.csv", "receipt_totals.csv", "expenses_from_receipts.csv"]))
+        what = (f"the scanned receipts in `{folder}/` (one text file each, OCR output; numeric dates are "
+                f"day-first)")
+        fields = ("file (the receipt's file name), vendor (the shop name at the top), date (YYYY-MM-DD) and "
+                  "total (the final amount paid, after tax, as a plain number with two decimals)")
+        return dict(files=files, header=header, rows=rows, out=out, what=what, fields=fields, folder=folder,
+                    key="file", numeric={"total"}, order="sorted by date, then file name",
+                    roles={"date": "date", "name": "vendor", "group": "vendor", "value": "total"},
+                    reads=[read(f.path) for f in files[:3]], label="receipts", unit="receipt")
+
+    def _orders(self, ctx: OpContext):
+        rng = ctx.rng
+        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
+        folder = ctx.path(rng.choice(["order_mails", "inbox_orders", "mail/orders"]))
+        n = rng.randint(3, 6)
+        vendors = flavor.orgs(rng, rng.randint(2, min(4, n - 1)))
+        me = ctx.persona.name
+        my_addr = flavor.email_of(me, "mail.example")
+        month = rng.randint(1, 12)
+        files, rows = [], []
+        msgs = []
+        for i in range(n):
+            vendor = vendors[i] if i < len(vendors) else rng.choice(vendors)
+            d = flavor.date_in(rng, 2026, month)
+            oid = f"{rng.choice(['A', 'SO', 'ORD-', '#'])}{rng.randint(10000, 99999)}"
+            items = [(it, rng.randint(1, 5), flavor.amount(rng, 2, 80))
+                     for it in rng.sample(voc["items"], rng.randint(1, 3))]
+            sub = round(sum(q * p for _, q, p in items), 2)
+            ship = rng.choice([0.0, 4.95, 7.5, 12.0])
+            total = round(sub + ship, 2)
+            oid_clean = oid.lstrip("#")
+            body = [f"Hi {me.split()[0]},", "",
+                    rng.choice(["Thanks for your order!", "We've received your order and are getting it ready.",
+                                "Your order is confirmed."]), "",
+                    f"Order number: {oid}", f"Order date: {d.strftime(rng.choice(DATE_FORMATS))}", "", "Items:"]
+            body += [f"  {q} x {it} @ {p:.2f} = {q * p:.2f}" for it, q, p in items]
+            body += ["", f"Subtotal: {sub:.2f}", f"Shipping: {ship:.2f}" if ship else "Shipping: free",
+                     f"Order total: {rng.choice(['', '$', 'EUR '])}{total:,.2f}", "",
+                     "You'll get another email when it ships.", "", f"-- {vendor} customer care"]
+            slug = flavor.slug(vendor).replace("_", "")
+            msgs.append((d, dict(sender=f"{vendor} <orders@{slug}.example>", subject=rng.choice(
+                [f"Order confirmation {oid}", f"Your {vendor} order {oid}", f"We got your order ({oid})"]),
+                body="\n".join(body))))
+            rows.append([oid_clean, vendor, d.isoformat(), money(total)])
+        for _ in range(rng.randint(1, 2)):
+            d = flavor.date_in(rng, 2026, month)
+            org = rng.choice(vendors)
+            slug = flavor.slug(org).replace("_", "")
+            msgs.append((d, dict(sender=f"{org} <news@{slug}.example>",
+                                 subject=rng.choice(["Spring sale: 20% off everything", "Our new catalogue is here",
+                                                     "Tips for your next order"]),
+                                 body=f"Hi {me.split()[0]},\n\nOrders over 50.00 ship free this month. Use code "
+                                      f"SAVE{rng.randint(10, 30)} at checkout.\n\n-- {org}")))
+        rng.shuffle(msgs)
+        for i, (d, m) in enumerate(msgs):
+            params = {"from": m["sender"], "to": my_addr, "subject": m["subject"],
+                      "date": f"{d.isoformat()}T{rng.randint(7, 21):02d}:{rng.randint(0, 59):02d}:00", "body": m["body"]}
+            files.append(WorkspaceFile(path=f"{folder}/{i + 1:03d}.eml", generate=GeneratedContent(kind="eml",
+                                                                                                   params=params)))
+        rows.sort(key=lambda r: (r[2], r[0]))
+        header = ["order_id", "vendor", "date", "total"]
+        out = ctx.path(rng.choice(["orders.csv", "order_log.csv", "purchases.csv"]))
+        what = (f"the emails saved in `{folder}/` (skip anything that is not an order confirmation, such as "
+                f"newsletters; numeric dates are day-first)")
+        fields = ("order_id (the order number without any leading #), vendor (the shop's name as in the sender), "
+                  "date (the order date, YYYY-MM-DD) and total (the order total including shipping, plain number "
+                  "with two decimals)")
+        return dict(files=files, header=header, rows=rows, out=out, what=what, fields=fields, folder=folder,
+                    key="order_id", numeric={"total"}, order="sorted by date, then order_id",
+                    roles={"date": "date", "name": "vendor", "group": "vendor", "value": "total"},
+                    reads=[exec_(f"head -n 40 {folder}/*.eml")], label="order emails", unit="order")
+
+    def _html(self, ctx: OpContext):
+        rng = ctx.rng
+        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
+        supplier = flavor.org(rng)
+        items = rng.sample(voc["items"], k=min(len(voc["items"]), rng.randint(4, 6)))
+        extra = [f"{rng.choice(['premium', 'eco', 'bulk', 'mini'])} {it}" for it in rng.sample(voc["items"], 2)]
+        if rng.random() < 0.6:
+            a, b = rng.sample(voc["items"], 2)
+            extra.append(f"{a} & {b} bundle")
+        items = list(dict.fromkeys(items + extra))
+        prefix = "".join(w[0] for w in supplier.split()).upper()
+        skus = rng.sample(range(1000, 9999), len(items))
+        cats = rng.sample(voc["categories"], k=rng.randint(2, 3))
+        rows, trs = [], []
+        for it, sku_n in zip(items, skus, strict=True):
+            name = it[:1].upper() + it[1:]
+            pack = f"{prefix}-{sku_n}"
+            price = flavor.amount(rng, 1, 250)
+            stock = rng.random() < 0.7
+            cat = rng.choice(cats)
+            rows.append([name, pack, cat, money(price), "yes" if stock else "no"])
+            price_html = rng.choice([f"€{price:.2f}", f"<span class=\"price\">€ {price:,.2f}</span>",
+                                     f"{price:.2f}&nbsp;EUR"])
+            stock_html = rng.choice(["<b>In stock</b>", "In stock", "&#10003; available"]) if stock else \
+                rng.choice(["Out of stock", "<i>sold out</i>", "back-order"])
+            trs.append(f"      <tr><td>{html.escape(name)}</td><td>{pack}</td><td>{cat}</td>"
+                       f"<td class=\"num\">{price_html}</td>"
+                       f"<td>{stock_html}</td></tr>")
+        page = "\n".join([
+            "<!DOCTYPE html>", "<html><head><meta charset=\"utf-8\">", f"<title>{html.escape(supplier)} - price list</title>",
+            "<style>td.num{text-align:right}</style></head><body>",
+            "<nav><a href=\"/\">Home</a> | <a href=\"/shop\">Shop</a> | <a href=\"/contact\">Contact</a></nav>",
+            f"<h1>{html.escape(supplier)}: trade price list</h1>",
+            f"<p>Prices valid from {flavor.date_in(rng, 2026).strftime('%d %B %Y')}. All prices include VAT.</p>",
+            "<table id=\"prices\">", "  <thead>",
+            "    <tr><th>Product</th><th>SKU</th><th>Category</th><th>Price</th><th>Availability</th></tr>", "  </thead>",
+            "  <tbody>", *trs, "  </tbody>", "</table>",
+            f"<footer><p>Questions? Call {rng.randint(200, 999)} {rng.randint(1000, 9999)} - "
+            f"&copy; 2026 {html.escape(supplier)}</p></footer>", "</body></html>", ""])
+        path = ctx.path(rng.choice(["price_list.html", "supplier_prices.html", "saved_page.html"]))
+        header = ["product", "sku", "category", "price", "in_stock"]
+        out = ctx.path(rng.choice(["prices.csv", "price_list.csv", "supplier_prices.csv"]))
+        what = f"the price table on the saved web page `{path}` (from {supplier})"
+        fields = ("product (as shown, with HTML entities decoded), sku, category, price (a plain number with two decimals, "
+                  "no currency) and in_stock (yes if the item is in stock or available, otherwise no)")
+        return dict(files=[WorkspaceFile(path=path, content=page)], header=header, rows=rows, out=out, what=what,
+                    fields=fields, folder="", key="product", numeric={"price"}, order="in the page's order",
+                    roles={"name": "product", "group": "category", "value": "price"},
+                    reads=[read(path)], label="price list", unit="product")
+
+    # ----------------------------------------------------------------------------------------- consumed
+    def _messages(self, ctx: OpContext, source: Artifact):
+        msgs = source.data
+        if not isinstance(msgs, list) or len(msgs) < 2:
+            return None
+        rows = []
+        for m in msgs:
+            if not isinstance(m, dict):
+                return None
+            addr = parseaddr(str(m.get("from", "")))[1]
+            d = parse_when(m.get("date"))
+            subj = str(m.get("subject", "")).strip()
+            if not addr or d is None or not subj:
+                return None
+            rows.append([d.isoformat(), addr.lower(), subj])
+        rows.sort(key=lambda r: (r[0], r[1], r[2]))
+        rng = ctx.rng
+        header = ["date", "from", "subject"]
+        out = ctx.path(rng.choice(["message_index.csv", "mail_log.csv", "inbox_index.csv"]))
+        fields = "date (the day it was sent, YYYY-MM-DD), from (the sender's bare email address) and subject"
+        return dict(files=[], header=header, rows=rows, out=out, what=refer(source), fields=fields, folder="",
+                    key="subject", numeric=set(), order="sorted by date, then sender, then subject",
+                    roles={"date": "date", "name": "from", "group": "from"}, label="messages", unit="message",
+                    reads=[read(source.path)] if "." in source.path.rsplit("/", 1)[-1] else [ls(source.path)])
+
+    def _document(self, ctx: OpContext, source: Artifact):
+        text = source.data if isinstance(source.data, str) else None
+        if not text:
+            return None
+        rng = ctx.rng
+        t = md_table(text)
+        if t is not None:
+            header, rows = t
+            out = ctx.path(rng.choice(["extracted_table.csv", "table_from_report.csv", "figures.csv"]))
+            numeric = {h for i, h in enumerate(header) if all(re.fullmatch(r"-?\d+(\.\d+)?", r[i]) for r in rows)}
+            roles = {}
+            text_cols = [h for h in header if h not in numeric]
+            if text_cols:
+                roles.update(name=text_cols[0], group=text_cols[0])
+            if numeric:
+                roles["value"] = next(h for h in header if h in numeric)
+            return dict(files=[], header=header, rows=rows, out=out, what=refer(source),
+                        fields=f"the table (keep its header row {', '.join(header)}; one CSV row per table row, cell "
+                               "text unchanged)", folder="", key=header[0], numeric=numeric,
+                        order="in the same order as the table", roles=roles, reads=[], label="table", unit="table row")
+        pairs = md_pairs(text)
+        if len(pairs) >= 3:
+            out = ctx.path(rng.choice(["key_figures.csv", "facts.csv", "extracted_fields.csv"]))
+            return dict(files=[], header=["key", "value"], rows=[list(p) for p in pairs], out=out, what=refer(source),
+                        fields="every bullet line of the form `- key: value` (key = the text before the first colon, "
+                               "value = the text after it, both trimmed, written as they appear)", folder="",
+                        key="key", numeric=set(), order="in the order they appear", roles={"name": "key"},
+                        reads=[], label="key facts", unit="bullet")
+        heads = md_headings(text)
+        if len(heads) >= 2:
+            return dict(outline=[{"level": lv, "title": tt} for lv, tt in heads], what=refer(source))
+        return None
+
+    # ----------------------------------------------------------------------------------------- plan
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        rng = ctx.rng
+        spec = None
+        src_path = None
+        if source is not None and source.kind == MESSAGES:
+            spec = self._messages(ctx, source)
+        elif source is not None and source.kind == DOCUMENT:
+            spec = self._document(ctx, source)
+            src_path = source.path
+        if spec is not None and "outline" in spec:
+            return self._outline_plan(ctx, source, spec)
+        if spec is None:
+            src_path = None
+            spec = rng.choice([self._receipts, self._orders, self._html])(ctx)
+        header, rows, out = spec["header"], spec["rows"], spec["out"]
+        ctx.used_paths.update(f.path for f in spec["files"])
+        also_json = rng.random() < 0.5 and bool(spec["numeric"] or rng.random() < 0.5)
+        jpath = ctx.path(out.rsplit(".", 1)[0] + ".json") if also_json else None
+        records = _typed(header, rows, spec["numeric"])
+        json_note = ""
+        if jpath:
+            nums = ", ".join(sorted(spec["numeric"]))
+            json_note = (f" Also save the same records as a JSON array of objects at `{jpath}` (keys = the column "
+                         f"names" + (f"; {nums} as JSON numbers, not strings" if nums else "") + ").")
+        instruction = rng.choice([
+            f"Go through {spec['what']} and pull out {spec['fields']}. Save one row per {spec['unit']} to `{out}` with the "
+            f"header {','.join(header)}, {spec['order']}.{json_note}",
+            f"I need the data in {spec['what']} as a table: write `{out}` with the columns {', '.join(header)}, "
+            f"that is {spec['fields']}; {spec['order']}.{json_note}",
+            f"Extract {spec['fields']} from {spec['what']} into the CSV `{out}` "
+            f"(header: {','.join(header)}; {spec['order']}).{json_note}",
+        ])
+        key = spec["key"]
+        pcols = [key] if key == "file" else []
+        base = spec["folder"]
+        checks = [
+            Check("rows_extracted", "data_path_rows",
+                  {"path": out, "header": header, "rows": rows, "path_columns": pcols, "base": base}),
+        ]
+        per_field = [h for h in header if h != key]
+        if len(per_field) >= 2:
+            mid = len(per_field) // 2
+            for part in (per_field[:mid], per_field[mid:]):
+                cols = [key] + part
+                idx = [header.index(c) for c in cols]
+                checks.append(Check(f"{flavor.slug('_'.join(part)) or 'fields'}_correct", "data_path_rows",
+                                    {"path": out, "header": cols, "rows": [[r[i] for i in idx] for r in rows],
+                                     "path_columns": pcols, "base": base}))
+        if len(per_field) < 2:
+            checks.append(Check(f"{flavor.slug(key)}_values_found", "data_path_rows",
+                                {"path": out, "header": [key], "rows": [[r[header.index(key)]] for r in rows],
+                                 "path_columns": pcols, "base": base}))
+        checks.append(Check("row_order", "data_path_rows",
+                            {"path": out, "header": header, "rows": rows, "path_columns": pcols, "base": base,
+                             "ordered": True}))
+        if jpath:
+            checks.append(Check("json_records", "data_records",
+                                {"path": jpath, "records": records, "typed": True}))
+        steps = list(spec["reads"]) + ([read(src_path)] if src_path else [])
+        steps.append(write(out, to_csv(header, rows)))
+        if jpath:
+            steps.append(write(jpath, _json(records)))
+        # partial: the first half of the rows, in reverse order, with one field of each row left raw/blank
+        half = [list(r) for r in rows[: max(1, len(rows) // 2)]][::-1]
+        blank_col = header.index(per_field[-1]) if per_field else 0
+        for r in half[1:] if len(rows) > 1 else half:
+            r[blank_col] = ""
+        outputs = [Artifact(out, TABLE, {"header": header, "rows": rows}, f"the extracted {spec['label']} table ({out})",
+                            roles=spec["roles"])]
+        if jpath:
+            outputs.append(Artifact(jpath, RECORDS, records, f"the extracted {spec['label']} records ({jpath})",
+                                    roles=spec["roles"]))
+        return StepPlan(
+            operation=self.id,
+            instruction=instruction,
+            files=spec["files"],
+            checks=checks,
+            steps=steps,
+            partial=[write(out, to_csv(header, half))],
+            outputs=outputs,
+            summary=f"extract {spec['label']} into {out}" + (f" and {jpath}" if jpath else ""),
+            fingerprint=digest([header, rows]),
+        )
+
+    def _outline_plan(self, ctx: OpContext, source: Artifact, spec: dict) -> StepPlan:
+        rng = ctx.rng
+        outline = spec["outline"]
+        out = ctx.path(rng.choice(["outline.json", "headings.json", "document_outline.json"]))
+        instruction = rng.choice([
+            f"Extract the outline of {spec['what']}: write `{out}` as a JSON array with one object per markdown "
+            "heading, in document order, each {\"level\": <number of #, as a JSON number>, \"title\": <heading "
+            "text without the #s>}.",
+            f"Turn the headings of {spec['what']} into structured data: `{out}` must be a JSON array of "
+            "{\"level\", \"title\"} objects (level = how many # the heading has, as a number; title = the heading "
+            "text), one per heading, in the order they appear.",
+        ])
+        checks = [
+            Check("headings_extracted", "data_records", {"path": out, "records": outline}),
+            Check("levels_are_numbers", "data_records", {"path": out, "records": outline, "typed": True}),
+            Check("outline_in_order", "data_records", {"path": out, "records": outline, "ordered": True,
+                                                       "exact_keys": True}),
+        ]
+        partial = [{"level": str(o["level"]), "title": o["title"]} for o in outline[: max(1, len(outline) // 2)]]
+        return StepPlan(
+            operation=self.id,
+            instruction=instruction,
+            checks=checks,
+            steps=[read(source.path), write(out, _json(outline))],
+            partial=[write(out, _json(partial))],
+            outputs=[Artifact(out, RECORDS, outline, f"the heading outline ({out})", roles={"name": "title",
+                                                                                          "value": "level"})],
+            summary=f"extract the outline of {source.path} into {out}",
+            fingerprint=digest(outline),
+        )
+
+
+GENERATORS = [ExtractStructuredData()]

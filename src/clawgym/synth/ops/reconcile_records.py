@@ -1,0 +1,357 @@
+"""reconcile_records: a ledger (ours) against a bank or card statement (theirs) that should agree; list every
+mismatch (missing on one side, amount differs, date differs) in a CSV with a reason column."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+from clawgym.core.records import WorkspaceFile
+from clawgym.synth import flavor
+from clawgym.synth.ops.aggregate_and_report import (
+    digest,
+    is_quantity,
+    money,
+    num,
+    refer,
+    role_column,
+    table_of,
+    unique_column,
+)
+from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, read, write
+from clawgym.synth.ops.clean_data import to_csv
+
+OUT_HEADER = ["date", "payee", "ledger_amount", "bank_amount", "reason"]
+REASONS = ["missing_in_bank", "missing_in_ledger", "amount_mismatch", "date_mismatch"]
+TYPES = ["CARD", "DD", "TRF", "POS"]
+
+
+def reconcile(ledger: list[tuple[dt.date, str, float]], bank: list[tuple[dt.date, str, float]]):
+    """The stated matching rule. Returns (mismatch rows, ambiguous?)."""
+    L = list(range(len(ledger)))
+    B = list(range(len(bank)))
+    ambiguous = False
+
+    def key(x):
+        return x[1].casefold()
+
+    # 1. exact matches (payee, date, amount)
+    for i in list(L):
+        hit = next((j for j in B if key(bank[j]) == key(ledger[i]) and bank[j][0] == ledger[i][0]
+                    and abs(bank[j][2] - ledger[i][2]) < 0.005), None)
+        if hit is not None:
+            L.remove(i)
+            B.remove(hit)
+    out = []
+    # 2. same payee and amount, other date; 3. same payee and date, other amount
+    for rule in ("date_mismatch", "amount_mismatch"):
+        def fits(i, j, rule=rule):
+            if key(bank[j]) != key(ledger[i]):
+                return False
+            if rule == "date_mismatch":
+                return abs(bank[j][2] - ledger[i][2]) < 0.005
+            return bank[j][0] == ledger[i][0]
+
+        for i in list(L):
+            hits = [j for j in B if fits(i, j)]
+            if not hits:
+                continue
+            j = hits[0]
+            if len(hits) > 1 or sum(1 for k in L if fits(k, j)) > 1:
+                ambiguous = True
+            L.remove(i)
+            B.remove(j)
+            out.append([ledger[i][0].isoformat(), ledger[i][1], money(ledger[i][2]), money(bank[j][2]), rule])
+    for i in L:
+        out.append([ledger[i][0].isoformat(), ledger[i][1], money(ledger[i][2]), "", "missing_in_bank"])
+    for j in B:
+        out.append([bank[j][0].isoformat(), bank[j][1], "", money(bank[j][2]), "missing_in_ledger"])
+    out.sort(key=lambda r: (r[0], r[1].casefold(), r[4]))
+    return out, ambiguous
+
+
+def _parse_date(s: str) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(str(s).strip())
+    except ValueError:
+        return None
+
+
+class ReconcileRecords:
+    id = "reconcile_records"
+    consumes: tuple[str, ...] = (TABLE,)
+    produces = (TABLE,)
+    standalone = True
+
+    def _ledger_from(self, source: Artifact | None):
+        t = table_of(source)
+        if t is None or source is None:
+            return None
+        header, rows = t
+        dcol, ncol, vcol = (role_column(source, header, r) for r in ("date", "name", "value"))
+        if not (dcol and ncol and vcol):
+            return None
+        di, ni, vi = header.index(dcol), header.index(ncol), header.index(vcol)
+        ledger = []
+        for r in rows:
+            d, v, p = _parse_date(r[di]), num(r[vi]), r[ni].strip()
+            if d is None or v is None or v <= 0 or not p:
+                return None
+            ledger.append((d, p, round(v, 2)))
+        if len(ledger) < 4:
+            return None
+        return ledger
+
+    def _own_ledger(self, ctx: OpContext):
+        rng = ctx.rng
+        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
+        payees = flavor.orgs(rng, rng.randint(4, 7))
+        month = rng.randint(1, 11)
+        ledger, rows = [], []
+        for _ in range(rng.randint(9, 16)):
+            d = flavor.date_in(rng, 2026, month)
+            p = rng.choice(payees)
+            v = flavor.amount(rng, 8, 900)
+            ledger.append((d, p, v))
+        ledger.sort(key=lambda x: (x[0], x[1]))
+        for d, p, v in ledger:
+            rows.append([d.isoformat(), p, rng.choice(voc["categories"]), money(v)])
+        path = ctx.path(rng.choice(["ledger.csv", "bookkeeping_ledger.csv", "cashbook.csv", "expenses_ledger.csv"]))
+        header = ["date", "payee", "category", "amount"]
+        return ledger, path, header, rows
+
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        rng = ctx.rng
+        files: list[WorkspaceFile] = []
+        ledger = self._ledger_from(source)
+        if ledger is None and source is not None:
+            generic = self._generic(ctx, source)
+            if generic is not None:
+                return generic
+        if ledger is not None and source is not None:
+            ledger_path, ledger_words = source.path, refer(source)
+        else:
+            ledger, ledger_path, lheader, lrows = self._own_ledger(ctx)
+            files.append(WorkspaceFile(path=ledger_path, content=to_csv(lheader, lrows)))
+            ledger_words = f"my ledger `{ledger_path}`"
+
+        statement = rng.choice(["bank statement", "card statement", "bank export"])
+        # the other side: a copy of the ledger with a few mismatches, in the bank's own format
+        for _attempt in range(30):
+            idx = list(range(len(ledger)))
+            rng.shuffle(idx)
+            n_missing_bank = 1 if len(ledger) < 8 else rng.randint(1, 2)
+            n_amount = 1
+            n_date = rng.randint(0, 1) if len(ledger) < 8 else 1
+            miss = idx[:n_missing_bank]
+            amt = idx[n_missing_bank:n_missing_bank + n_amount]
+            dat = idx[n_missing_bank + n_amount:n_missing_bank + n_amount + n_date]
+            bank = []
+            for i, (d, p, v) in enumerate(ledger):
+                if i in miss:
+                    continue
+                if i in amt:
+                    delta = rng.choice([-1, 1]) * rng.choice([0.1, 1.0, 10.0, round(v * 0.1, 2), 9.0])
+                    v = round(max(0.5, v + delta), 2)
+                    if abs(v - ledger[i][2]) < 0.005:
+                        v = round(v + 1, 2)
+                if i in dat:
+                    d = d + dt.timedelta(days=rng.randint(1, 3))
+                bank.append((d, p, v))
+            known = {p.casefold() for _, p, _ in ledger}
+            extra_payee = next(x for x in [rng.choice(["Bank fee", "Monthly account fee", flavor.org(rng)])]
+                               + [flavor.org(rng) for _ in range(20)] + ["Account service charge"]
+                               if x.casefold() not in known)
+            last = max(x[0] for x in ledger)
+            for _ in range(rng.randint(1, 2)):
+                bank.append((last - dt.timedelta(days=rng.randint(0, 10)), extra_payee, flavor.amount(rng, 2, 120)))
+            expected, ambiguous = reconcile(ledger, bank)
+            reasons = {r[4] for r in expected}
+            if not ambiguous and "amount_mismatch" in reasons and "missing_in_bank" in reasons:
+                break
+        bank.sort(key=lambda x: (x[0], x[1]))
+
+        style = rng.choice(["signed", "debit", "upper"])
+        if style == "signed":
+            bheader = ["Booking date", "Counterparty", "Amount", "Balance"]
+            bal = round(rng.uniform(2000, 9000), 2)
+            brows = []
+            for d, p, v in bank:
+                bal = round(bal - v, 2)
+                brows.append([d.strftime("%d/%m/%Y"), p, f"-{v:.2f}", f"{bal:.2f}"])
+            fmt_note = "The statement's dates are DD/MM/YYYY and money out is negative."
+        elif style == "debit":
+            bheader = ["date", "description", "debit", "credit"]
+            brows = [[d.strftime("%d.%m.%Y"), f"{rng.choice(TYPES)} {p}", f"{v:.2f}", ""] for d, p, v in bank]
+            fmt_note = ("The statement's dates are DD.MM.YYYY and each description is a transaction type (CARD, DD, "
+                        "TRF, POS) followed by the payee.")
+        else:
+            bheader = ["Posted", "Payee", "Amount (EUR)"]
+            brows = [[d.strftime("%Y-%m-%d"), p.upper(), f"{v:,.2f}"] for d, p, v in bank]
+            fmt_note = "The statement writes payees in capitals; compare names ignoring case."
+        bank_path = ctx.path(rng.choice(["bank_statement.csv", "statement_export.csv", "card_statement.csv",
+                                         "bank_transactions.csv"]))
+        files.append(WorkspaceFile(path=bank_path, content=to_csv(bheader, brows)))
+        out = ctx.path(rng.choice(["mismatches.csv", "reconciliation.csv", "recon_issues.csv"]))
+
+        rule = ("A ledger line and a statement line match when payee, date and amount all agree. Of what is left, "
+                "pair lines with the same payee and amount but different dates (reason date_mismatch), then lines "
+                "with the same payee and date but different amounts (reason amount_mismatch); any ledger line still "
+                "unpaired is missing_in_bank and any statement line still unpaired is missing_in_ledger.")
+        cols = ("date, payee, ledger_amount, bank_amount, reason. Dates as YYYY-MM-DD (the ledger's date, or the "
+                "statement's for missing_in_ledger lines); amounts as positive numbers with two decimals, left empty "
+                "on the side where the line is missing")
+        instruction = rng.choice([
+            f"Please reconcile {ledger_words} against the {statement} `{bank_path}`. {fmt_note} {rule} Write "
+            f"only the mismatches to `{out}` with the columns {cols}.",
+            f"I need {ledger_words} checked against `{bank_path}`, my {statement}. {fmt_note} {rule} List every "
+            f"problem line in `{out}`; matching lines should not appear. Columns: {cols}.",
+            f"Cross-check {ledger_words} with the {statement} in `{bank_path}` and save the discrepancies as "
+            f"`{out}`. {fmt_note} {rule} Columns: {cols}.",
+        ])
+        checks = [
+            Check("mismatches_found", "csv_rows",
+                  {"path": out, "header": ["payee", "reason"], "rows": [[r[1], r[4]] for r in expected]}),
+            Check("mismatch_amounts", "csv_rows",
+                  {"path": out, "header": ["payee", "ledger_amount", "bank_amount", "reason"],
+                   "rows": [[r[1], r[2], r[3], r[4]] for r in expected]}),
+            Check("mismatch_dates", "csv_rows",
+                  {"path": out, "header": ["date", "payee", "reason"], "rows": [[r[0], r[1], r[4]] for r in expected]}),
+            Check("reasons_from_list", "column_matches",
+                  {"path": out, "column": "reason", "pattern": "|".join(REASONS)}),
+        ]
+        # partial: only the lines missing from the bank found, and a wrong bank amount for one of them
+        missing = [list(r) for r in expected if r[4] == "missing_in_bank"]
+        partial_rows = missing + [[r[0], r[1], r[2], r[2], "amount differs"] for r in expected
+                                  if r[4] == "amount_mismatch"]
+        return StepPlan(
+            operation=self.id,
+            instruction=instruction,
+            files=files,
+            checks=checks,
+            steps=[read(ledger_path), read(bank_path), write(out, to_csv(OUT_HEADER, expected))],
+            partial=[read(bank_path), write(out, to_csv(OUT_HEADER, partial_rows))],
+            outputs=[Artifact(out, TABLE, {"header": OUT_HEADER, "rows": expected},
+                              f"the reconciliation mismatch list ({out})",
+                              roles={"date": "date", "name": "payee", "group": "reason", "value": "ledger_amount"})],
+            summary=f"reconcile {ledger_path} against {bank_path} into {out}",
+            fingerprint=digest([[(d.isoformat(), p, v) for d, p, v in ledger], brows]),
+        )
+
+    # ----------------------------------------------------------------------------------------- any keyed table
+    def _generic(self, ctx: OpContext, source: Artifact) -> StepPlan | None:
+        """Any table with a key column: compare it with another system's copy that has drifted."""
+        t = table_of(source)
+        if t is None:
+            return None
+        header, rows = t
+        key = unique_column(header, rows, role_column(source, header, "name"))
+        if key is None or len(rows) < 3 or len(header) < 2:
+            return None
+        rng = ctx.rng
+        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
+        ki = header.index(key)
+        fields = [h for h in header if h != key]
+        keys = [r[ki].strip() for r in rows]
+        order = list(range(len(rows)))
+        rng.shuffle(order)
+        missing = order[0]
+        changed = order[1: 1 + (1 if len(rows) < 5 else 2)]
+        theirs = [list(r) for i, r in enumerate(rows) if i != missing]
+        expected = [[keys[missing], "", "", "", "missing_in_theirs"]]
+        for i in changed:
+            row = next(r for r in theirs if r[ki].strip() == keys[i])
+            cands = [h for h in fields if rows[i][header.index(h)].strip()]
+            if not cands:
+                continue
+            f = rng.choice(cands)
+            fi = header.index(f)
+            old = rows[i][fi].strip()
+            col_vals = sorted({r[fi].strip() for r in rows if r[fi].strip() and r[fi].strip().casefold() != old.casefold()
+                               and not (num(r[fi]) is not None and num(old) is not None and num(r[fi]) == num(old))})
+            if is_quantity(old) and num(old) is not None:
+                v = num(old)
+                dec = len(old.split(".")[1]) if "." in old else 0
+                new_v = v + rng.choice([1, -1]) * max(1.0, round(abs(v) * rng.choice([0.1, 0.25]), dec))
+                new = f"{new_v:.{dec}f}"
+            elif re.fullmatch(r"\d{4}-\d{2}-\d{2}", old):
+                new = (dt.date.fromisoformat(old) + dt.timedelta(days=rng.randint(1, 9))).isoformat()
+            elif old.casefold() in ("true", "false", "yes", "no"):
+                new = {"true": "false", "false": "true", "yes": "no", "no": "yes"}[old.casefold()]
+            elif col_vals:
+                new = rng.choice(col_vals)
+            else:
+                new = f"{old} (old)"
+            row[fi] = new
+            expected.append([keys[i], f, old, new, "value_mismatch"])
+        # a record only the other system has, when a realistic new key can be made
+        sample = keys[0]
+        extra_key = None
+        if "@" in sample:
+            extra_key = next((flavor.email_of(p, sample.split("@", 1)[1]) for p in flavor.people(rng, 6)
+                              if flavor.email_of(p, sample.split("@", 1)[1]).casefold() not in
+                              {k.casefold() for k in keys}), None)
+        elif re.fullmatch(r"[A-Z][a-z]+ [A-Z][a-z]+", sample):
+            extra_key = next((p for p in flavor.people(rng, 6) if p.casefold() not in {k.casefold() for k in keys}), None)
+        elif re.fullmatch(r"[A-Za-z][A-Za-z &-]*", sample):
+            pool = [w for w in voc["items"] + voc["categories"] + voc["projects"]
+                    if w.casefold() not in {k.casefold() for k in keys}]
+            if pool:
+                w = rng.choice(pool)
+                extra_key = w.capitalize() if sample[:1].isupper() else w
+        if extra_key:
+            donor = list(rows[order[-1]])
+            donor[ki] = extra_key
+            theirs.insert(rng.randint(0, len(theirs)), donor)
+            expected.append([extra_key, "", "", "", "missing_in_ours"])
+        theirs.sort(key=lambda r: r[ki].casefold())
+        expected.sort(key=lambda r: (r[4], r[0].casefold(), r[1]))
+        other_words = rng.choice(["the copy from the shared drive", "the export from the other system",
+                                  "my colleague's version", "last week's backup copy"])
+        other = ctx.path(rng.choice(["other_copy.csv", "shared_drive_export.csv", "colleague_version.csv",
+                                     "system_export.csv"]))
+        their_header = [h.capitalize() if rng.random() < 0.5 else h for h in header]
+        files = [WorkspaceFile(path=other, content=to_csv(their_header, theirs))]
+        ctx.used_paths.add(other)
+        out = ctx.path(rng.choice(["differences.csv", "mismatches.csv", "reconciliation.csv"]))
+        out_header = [key, "field", "ours", "theirs", "reason"]
+        instruction = rng.choice([
+            f"{refer(source)[:1].upper() + refer(source)[1:]} should agree with {other_words}, `{other}`, but they "
+            f"have drifted apart. Match the rows by `{key}` (ignoring case) and list every difference in `{out}` "
+            f"with the columns {', '.join(out_header)}: one row per {key} that only my file has (reason "
+            f"missing_in_theirs), per {key} that only `{other}` has (reason missing_in_ours), and per cell that "
+            f"differs in a matched row (reason value_mismatch, field = the column name, ours / theirs = the two "
+            f"values). Leave field, ours and theirs empty for the missing ones. Compare values ignoring case and "
+            f"surrounding spaces, and numbers by value.",
+            f"Please reconcile {refer(source)} (ours) with `{other}` ({other_words}, theirs). Rows are the same "
+            f"record when their `{key}` matches, ignoring case; column names match ignoring case too. Write "
+            f"`{out}` (header {','.join(out_header)}) with a row for each record missing on one side (reason "
+            f"missing_in_theirs or missing_in_ours; field/ours/theirs left empty) and for each differing value "
+            f"(reason value_mismatch with the column in field and both values). Ignore differences of case or "
+            f"surrounding whitespace; numbers count as equal when their values are.",
+        ])
+        checks = [
+            Check("differences_found", "csv_rows", {"path": out, "header": [key, "reason"],
+                                                    "rows": [[r[0], r[4]] for r in expected]}),
+            Check("differing_values", "csv_rows", {"path": out, "header": [key, "field", "ours", "theirs"],
+                                                   "rows": [r[:4] for r in expected]}),
+            Check("reasons_from_list", "column_matches",
+                  {"path": out, "column": "reason", "pattern": "missing_in_theirs|missing_in_ours|value_mismatch"}),
+        ]
+        partial_rows = [r for r in expected if r[4] != "value_mismatch"] + \
+            [[r[0], r[1], r[2], r[2], "different"] for r in expected if r[4] == "value_mismatch"]
+        return StepPlan(
+            operation=self.id,
+            instruction=instruction,
+            files=files,
+            checks=checks,
+            steps=[read(source.path), read(other), write(out, to_csv(out_header, expected))],
+            partial=[write(out, to_csv(out_header, partial_rows))],
+            outputs=[Artifact(out, TABLE, {"header": out_header, "rows": expected},
+                              f"the list of differences ({out})", roles={"name": key, "group": "reason"})],
+            summary=f"reconcile {source.path} with {other} into {out}",
+            fingerprint=digest([header, rows, theirs]),
+        )
+
+
+GENERATORS = [ReconcileRecords()]
