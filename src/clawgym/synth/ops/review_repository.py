@@ -1,0 +1,241 @@
+"""review_repository: a git repository with a CONTRIBUTING.md of house rules and a few concrete problems planted
+in it (a hard-coded secret, an overdue dated TODO, a public function without tests, a dependency pinned to a
+yanked release, a large committed file) next to look-alikes that are fine; the agent writes a review listing
+each finding with its file path."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import string
+
+from clawgym.core.records import GeneratedContent, WorkspaceFile
+from clawgym.synth import flavor
+from clawgym.synth.ops.base import DOCUMENT, Artifact, Check, OpContext, StepPlan, exec_, read, write
+from clawgym.synth.ops.fix_failing_tests import (
+    module_source,
+    package_name,
+    pick_modules,
+    repo_scaffold,
+    test_source,
+)
+
+KINDS = ["secret", "stale_todo", "untested_function", "yanked_dependency", "large_file"]
+SIZE_LIMIT_KB = 25
+DEPS = {"requests": ("2.31.0", ["2.32.0", "2.32.1"]), "urllib3": ("2.0.7", ["2.0.0"]),
+        "pyyaml": ("6.0.1", ["5.4"]), "jinja2": ("3.1.3", ["3.0.0a1"]), "openpyxl": ("3.1.2", ["3.1.0"]),
+        "python-dateutil": ("2.9.0", ["2.8.1"]), "click": ("8.1.7", ["8.1.4"]), "pandas": ("2.2.1", ["1.5.0rc0"])}
+TODO_TEXTS = ["remove the legacy CSV export once the finance team has switched",
+              "drop the Python 3.9 workaround", "replace the hand-rolled retry with the shared helper",
+              "delete the temporary migration flag", "stop writing the old report format"]
+
+
+def _token(rng, n=32) -> str:
+    return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(n))
+
+
+class ReviewRepository:
+    id = "review_repository"
+    consumes: tuple[str, ...] = ()
+    produces = (DOCUMENT,)
+    standalone = True
+
+    def plan(self, ctx: OpContext, source: Artifact | None = None) -> StepPlan:
+        rng = ctx.rng
+        pkg = package_name(ctx.persona)
+        project = pkg.replace("_", "-")
+        repo = ctx.path(rng.choice([project, f"review/{project}", f"repos/{project}"]))
+        owner, dev2, dev3 = flavor.people(rng, 3)
+        kinds = sorted(rng.sample(KINDS, k=rng.randint(3, 5)), key=KINDS.index)
+        today = f"2026-{rng.randint(3, 9):02d}-{rng.randint(10, 28):02d}"
+        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
+        blurb = f"Helpers for our {rng.choice(voc['projects'])}"
+        modules = pick_modules(rng, 2)
+        files = repo_scaffold(pkg, project, owner, blurb)
+        tests: dict[str, str] = {}
+        findings: list[dict] = []  # {kind, file, needle groups, line for the review}
+
+        # --- code and tests (one public function left without tests if planted)
+        untested = None
+        if "untested_function" in kinds:
+            untested = rng.choice([f for fs in modules.values() for f in fs if len(fs) > 1])
+        mod_text: dict[str, str] = {}
+        for m, fs in modules.items():
+            text = module_source(m, fs)
+            text += ('\n\ndef _round2(value):\n    """Internal: round to cents (private helpers need no tests)."""\n'
+                     '    return round(value + 0.0, 2)\n')
+            mod_text[f"{pkg}/{m}.py"] = text
+            tested = [f for f in fs if f is not untested]
+            tests[f"tests/test_{m}.py"] = test_source(pkg, m, tested)
+        if untested is not None:
+            path = f"{pkg}/{untested.module}.py"
+            findings.append({"kind": "untested_function", "file": path, "groups": [[untested.name]],
+                             "line": f"`{path}`: public function `{untested.name}` has no test in `tests/` - add one."})
+
+        # --- TODOs: one overdue (if planted) and one not due yet
+        mod_paths = sorted(mod_text)
+        due_later = f"2026-{rng.randint(10, 12):02d}-{rng.randint(1, 28):02d}"
+        todo_texts = rng.sample(TODO_TEXTS, 2)
+        later_path = rng.choice(mod_paths)
+        mod_text[later_path] = mod_text[later_path].replace('"""\n', f'"""\n\n# TODO({due_later}): {todo_texts[0]}\n', 1)
+        if "stale_todo" in kinds:
+            overdue = f"{int(today[:4]) - rng.randint(0, 1)}-{rng.randint(1, 2):02d}-{rng.randint(1, 28):02d}"
+            if overdue >= today:
+                overdue = "2025-11-30"
+            path = rng.choice(mod_paths)
+            mod_text[path] = mod_text[path].replace('"""\n', f'"""\n\n# TODO({overdue}): {todo_texts[1]}\n', 1)
+            findings.append({"kind": "stale_todo", "file": path, "groups": [["todo"]],
+                             "line": f"`{path}`: overdue TODO dated {overdue} ({todo_texts[1]}); it was due before "
+                                     f"{today} - do it or re-date it."})
+        files.update(mod_text)
+
+        # --- settings: a real secret, or placeholders only; .env.example always has placeholders
+        files[".env.example"] = "# copy to .env and fill in\nAPI_KEY=changeme\nSMTP_PASSWORD=\n"
+        secret_path = rng.choice([f"{pkg}/settings.py", "config/production.yaml", "deploy/settings.ini"])
+        secret = rng.choice([f"sk_live_{_token(rng, 24)}", f"ghp_{_token(rng, 36)}", _token(rng, 20)])
+        var = rng.choice(["API_KEY", "SMTP_PASSWORD", "DB_PASSWORD", "PAYMENT_TOKEN"])
+        value = secret if "secret" in kinds else None
+        if secret_path.endswith(".py"):
+            val = f'"{value}"' if value else f'os.environ.get("{var}", "")'
+            files[secret_path] = (f'"""Runtime settings."""\n\nimport os\n\nDEBUG = False\nREPORT_DIR = "reports"\n'
+                                  f"{var} = {val}\n")
+        elif secret_path.endswith(".yaml"):
+            files[secret_path] = (f"environment: production\nreport_dir: /srv/{project}/reports\n"
+                                  f"{var.lower()}: {json.dumps(value) if value else '${' + var + '}'}\n")
+        else:
+            files[secret_path] = (f"[app]\nenvironment = production\nreport_dir = /srv/{project}/reports\n"
+                                  + (f"{var.lower()} = {value}\n" if value else
+                                     f"# {var.lower()} is read from the environment\n"))
+        if value:
+            findings.append({"kind": "secret", "file": secret_path,
+                             "groups": [["secret", "password", "token", "key", "credential", "hard-coded", "hardcoded"]],
+                             "line": f"`{secret_path}`: hard-coded secret `{var.lower() if not secret_path.endswith('.py') else var}` "
+                                     "committed in plain text - move it to the environment and rotate the key."})
+
+        # --- dependencies and the yank list
+        names = rng.sample(sorted(DEPS), k=rng.randint(4, 6))
+        bad_dep = rng.choice(names) if "yanked_dependency" in kinds else None
+        pins = []
+        for n in names:
+            good, yanked = DEPS[n]
+            pins.append(f"{n}=={yanked[0] if n == bad_dep else good}")
+        files["requirements.txt"] = "\n".join(sorted(pins)) + "\n"
+        listed = sorted(set(rng.sample(sorted(DEPS), k=4)) | ({bad_dep} if bad_dep else set()))
+        files["docs/yanked-releases.md"] = (
+            "# Yanked releases\n\nReleases withdrawn upstream that must not be pinned (from our package mirror):\n\n"
+            + "\n".join(f"- {n} {', '.join(DEPS[n][1])}" for n in listed) + "\n")
+        if bad_dep:
+            pin = f"{bad_dep}=={DEPS[bad_dep][1][0]}"
+            findings.append({"kind": "yanked_dependency", "file": "requirements.txt", "groups": [[bad_dep]],
+                             "line": f"`requirements.txt`: `{pin}` is a yanked release (see docs/yanked-releases.md) "
+                                     f"- pin {bad_dep}=={DEPS[bad_dep][0]} instead."})
+
+        # --- data files: a small fixture that is fine, and a big export if planted
+        site = rng.sample(flavor.CITIES, 3)
+        small_rows = ["date,site,value"] + [f"2026-01-{(i % 28) + 1:02d},{site[i % 3]},{(i * 37) % 500 / 10:.1f}"
+                                            for i in range(rng.randint(150, 300))]
+        files["tests/fixtures/sample.csv"] = "\n".join(small_rows) + "\n"
+        big_path = None
+        if "large_file" in kinds:
+            big_path = rng.choice(["data/full_export.csv", "data/backup_2025.csv", "exports/all_records.csv"])
+            n = rng.randint(1000, 1500)
+            big = ["id,date,site,item,value"] + [
+                f"{i},2025-{(i % 12) + 1:02d}-{(i % 28) + 1:02d},{site[i % 3]},{voc['items'][i % len(voc['items'])]},"
+                f"{(i * 7919) % 100000 / 100:.2f}" for i in range(1, n)]
+            files[big_path] = "\n".join(big) + "\n"
+            kb = len(files[big_path].encode()) // 1024
+            findings.append({"kind": "large_file", "file": big_path,
+                             "groups": [["large", "size", "kb", "mb", "big", "lfs", "bytes", str(SIZE_LIMIT_KB)]],
+                             "line": f"`{big_path}`: large file ({kb} KB, limit {SIZE_LIMIT_KB} KB) committed to git - "
+                                     "move it to the shared drive or LFS."})
+
+        files["CONTRIBUTING.md"] = (
+            f"# Contributing to {project}\n\nHouse rules - every one of them is checked in review:\n\n"
+            "1. No secrets in the repository (passwords, API keys, tokens). Configuration reads them from the "
+            "environment; placeholder values in `*.example` files are fine.\n"
+            "2. Every TODO carries a due date, `# TODO(YYYY-MM-DD): ...`, and must be resolved by then. A TODO whose "
+            "date has passed is a finding.\n"
+            f"3. Every public function (name not starting with `_`) in `{pkg}/` is called by at least one test in "
+            "`tests/`.\n"
+            "4. `requirements.txt` must not pin a release listed in `docs/yanked-releases.md`.\n"
+            f"5. No file larger than {SIZE_LIMIT_KB} KB is committed; big data lives on the shared drive.\n")
+        files.update(tests)
+
+        # --- history: the problems arrive over a few commits by different people
+        a1, a2, a3 = (f"{p} <{flavor.email_of(p)}>" for p in (owner, dev2, dev3))
+        first = {k: v for k, v in files.items() if k.startswith(("README", "pyproject", ".gitignore", "CONTRIBUTING",
+                                                                   f"{pkg}/__init__"))}
+        code = {k: v for k, v in files.items() if k in mod_text or k.startswith("tests/")}
+        rest = {k: v for k, v in files.items() if k not in first and k not in code}
+        commits = [
+            {"message": "Initial commit", "files": first, "author": a1, "date": "2025-10-01T09:00:00"},
+            {"message": "Add helpers and tests", "files": code, "author": a2, "date": "2025-11-14T15:20:00"},
+            {"message": "Deployment settings, requirements and data", "files": rest, "author": a3,
+             "date": "2026-01-09T11:45:00"},
+        ]
+        ws_file = WorkspaceFile(path=repo, generate=GeneratedContent(kind="git", params={"commits": commits}))
+
+        fmt = rng.choice(["md", "md", "json"])
+        out = ctx.path(rng.choice(["review.md", f"{project}_review.md", "reviews/code_review.md"]) if fmt == "md" else
+                       rng.choice(["review.json", f"{project}_review.json", "reviews/code_review.json"]))
+        rng.shuffle(findings)
+        if fmt == "md":
+            spec = (f"Write the review to `{out}` (Markdown): one bullet per finding that names the file path "
+                    "(relative to the repository root) and says what is wrong and how to fix it.")
+        else:
+            spec = (f"Write the review to `{out}` as a JSON list with one object per finding: `file` (path relative to "
+                    f"the repository root), `category` (one of {', '.join(KINDS)}) and `note` (what is wrong and the "
+                    "fix). List only real findings.")
+        instruction = rng.choice([
+            f"Please review the repository `{repo}` against its CONTRIBUTING.md before I merge it (today is {today}). "
+            + spec,
+            f"Can you do a code review of `{repo}`? Check it against the house rules in its CONTRIBUTING.md "
+            f"(today's date: {today}) and report every violation you find - but only real ones. " + spec,
+            f"I inherited `{repo}` and want to know what breaks our rules (CONTRIBUTING.md in the repo; it is {today} "
+            "today). " + spec,
+        ])
+        checks = []
+        for f in sorted(findings, key=lambda x: KINDS.index(x["kind"])):
+            name = {"secret": "secret_flagged", "stale_todo": "stale_todo_flagged",
+                    "untested_function": "untested_function_flagged", "yanked_dependency": "yanked_dependency_flagged",
+                    "large_file": "large_file_flagged"}[f["kind"]]
+            if fmt == "md":
+                checks.append(Check(name, "sys_text_findings", {"path": out, "findings": [[f["file"], f["groups"]]],
+                                                                "window": 2}))
+            else:
+                checks.append(Check(name, "sys_findings", {"path": out, "fields": ["file", "category"],
+                                                           "path_fields": ["file"],
+                                                           "expected": [{"file": f["file"], "category": f["kind"]}]}))
+        expected = [{"file": f["file"], "category": f["kind"]} for f in findings]
+        if fmt == "json":
+            checks.append(Check("no_false_findings", "sys_findings", {
+                "path": out, "fields": ["file", "category"], "path_fields": ["file"], "expected": expected,
+                "mode": "precision"}))
+            text = json.dumps([{"file": f["file"], "category": f["kind"], "note": f["line"].split(": ", 1)[1]}
+                               for f in findings], indent=2) + "\n"
+            half = json.dumps([{"file": f["file"], "category": f["kind"], "note": f["line"].split(": ", 1)[1]}
+                               for f in findings[: len(findings) // 2]] + [{"file": ".env.example", "category": "secret",
+                                                          "note": "API_KEY in the example file"}], indent=2) + "\n"
+        else:
+            text = (f"# Review of {project} ({today})\n\nChecked against CONTRIBUTING.md.\n\n## Findings\n\n"
+                    + "\n".join(f"- {f['line']}" for f in findings) + "\n")
+            half = (f"# Review of {project}\n\n## Findings\n\n" + "\n".join(f"- {f['line']}" for f in findings[: len(findings) // 2])
+                    + "\n- `.env.example`: contains an API key placeholder.\n")
+        steps = [read(f"{repo}/CONTRIBUTING.md"),
+                 exec_(f"cd {repo} && git log --stat --format='%h %an %s' | head -60 && grep -rn TODO --include=*.py . "
+                       "&& ls -la data exports 2>/dev/null; wc -c $(git ls-files) | sort -n | tail -5"),
+                 write(out, text)]
+        return StepPlan(
+            operation=self.id,
+            instruction=instruction,
+            files=[ws_file],
+            checks=checks,
+            steps=steps,
+            partial=[write(out, half)],
+            outputs=[Artifact(out, DOCUMENT, text, f"the review of {repo} ({out})")],
+            summary=f"review {repo} ({len(findings)} findings)",
+            fingerprint=hashlib.sha256(json.dumps([kinds, expected, secret]).encode()).hexdigest()[:16],
+        )
+
+
+GENERATORS = [ReviewRepository()]
