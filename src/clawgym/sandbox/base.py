@@ -310,8 +310,10 @@ class SandboxBackend(ABC):
         *,
         limits: SandboxLimits | None = None,
         base_dir: Path | None = None,
+        prebuilt: Path | None = None,
     ) -> Sandbox:
-        """Materialize the workspace and start a sandbox around it."""
+        """Materialize the workspace (or copy `prebuilt`, a directory already holding it) and start a
+        sandbox around it."""
 
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release backend-wide resources (clients, pools)."""
@@ -325,9 +327,14 @@ def tmpfs_sizes(limits: SandboxLimits) -> dict[str, int]:
     return {"/tmp": mem // 2, "/root": mem // 4, "/run": mem // 16, "/home": mem // 16, "/var/tmp": mem // 16}
 
 
-def prepare_host_workspace(workspace: WorkspaceSpec, base_dir: Path | None, prefix: str) -> Path:
+def prepare_host_workspace(
+    workspace: WorkspaceSpec, base_dir: Path | None, prefix: str, prebuilt: Path | None = None
+) -> Path:
     """A fresh host temp dir with `ws/` (the materialized workspace) and `ctl/` (the supervisor's files;
-    read-only in the sandbox except `ctl/out`, where the commands' output goes)."""
+    read-only in the sandbox except `ctl/out`, where the commands' output goes).
+
+    `prebuilt`: a directory already holding this workspace's files, copied instead of generating them again
+    (task validation starts several sandboxes on the same workspace)."""
     import tempfile
 
     from clawgym.sandbox.supervisor import OUT_SUBDIR
@@ -336,7 +343,10 @@ def prepare_host_workspace(workspace: WorkspaceSpec, base_dir: Path | None, pref
     root = Path(tempfile.mkdtemp(prefix=prefix, dir=os.environ.get("CLAWGYM_SANDBOX_TMP")))
     try:
         (root / "ctl" / OUT_SUBDIR).mkdir(parents=True)
-        materialize(workspace, root / "ws", base_dir=base_dir)
+        if prebuilt is not None:
+            shutil.copytree(prebuilt, root / "ws", symlinks=True)
+        else:
+            materialize(workspace, root / "ws", base_dir=base_dir)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise

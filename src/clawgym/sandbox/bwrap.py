@@ -255,11 +255,12 @@ class BwrapBackend(SandboxBackend):
 
     def start(
         self, workspace: WorkspaceSpec, *, limits: SandboxLimits | None = None, base_dir: Path | None = None,
+        prebuilt: Path | None = None,
     ) -> BwrapSandbox:
         if shutil.which("bwrap") is None:
             raise SandboxUnavailable("bubblewrap is not installed (apt-get install bubblewrap)")
         if self.rootfs is None and not self.allow_host_root:
             raise SandboxUnavailable("no sandbox image built (run `clawgym sandbox build`)")
         _mount_dir_ok(workspace.mount_dir, self.rootfs)
-        root = prepare_host_workspace(workspace, base_dir, "clawgym-bwrap-")
+        root = prepare_host_workspace(workspace, base_dir, "clawgym-bwrap-", prebuilt)
         return BwrapSandbox(root, workspace.mount_dir, limits or SandboxLimits(), self.rootfs)

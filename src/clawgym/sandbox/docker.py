@@ -273,6 +273,7 @@ class DockerBackend(SandboxBackend):
 
     def start(
         self, workspace: WorkspaceSpec, *, limits: SandboxLimits | None = None, base_dir: Path | None = None,
+        prebuilt: Path | None = None,
     ) -> DockerSandbox:
         import docker.errors
 
@@ -286,7 +287,7 @@ class DockerBackend(SandboxBackend):
             raise SandboxUnavailable(
                 f"image {self.image} not found: run `clawgym sandbox build` (it imports the image into Docker)"
             ) from None
-        root = prepare_host_workspace(workspace, base_dir, "clawgym-docker-")
+        root = prepare_host_workspace(workspace, base_dir, "clawgym-docker-", prebuilt)
         return DockerSandbox(client, self.image, root, workspace.mount_dir, limits or SandboxLimits())
 
     def close(self) -> None:

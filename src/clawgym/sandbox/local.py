@@ -156,7 +156,8 @@ class LocalBackend(SandboxBackend):
 
     def start(
         self, workspace: WorkspaceSpec, *, limits: SandboxLimits | None = None, base_dir: Path | None = None,
+        prebuilt: Path | None = None,
     ) -> LocalSandbox:
         warnings.warn(WARNING, stacklevel=2)
-        root = prepare_host_workspace(workspace, base_dir, "clawgym-local-")
+        root = prepare_host_workspace(workspace, base_dir, "clawgym-local-", prebuilt)
         return LocalSandbox(root, workspace.mount_dir, limits or SandboxLimits())

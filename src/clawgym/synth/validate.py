@@ -78,27 +78,37 @@ class _States:
     oracle_errors: int
 
 
+def _ran_commands(steps) -> bool:
+    return any(s.name in ("exec", "bash") for s in steps)
+
+
 def _replay_states(cand: Candidate, backend: SandboxBackend, limits: SandboxLimits, dest: Path) -> _States:
     """Replay the partial and the reference solutions in the task's own sandbox and copy each resulting
-    workspace (and the untouched one) under `dest`. Raises SandboxError on infrastructure failure."""
+    workspace (and the untouched one) under `dest`. Raises SandboxError on infrastructure failure.
+
+    The workspace is generated once (`dest/noop`) and copied for the sandbox and for its reset."""
     task = cand.task
-    materialize(task.workspace, dest / "noop")
-    sb = backend.start(task.workspace, limits=limits)
+    pristine = dest / "noop"
+    materialize(task.workspace, pristine)
+    partial = partial_task(cand)
+    sb = backend.start(task.workspace, limits=limits, prebuilt=pristine)
     try:
         ctx = EpisodeContext(deadline=time.monotonic() + task.timeout_seconds, exec_timeout=limits.exec_timeout_s)
         noop_run = NoopAgent().run(task, sb, ctx)
-        partial_run = OracleAgent().run(partial_task(cand), sb, ctx)
-        sb.kill_processes()
+        partial_run = OracleAgent().run(partial, sb, ctx)
+        if _ran_commands(partial.reference.steps):  # only commands can leave processes behind
+            sb.kill_processes()
         snapshot(sb.host_workspace, dest / "partial")
-        # back to the untouched workspace: empty the mounted directory (do not replace it), rebuild it
+        # back to the untouched workspace: empty the mounted directory (do not replace it), copy it back
         for entry in list(sb.host_workspace.iterdir()):
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)
             else:
                 entry.unlink()
-        materialize(task.workspace, sb.host_workspace)
+        shutil.copytree(pristine, sb.host_workspace, symlinks=True, dirs_exist_ok=True)
         oracle_run = OracleAgent().run(task, sb, ctx)
-        sb.kill_processes()
+        if _ran_commands(task.reference.steps if task.reference else []):
+            sb.kill_processes()
         snapshot(sb.host_workspace, dest / "oracle")
     finally:
         sb.stop()
