@@ -1,0 +1,224 @@
+"""Helpers shared by the `docs` generators (documents, mail, calendars, contacts, plans, notes, trackers).
+
+Not an operation module (the registry skips names starting with "_").
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import hashlib
+import io
+import json
+import random
+import re
+from email.header import Header
+from email.utils import format_datetime, formataddr, parseaddr
+from typing import Any
+
+from clawgym.synth import flavor
+from clawgym.synth.ops.base import Artifact
+from clawgym.synth.personas import Persona
+
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December"]
+
+
+def digest(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def to_csv(header: list[str], rows: list[list]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def md_table(header: list[str], rows: list[list]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def persona_email(persona: Persona) -> str:
+    words = [w for w in flavor.slug(persona.domain).split("_") if w] or ["mail"]
+    dom = words[0] if len(words[0]) >= 5 or len(words) == 1 else words[0] + words[1]
+    return flavor.email_of(persona.name, f"{dom[:16]}.example.com")
+
+
+def email_addr(name: str, org: str) -> str:
+    return flavor.email_of(name, flavor.slug(org).replace("_", "") + ".example.com")
+
+
+def _hdr_addr(value: str) -> str:
+    name, addr = parseaddr(value)
+    return formataddr((name, addr)) if name else addr
+
+
+def eml_text(sender: str, to: list[str] | str, subject: str, body: str, date: dt.datetime | None = None,
+             cc: list[str] | None = None) -> str:
+    """A plain-text email as a person would type it: a few headers, a blank line, an 8-bit UTF-8 body (header
+    values with non-ASCII text are RFC 2047 encoded)."""
+    to = [to] if isinstance(to, str) else to
+    lines = [f"From: {_hdr_addr(sender)}", "To: " + ", ".join(_hdr_addr(a) for a in to)]
+    if cc:
+        lines.append("Cc: " + ", ".join(_hdr_addr(a) for a in cc))
+    subj = subject if subject.isascii() else Header(subject, "utf-8").encode()
+    lines.append(f"Subject: {subj}")
+    if date is not None:
+        lines.append("Date: " + format_datetime(date.replace(tzinfo=dt.timezone.utc) if date.tzinfo is None else date))
+    lines += ["MIME-Version: 1.0", "Content-Type: text/plain; charset=utf-8", "Content-Transfer-Encoding: 8bit"]
+    return "\n".join(lines) + "\n\n" + body.rstrip("\n") + "\n"
+
+
+def ics_stamp(d: dt.datetime) -> str:
+    return d.strftime("%Y%m%dT%H%M%S")
+
+
+def ics_text(events: list[dict], calname: str | None = None) -> str:
+    """A VCALENDAR with floating local times: events are {summary, start, end (datetime or date), location?,
+    attendees?, uid?}."""
+    lines = ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//assistant//plan//EN", "CALSCALE:GREGORIAN"]
+    if calname:
+        lines.append(f"X-WR-CALNAME:{calname}")
+    for i, e in enumerate(events):
+        start, end = e["start"], e["end"]
+        uid = e.get("uid") or f"{digest(e['summary'], str(start), i)}@assistant"
+        lines += ["BEGIN:VEVENT", f"UID:{uid}"]
+        if isinstance(start, dt.datetime):
+            lines += [f"DTSTAMP:{ics_stamp(start)}Z", f"DTSTART:{ics_stamp(start)}", f"DTEND:{ics_stamp(end)}"]
+        else:
+            lines += [f"DTSTAMP:{start.strftime('%Y%m%d')}T000000Z", f"DTSTART;VALUE=DATE:{start.strftime('%Y%m%d')}",
+                      f"DTEND;VALUE=DATE:{end.strftime('%Y%m%d')}"]
+        lines.append("SUMMARY:" + e["summary"].replace(",", "\\,").replace(";", "\\;"))
+        if e.get("location"):
+            lines.append("LOCATION:" + e["location"].replace(",", "\\,").replace(";", "\\;"))
+        for a in e.get("attendees") or []:
+            lines.append(f"ATTENDEE:mailto:{a}")
+        lines.append("END:VEVENT")
+    lines.append("END:VCALENDAR")
+    return "\r\n".join(lines) + "\r\n"
+
+
+def long_date(d: dt.date) -> str:
+    return f"{d.day} {MONTHS[d.month - 1]} {d.year}"
+
+
+def human_date(rng: random.Random, d: dt.date, with_year: bool = True) -> str:
+    """The date as people write it in notes and mails."""
+    opts = [f"{d.strftime('%A')} {d.day} {MONTHS[d.month - 1]}", f"{MONTHS[d.month - 1]} {d.day}",
+            f"{d.day} {MONTHS[d.month - 1][:3]}", f"{d.strftime('%a')} {d.day:02d}/{d.month:02d}"]
+    if with_year:
+        opts += [f"{d.day} {MONTHS[d.month - 1]} {d.year}", d.isoformat(), f"{MONTHS[d.month - 1]} {d.day}, {d.year}"]
+    return rng.choice(opts)
+
+
+def dated(rng: random.Random, d: dt.date) -> str:
+    """The date as people write it, always with the year."""
+    return rng.choice([f"{d.strftime('%A')} {d.day} {MONTHS[d.month - 1]} {d.year}", f"{d.day} {MONTHS[d.month - 1]} {d.year}",
+                       d.isoformat(), f"{MONTHS[d.month - 1]} {d.day}, {d.year}", f"{d.strftime('%a')} {d.day:02d}/{d.month:02d}/{d.year}"])
+
+
+def add_workdays(d: dt.date, n: int, holidays: frozenset[dt.date] | set[dt.date] = frozenset()) -> dt.date:
+    """The date n working days after d (n=0: d itself, moved forward to a working day)."""
+    while d.weekday() >= 5 or d in holidays:
+        d += dt.timedelta(days=1)
+    while n > 0:
+        d += dt.timedelta(days=1)
+        if d.weekday() < 5 and d not in holidays:
+            n -= 1
+    return d
+
+
+def next_weekday(d: dt.date) -> dt.date:
+    while d.weekday() >= 5:
+        d += dt.timedelta(days=1)
+    return d
+
+
+def words(text: str) -> int:
+    return len(re.findall(r"\w+", text))
+
+
+def role_col(source: Artifact, role: str, header: list[str]) -> int | None:
+    """Index of the column that plays `role` in a table artifact, or None."""
+    name = source.roles.get(role)
+    if name is None:
+        return None
+    low = [h.casefold() for h in header]
+    return low.index(name.casefold()) if name.casefold() in low else None
+
+
+def numeric_col(header: list[str], rows: list[list], prefer: int | None = None) -> int | None:
+    if prefer is not None:
+        return prefer
+    for i in range(len(header)):
+        vals = [r[i] for r in rows if i < len(r) and str(r[i]).strip()]
+        if vals and all(re.fullmatch(r"-?\d+(\.\d+)?", str(v).strip()) for v in vals):
+            if not all(re.fullmatch(r"\d{4}", str(v).strip()) for v in vals):
+                return i
+    return None
+
+
+def date_col(header: list[str], rows: list[list], prefer: int | None = None) -> int | None:
+    if prefer is not None:
+        return prefer
+    for i in range(len(header)):
+        vals = [str(r[i]).strip() for r in rows if i < len(r)]
+        if vals and all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", v) for v in vals):
+            return i
+    return None
+
+
+def text_col(header: list[str], rows: list[list], prefer: int | None = None, avoid: tuple = ()) -> int | None:
+    """A column of short words/names (not numbers, not dates)."""
+    if prefer is not None:
+        return prefer
+    for i in range(len(header)):
+        if i in avoid:
+            continue
+        vals = [str(r[i]).strip() for r in rows if i < len(r)]
+        if vals and all(v and re.search(r"[A-Za-z]", v) and len(v) <= 60 and "\n" not in v for v in vals):
+            return i
+    return None
+
+
+def table_of(source: Artifact) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of a table or records artifact (records: the union of keys, in first-seen order)."""
+    if isinstance(source.data, dict) and "header" in source.data:
+        header = [str(h) for h in source.data["header"]]
+        rows = [["" if c is None else str(c) for c in r] for r in source.data["rows"]]
+        return header, rows
+    recs = [r for r in (source.data or []) if isinstance(r, dict)]
+    header: list[str] = []
+    for r in recs:
+        for k in r:
+            if k not in header:
+                header.append(str(k))
+    rows = [[_cell(r.get(h)) for h in header] for r in recs]
+    return header, rows
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    if isinstance(v, (list, dict)):
+        return json.dumps(v, sort_keys=True)
+    return str(v)
+
+
+def fmt_money(v: float) -> str:
+    return f"{v:.2f}"
+
+
+def pick_name(rng: random.Random, exclude: tuple[str, ...] = ()) -> str:
+    while True:
+        p = flavor.person(rng)
+        if p not in exclude:
+            return p

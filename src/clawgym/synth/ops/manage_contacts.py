@@ -1,0 +1,172 @@
+"""manage_contacts: contacts scattered over a messy CSV export (duplicates in other case, "Last, First" names,
+phone numbers in every national format, blanks), a couple of email signatures and a vCard file are merged into
+one de-duplicated address book with E.164 phone numbers, lower-case emails and "First Last" names."""
+
+from __future__ import annotations
+
+import random
+
+from clawgym.core.records import GeneratedContent, WorkspaceFile
+from clawgym.synth import flavor
+from clawgym.synth.ops._docs_common import digest, persona_email, to_csv
+from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, read, write
+
+# (country, calling code, national significant number length, trunk prefix, example area codes)
+COUNTRIES = [
+    ("US", "1", 10, "", ["415", "212", "617", "512", "206"]),
+    ("UK", "44", 10, "0", ["20", "161", "113", "131", "117"]),
+    ("German", "49", 10, "0", ["30", "89", "40", "221", "69"]),
+    ("Portuguese", "351", 9, "", ["21", "22", "91", "93", "96"]),
+    ("Australian", "61", 9, "0", ["2", "3", "7", "8", "4"]),
+    ("Irish", "353", 9, "0", ["1", "21", "61", "91", "87"]),
+]
+TITLES = ["Office Manager", "Account Manager", "Head of Operations", "Sales Lead", "Project Coordinator",
+          "Finance Officer", "Procurement Specialist", "Director"]
+
+
+def _national(rng: random.Random, area: str, length: int) -> str:
+    rest = length - len(area)
+    return area + "".join(str(rng.randint(0, 9)) for _ in range(rest))
+
+
+def _messy_phone(rng: random.Random, country: tuple, nsn: str) -> str:
+    _, cc, _, trunk, _ = country
+    if cc == "1":
+        a, b, c = nsn[:3], nsn[3:6], nsn[6:]
+        return rng.choice([f"({a}) {b}-{c}", f"{a}.{b}.{c}", f"{a}-{b}-{c}", f"+1 {a} {b} {c}", f"1-{a}-{b}-{c}",
+                           f"+1{nsn}"])
+    head, tail = nsn[:3], nsn[3:]
+    mid = len(tail) // 2
+    opts = [f"+{cc} {head} {tail[:mid]} {tail[mid:]}", f"00{cc} {head} {tail}", f"+{cc}{nsn}",
+            f"+{cc} ({head}) {tail}"]
+    if trunk:
+        opts += [f"{trunk}{head} {tail[:mid]} {tail[mid:]}", f"{trunk}{head}-{tail}", f"({trunk}{head}) {tail}"]
+    else:
+        opts += [f"{head} {tail[:mid]} {tail[mid:]}", f"{nsn}"]
+    return rng.choice(opts)
+
+
+class ManageContacts:
+    id = "manage_contacts"
+    consumes: tuple[str, ...] = ()
+    produces = (TABLE,)
+    standalone = True
+
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        rng = ctx.rng
+        country = rng.choice(COUNTRIES)
+        cname, cc, length, trunk, areas = country
+        n = rng.randint(6, 10)
+        people = [p for p in flavor.people(rng, n + 3) if p != ctx.persona.name][: n + 2]
+        orgs = flavor.orgs(rng, 4)
+        truth: dict[str, dict[str, str]] = {}  # email -> clean contact
+        for p in people:
+            org = rng.choice(orgs)
+            email = flavor.email_of(p, flavor.slug(org).replace("_", "") + ".example.com")
+            nsn = _national(rng, rng.choice(areas), length)
+            truth[email] = {"name": p, "email": email, "phone": f"+{cc}{nsn}", "company": org, "nsn": nsn}
+        emails = list(truth)
+        csv_people = emails[:n]
+        extra_people = emails[n:]  # only in the signatures / vCards
+        # the CSV export: some phones and companies missing, duplicates in other forms
+        header = rng.choice([["Name", "E-mail", "Phone", "Company"], ["Full name", "Email ", "Phone #", "Company"],
+                             ["name", "email", "tel", "organisation"]])
+        missing_phone = rng.sample(csv_people, 2)
+        dups = rng.sample(csv_people, rng.randint(2, 3))
+        # a blank company only where another source (a duplicate row, a signature, a vCard) has it
+        blank_company = [e for e in csv_people if (e in dups or e in missing_phone) and rng.random() < 0.4]
+        rows = []
+        for e in csv_people:
+            t = truth[e]
+            first, last = t["name"].split(" ", 1)
+            name = rng.choice([t["name"], t["name"], t["name"].upper(), t["name"].lower(), f"{last}, {first}"])
+            mail = rng.choice([e, e, e.upper() if rng.random() < 0.3 else e, f" {e}"])
+            phone = "" if e in missing_phone else _messy_phone(rng, country, t["nsn"])
+            rows.append([name, mail, phone, "" if e in blank_company else t["company"]])
+        for e in dups:  # duplicates, written differently
+            t = truth[e]
+            first, last = t["name"].split(" ", 1)
+            rows.append([rng.choice([f"{last}, {first}", t["name"].lower(), t["name"]]), e.upper(),
+                         _messy_phone(rng, country, t["nsn"]) if e not in missing_phone else "", t["company"]])
+        rng.shuffle(rows)
+        # signatures: one fills a missing phone of a CSV contact, the others are new people
+        me = ctx.persona.name
+        sig_sources = [missing_phone[0]] + extra_people[:1]
+        vcf_sources = [missing_phone[1]] + extra_people[1:]
+        files: list[WorkspaceFile] = []
+        csv_path = ctx.path(rng.choice(["contacts_export.csv", "crm/contacts_export.csv", "address_book_old.csv"]))
+        files.append(WorkspaceFile(path=csv_path, content=to_csv(header, rows)))
+        mail_dir = rng.choice(["mail", "inbox", "signatures"])
+        mail_paths = []
+        for i, e in enumerate(sig_sources):
+            t = truth[e]
+            title = rng.choice(TITLES)
+            body = (f"Hi {me.split()[0]},\n\n{rng.choice(['Thanks for the quick reply.', 'Please find the details below.', 'Looking forward to working together.'])}\n\n"
+                    f"Best regards,\n\n--\n{t['name']}\n{title} | {t['company']}\n"
+                    f"Tel: {_messy_phone(rng, country, t['nsn'])}\n{t['email']}\n")
+            p = ctx.path(f"{mail_dir}/{['intro', 'followup', 'details'][i % 3]}_{flavor.slug(t['name'].split()[1])}.eml")
+            files.append(WorkspaceFile(path=p, generate=GeneratedContent(kind="eml", params={
+                "from": f"{t['name']} <{t['email']}>", "to": persona_email(ctx.persona),
+                "subject": rng.choice(["Re: next steps", "Contact details", "Introduction", "Re: quote"]),
+                "date": f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(8, 17):02d}:15:00",
+                "body": body})))
+            mail_paths.append(p)
+        vcf_path = ctx.path(rng.choice(["cards.vcf", "contacts/exported.vcf", "phone_contacts.vcf"]))
+        cards = []
+        for e in vcf_sources:
+            t = truth[e]
+            first, last = t["name"].split(" ", 1)
+            cards.append("\n".join(["BEGIN:VCARD", "VERSION:3.0", f"N:{last};{first};;;", f"FN:{t['name']}",
+                                    f"ORG:{t['company']}", f"TEL;TYPE=WORK:{_messy_phone(rng, country, t['nsn'])}",
+                                    f"EMAIL;TYPE=INTERNET:{t['email'].upper() if rng.random() < 0.3 else t['email']}",
+                                    "END:VCARD"]))
+        files.append(WorkspaceFile(path=vcf_path, content="\n".join(cards) + "\n"))
+        out_header = ["name", "email", "phone", "company"]
+        expected = sorted(([truth[e]["name"], e, truth[e]["phone"], truth[e]["company"]] for e in emails),
+                          key=lambda r: r[0])
+        out = ctx.path(rng.choice(["contacts.csv", "address_book.csv", "contacts_merged.csv"]))
+        ex = f"+{cc}" + "".join(str((i * 7 + 3) % 10) for i in range(length))
+        trunk_txt = f" (drop the leading {trunk} of national numbers)" if trunk else ""
+        sources = f"`{csv_path}`, the signatures of the emails in `{mail_dir}/` and the vCards in `{vcf_path}`"
+        instruction = rng.choice([
+            f"My contacts are spread over {sources}. Merge them into `{out}` with exactly the columns "
+            f"{','.join(out_header)}: one row per person (same email = same person, whatever the case), names "
+            f"written \"First Last\" in normal capitalisation, emails in lower case, phone numbers in E.164 form "
+            f"(all are {cname} numbers: +{cc} then the digits, no spaces{trunk_txt}, e.g. {ex}), and fill gaps from "
+            "whichever source has the value. Sort by name.",
+            f"Please build one clean address book, `{out}` (columns: {', '.join(out_header)}), from {sources}. "
+            f"De-duplicate by email (case-insensitive), use \"First Last\" names with normal capitals, lower-case "
+            f"emails, and E.164 phones - they're all {cname} numbers, so +{cc} followed by digits only"
+            f"{trunk_txt} (like {ex}). If a field is missing in one source, take it from another. Rows sorted by "
+            "name.",
+        ])
+        sig_records = [{"email": e, "name": truth[e]["name"], "phone": truth[e]["phone"],
+                        "company": truth[e]["company"]} for e in dict.fromkeys(sig_sources + vcf_sources + blank_company)]
+        checks = [
+            Check("contacts_merged", "csv_rows", {"path": out, "header": out_header, "rows": expected}),
+            Check("no_duplicates", "docs_csv_unique", {"path": out, "column": "email", "expected_count": len(expected)}),
+            Check("phones_e164", "column_matches", {"path": out, "column": "phone", "pattern": rf"\+{cc}\d{{{length}}}"}),
+            Check("names_first_last", "column_matches", {"path": out, "column": "name",
+                                                         "pattern": r"[A-Z][a-z'-]+( [A-Z][a-z'-]+)+"}),
+            Check("gaps_filled_from_mail_and_vcards", "docs_records", {
+                "path": out, "key": "email", "records": sig_records, "fields": ["name", "phone", "company"]}),
+        ]
+        # partial: only the CSV, de-duplicated, phones left as they were
+        seen = {}
+        for r in rows:
+            e = r[1].strip().lower()
+            if e not in seen:
+                seen[e] = [truth[e]["name"], e, r[2], r[3]]
+        partial_rows = sorted(seen.values(), key=lambda r: r[0])
+        return StepPlan(
+            operation=self.id, instruction=instruction, checks=checks, files=files,
+            steps=[read(csv_path), *(read(p) for p in mail_paths), read(vcf_path), write(out, to_csv(out_header, expected))],
+            partial=[write(out, to_csv(out_header, partial_rows))],
+            outputs=[Artifact(out, TABLE, {"header": out_header, "rows": expected}, f"the merged address book ({out})",
+                              roles={"name": "name", "group": "company"})],
+            summary=f"merge contacts into {out}",
+            fingerprint=digest(expected),
+        )
+
+
+GENERATORS = [ManageContacts()]

@@ -1,0 +1,208 @@
+"""organize_notes: a folder of markdown notes with (messy) YAML front matter is filed into one folder per
+primary tag with an index page linking every note under its tag, or consolidated into one page per topic
+(notes as dated sections) with an index of the topic pages."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from clawgym.core.records import WorkspaceFile
+from clawgym.synth import flavor
+from clawgym.synth.ops._docs_common import digest, long_date
+from clawgym.synth.ops.base import DOCUMENT, Artifact, Check, OpContext, StepPlan, exec_, ls, read, write
+
+# tag -> (title templates, body sentence templates)
+TOPICS: dict[str, tuple[list[str], list[str]]] = {
+    "meetings": (["{org} call recap", "Notes from the {project} meeting", "Stand-up {month}"],
+                 ["{person} will follow up on the {item} order.", "We agreed to meet again in two weeks.",
+                  "Open point: who owns the {project} budget?"]),
+    "budget": (["Budget notes {month}", "Costs of the {project}", "{cat} spending check"],
+               ["The {cat} line is {n}% over plan.", "Quote from {org}: {amount} for {item}.",
+                "Ask finance about moving money between lines."]),
+    "ideas": (["Ideas for the {project}", "Things to try with {item}", "Improvement ideas"],
+              ["What if we ordered {item} monthly instead of weekly?", "Try a shared checklist for the {project}.",
+               "{person} suggested a short survey."]),
+    "suppliers": (["{org} - supplier profile", "Supplier comparison: {item}", "Delivery issues {month}"],
+                  ["{org} delivers on Tuesdays and Fridays.", "Minimum order of {n} units of {item}.",
+                   "Contact: {person}."]),
+    "reading": (["Reading: {book}", "Article notes - {cat}", "Book notes: {book}"],
+                ["Key idea: small batches beat big plans.", "Chapter {n} has a good checklist.",
+                 "Recommended by {person}."]),
+    "travel": (["Trip to {city}", "Packing list for {city}", "{city} conference notes"],
+               ["Train leaves at 07:{n}.", "Hotel near the station, booked by {person}.",
+                "Remember the adapter and the {item}."]),
+    "team": (["Feedback from {person}", "Onboarding {person}", "Team rota thoughts"],
+             ["{person} prefers early shifts.", "Plan a 1:1 every second week.", "Share the {project} notes."]),
+}
+BOOKS = ["Deep Work", "The Checklist Manifesto", "Atomic Habits", "Thinking in Systems", "The Mom Test",
+         "Range", "Small Is Beautiful"]
+
+
+class OrganizeNotes:
+    id = "organize_notes"
+    consumes: tuple[str, ...] = ()
+    produces = (DOCUMENT,)
+    standalone = True
+
+    def _notes(self, ctx: OpContext):
+        rng = ctx.rng
+        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
+        tags = rng.sample(list(TOPICS), rng.randint(3, 4))
+        n = rng.randint(6, 10)
+        base = flavor.date_in(rng, 2026)
+        notes = []
+        used_titles: set[str] = set()
+        used_files: set[str] = set()
+        for i in range(n):
+            tag = tags[i % len(tags)] if i < len(tags) else rng.choice(tags)
+            titles, sents = TOPICS[tag]
+            d = base + dt.timedelta(days=rng.randint(0, 60))
+            fill = dict(org=flavor.org(rng), project=rng.choice(voc["projects"]), month=d.strftime("%B"),
+                        cat=rng.choice(voc["categories"]).lower(), item=rng.choice(voc["items"]),
+                        person=flavor.person(rng), n=rng.randint(10, 59), amount=f"{flavor.amount(rng, 50, 3000):,.2f}",
+                        book=rng.choice(BOOKS), city=rng.choice(flavor.CITIES))
+            title = rng.choice(titles).format(**fill)
+            title = title[0].upper() + title[1:]
+            while title in used_titles:
+                title += " (2)"
+            used_titles.add(title)
+            fname = flavor.slug(title)[:40].strip("_") + ".md"
+            while fname in used_files:
+                fname = fname[:-3] + "_b.md"
+            used_files.add(fname)
+            body = " ".join(s.format(**fill) for s in rng.sample(sents, 2))
+            extra = [t for t in tags if t != tag]
+            note_tags = [tag] + (rng.sample(extra, 1) if rng.random() < 0.4 else [])
+            notes.append({"title": title, "file": fname, "date": d, "tags": note_tags, "body": body})
+        # one note without front matter (goes to misc)
+        untagged = rng.random() < 0.6
+        if untagged:
+            notes[-1]["tags"] = []
+        return notes, tags, untagged
+
+    @staticmethod
+    def _render(rng, note: dict) -> str:
+        if not note["tags"]:
+            return f"# {note['title']}\n\n{note['body']}\n"
+        styles = rng.choice(["list", "inline", "plain"])
+        tags = [rng.choice([t, t.capitalize(), t.upper()]) if k == 0 else t for k, t in enumerate(note["tags"])]
+        if styles == "list" or len(tags) > 1 and styles == "plain":
+            tag_line = "tags: [" + ", ".join(tags) + "]"
+        elif styles == "inline":
+            tag_line = "tags:\n" + "".join(f"  - {t}\n" for t in tags).rstrip("\n")
+        else:
+            tag_line = f"tags: {tags[0]}"
+        title = f'"{note["title"]}"' if ":" in note["title"] else note["title"]
+        return (f"---\ntitle: {title}\ndate: {note['date'].isoformat()}\n{tag_line}\n---\n\n"
+                f"{note['body']}\n")
+
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        rng = ctx.rng
+        notes, tags, untagged = self._notes(ctx)
+        root = rng.choice(["notes", "vault", "kb"])
+        for note in notes:
+            note["path"] = ctx.path(f"{root}/{note['file']}")
+            note["text"] = self._render(rng, note)
+            note["primary"] = note["tags"][0] if note["tags"] else "misc"
+        if rng.random() < 0.55:
+            return self._file_by_tag(ctx, notes, root, untagged)
+        return self._consolidate(ctx, notes, root, untagged)
+
+    def _file_by_tag(self, ctx: OpContext, notes: list[dict], root: str, untagged: bool) -> StepPlan:
+        rng = ctx.rng
+        index = ctx.path(f"{root}/index.md")
+        moves = {}
+        for note in notes:
+            note["new"] = ctx.path(f"{root}/{note['primary']}/{note['file']}")
+            moves[note["path"]] = note["new"]
+        groups = sorted({n["primary"] for n in notes})
+        lines = ["# Index", ""]
+        for g in groups:
+            lines += [f"## {g}", ""]
+            for note in sorted((n for n in notes if n["primary"] == g), key=lambda n: (n["date"], n["title"])):
+                lines.append(f"- [{note['title']}]({g}/{note['file']}) ({note['date'].isoformat()})")
+            lines.append("")
+        index_text = "\n".join(lines)
+        misc = (f" A note without tags goes to `{root}/misc/`." if untagged else "")
+        instruction = rng.choice([
+            f"My notes in `{root}/` are a mess. Move every note into a sub-folder named after its first tag (in "
+            f"lower case, e.g. `{root}/{notes[0]['primary']}/`), keeping the file names.{misc} Then write "
+            f"`{index}` with one `## <tag>` section per folder listing each note as a markdown link whose text is "
+            "the note's title, linking to the note's new location (relative paths are fine).",
+            f"Please file the notes in `{root}/` by tag: each note goes to `{root}/<first tag, lower-case>/` with its "
+            f"file name unchanged.{misc} Afterwards create an index page `{index}`: a `## <tag>` heading for every "
+            "folder and under it a link `[title](path)` to each of its notes.",
+        ])
+        checks = [
+            Check("notes_filed_by_tag", "files_moved", {"moves": {n["path"]: [n["new"], n["text"]] for n in notes}}),
+            Check("index_links_every_note", "docs_md_links", {"path": index, "targets": [n["new"] for n in notes]}),
+            Check("index_grouped_by_tag", "docs_sections_have", {"path": index, "sections": {
+                g: [n["title"] for n in notes if n["primary"] == g] for g in groups}}),
+        ]
+        dirs = " ".join(sorted({f"{root}/{g}" for g in groups}))
+        cmd = f"mkdir -p {dirs} && " + " && ".join(f"mv {old} {new}" for old, new in moves.items())
+        # partial: moved, but the index links point to the old places and lists everything under one heading
+        partial_index = "# Index\n\n## notes\n\n" + "".join(
+            f"- [{n['title']}]({n['file']})\n" for n in notes) + "\n"
+        half = list(moves.items())[: len(moves) // 2]
+        partial_cmd = f"mkdir -p {dirs} && " + " && ".join(f"mv {old} {new}" for old, new in half)
+        return StepPlan(
+            operation=self.id, instruction=instruction, checks=checks,
+            files=[WorkspaceFile(path=n["path"], content=n["text"]) for n in notes],
+            steps=[ls(root), *(read(n["path"]) for n in notes), exec_(cmd), write(index, index_text)],
+            partial=[exec_(partial_cmd), write(index, partial_index)],
+            outputs=[Artifact(index, DOCUMENT, index_text, f"the notes index ({index})")],
+            summary=f"file {len(notes)} notes by tag with an index",
+            fingerprint=digest([(n["title"], n["primary"]) for n in notes]),
+        )
+
+    def _consolidate(self, ctx: OpContext, notes: list[dict], root: str, untagged: bool) -> StepPlan:
+        rng = ctx.rng
+        out_dir = rng.choice(["topics", "by_topic"])
+        groups = sorted({n["primary"] for n in notes})
+        pages = {g: ctx.path(f"{root}/{out_dir}/{g}.md") for g in groups}
+        index = ctx.path(f"{root}/{out_dir}/index.md")
+        texts = {}
+        for g in groups:
+            mine = sorted((n for n in notes if n["primary"] == g), key=lambda n: (n["date"], n["title"]))
+            lines = [f"# {g}", ""]
+            for n in mine:
+                lines += [f"## {n['title']}", "", f"_{long_date(n['date'])}_", "", n["body"], ""]
+            texts[pages[g]] = "\n".join(lines)
+        index_text = "# Topics\n\n" + "".join(f"- [{g}]({g}.md)\n" for g in groups)
+        misc = (f" A note without tags goes to `{root}/{out_dir}/misc.md`." if untagged else "")
+        instruction = rng.choice([
+            f"Consolidate my notes in `{root}/` into one page per topic: for each first tag (lower case) write "
+            f"`{root}/{out_dir}/<tag>.md` containing every note with that first tag as a `## <note title>` section "
+            f"with its text, oldest note first (by the date in the front matter).{misc} Also write "
+            f"`{index}` linking to every topic page. Leave the original notes where they are.",
+            f"Please merge the notes in `{root}/` by topic. Topic = the note's first tag in lower case; page = "
+            f"`{root}/{out_dir}/<topic>.md`; each note becomes a `## <title>` section holding its body, sorted by "
+            f"date (oldest first).{misc} Add `{index}` with a link to each topic page. Don't delete the originals.",
+        ])
+        checks = [
+            Check("topic_pages_exist", "paths_exist", {"paths": list(pages.values())}),
+            Check("notes_under_right_topic", "docs_files_sections", {"specs": {
+                pages[g]: {n["title"]: [n["body"][:60]] for n in notes if n["primary"] == g} for g in groups}}),
+            Check("notes_in_date_order", "min_of", parts=[
+                Check("", "docs_order", {"path": pages[g], "needles": [n["title"] for n in sorted(
+                    (n for n in notes if n["primary"] == g), key=lambda n: (n["date"], n["title"]))]})
+                for g in groups]),
+            Check("index_links_topics", "docs_md_links", {"path": index, "targets": list(pages.values())}),
+        ]
+        # partial: one page with everything, in file order
+        first = pages[groups[0]]
+        partial_text = "\n".join(f"## {n['title']}\n\n{n['body']}\n" for n in notes)
+        return StepPlan(
+            operation=self.id, instruction=instruction, checks=checks,
+            files=[WorkspaceFile(path=n["path"], content=n["text"]) for n in notes],
+            steps=[ls(root), *(read(n["path"]) for n in notes), *(write(p, t) for p, t in texts.items()),
+                   write(index, index_text)],
+            partial=[write(first, partial_text)],
+            outputs=[Artifact(index, DOCUMENT, index_text, f"the topic index ({index})")],
+            summary=f"consolidate {len(notes)} notes into {len(groups)} topic pages",
+            fingerprint=digest([(n["title"], n["primary"]) for n in notes]),
+        )
+
+
+GENERATORS = [OrganizeNotes()]

@@ -1,0 +1,354 @@
+"""schedule_events: find the earliest slot that fits everybody (my .ics calendar, the attendees' busy times in
+a CSV, working hours, a lunch break, 30-minute steps) and write the new event(s) to an .ics file. Chained: the
+previous step's timed events become my calendar, its phases get kick-off events, or a dated table gets
+reminders."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+from clawgym.core.records import GeneratedContent, WorkspaceFile
+from clawgym.synth import flavor
+from clawgym.synth.ops._docs_common import (
+    date_col,
+    dated,
+    digest,
+    email_addr,
+    ics_stamp,
+    ics_text,
+    persona_email,
+    role_col,
+    table_of,
+    text_col,
+    to_csv,
+)
+from clawgym.synth.ops.base import EVENTS, TABLE, Artifact, Check, OpContext, StepPlan, read, write
+
+Span = tuple[dt.datetime, dt.datetime]
+
+
+def earliest(day: dt.date, minutes: int, busy: list[Span], h0: int = 9, h1: int = 17, lunch: tuple | None = (12, 13),
+             step: int = 30, days: int = 60) -> dt.datetime:
+    """The first start (every `step` minutes, weekdays, within [h0, h1], not over lunch) where the meeting
+    overlaps no busy span."""
+    dur = dt.timedelta(minutes=minutes)
+    for k in range(days):
+        d = day + dt.timedelta(days=k)
+        if d.weekday() >= 5:
+            continue
+        t = dt.datetime.combine(d, dt.time(h0))
+        while t + dur <= dt.datetime.combine(d, dt.time(h1)):
+            end = t + dur
+            ok = not any(t < b and a < end for a, b in busy)
+            if ok and lunch:
+                la, lb = dt.datetime.combine(d, dt.time(lunch[0])), dt.datetime.combine(d, dt.time(lunch[1]))
+                ok = not (t < lb and la < end)
+            if ok:
+                return t
+            t += dt.timedelta(minutes=step)
+    raise ValueError("no free slot")
+
+
+def _iso(t: dt.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _events_out(evs: list[dict]) -> list[dict]:
+    return [{"summary": e["summary"], "start": _iso(e["start"]) if isinstance(e["start"], dt.datetime)
+             else e["start"].isoformat(), "end": _iso(e["end"]) if isinstance(e["end"], dt.datetime)
+             else e["end"].isoformat(), "location": e.get("location", "")} for e in evs]
+
+
+def _busy_args(spans: list[Span]) -> list[list[str]]:
+    return [[_iso(a), _iso(b)] for a, b in spans]
+
+
+FORMAT = ("Write the times as local times without a time zone (for example DTSTART:20260310T140000) and give "
+          "every event a SUMMARY, DTSTART, DTEND and LOCATION")
+
+
+class ScheduleEvents:
+    id = "schedule_events"
+    consumes: tuple[str, ...] = (EVENTS, TABLE)
+    produces = (EVENTS,)
+    standalone = True
+
+    # ------------------------------------------------------------------ standalone
+    def _standalone(self, ctx: OpContext, source: Artifact | None = None) -> StepPlan:
+        rng = ctx.rng
+        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
+        me, my_addr = ctx.persona.name, persona_email(ctx.persona)
+        org = flavor.org(rng)
+        people = [p for p in flavor.people(rng, 4) if p != me][:3]
+        addrs = {p: email_addr(p, org) for p in people}
+        from_source = _contacts(source, me) if source is not None else []
+        if from_source:  # the attendees come from the previous step's table (e.g. the address book)
+            people = [n for n, _ in from_source] + [p for p in people if p not in dict(from_source)]
+            people = people[:3]
+            addrs.update(dict(from_source))
+        monday = dt.date(2026, rng.randint(1, 11), 1)
+        while monday.weekday() != 0:
+            monday += dt.timedelta(days=1)
+        monday += dt.timedelta(weeks=rng.randint(0, 2))
+        first = monday + dt.timedelta(days=rng.randint(0, 2))
+        lunch = rng.choice([(12, 13), None])
+        h0, h1 = rng.choice([(9, 17), (8, 16), (9, 18), (8, 17)])
+        # my calendar: busy mornings and afternoons in the first days
+        mine: list[dict] = []
+        titles = ["Team stand-up", "1:1 with manager", f"{rng.choice(voc['projects']).capitalize()} sync",
+                  "Supplier call", "Budget review", "Training", "Client visit", "Focus time", "Interviews"]
+        for k in range(4):
+            d = first + dt.timedelta(days=k)
+            if d.weekday() >= 5:
+                continue
+            t = dt.datetime.combine(d, dt.time(h0))
+            while t.hour < h1:
+                if rng.random() < (0.75 if k < 2 else 0.35):
+                    dur = rng.choice([30, 60, 60, 90, 120])
+                    end = min(t + dt.timedelta(minutes=dur), dt.datetime.combine(d, dt.time(h1)))
+                    mine.append({"summary": rng.choice(titles), "start": t, "end": end,
+                                 "location": rng.choice(["Room 1", "Online", "Office", "Room 3"])})
+                    t = end
+                t += dt.timedelta(minutes=rng.choice([30, 60]))
+        my_busy = [(e["start"], e["end"]) for e in mine]
+        # the attendees' busy times
+        avail_rows = []
+        others: dict[str, list[Span]] = {p: [] for p in people}
+        for p in people:
+            for _ in range(rng.randint(2, 5)):
+                d = first + dt.timedelta(days=rng.randint(0, 3))
+                if d.weekday() >= 5:
+                    continue
+                if rng.random() < 0.15:
+                    a, b = dt.time(h0), dt.time(h1)
+                else:
+                    h = rng.randint(h0, h1 - 2)
+                    a = dt.time(h, rng.choice([0, 30]))
+                    b = (dt.datetime.combine(d, a) + dt.timedelta(minutes=rng.choice([60, 90, 120, 180]))).time()
+                    if b > dt.time(h1) or b < a:
+                        b = dt.time(h1)
+                others[p].append((dt.datetime.combine(d, a), dt.datetime.combine(d, b)))
+                avail_rows.append([p, d.isoformat(), a.strftime("%H:%M"), b.strftime("%H:%M")])
+        avail_rows.sort(key=lambda r: (r[1], r[2], r[0]))
+        project = rng.choice(voc["projects"])
+        n_att = rng.randint(1, min(2, len(people)))
+        att = people[:n_att]
+        dur = rng.choice([30, 45, 60, 90])
+        summary = rng.choice([f"{project.capitalize()} planning", f"{project.capitalize()} check-in",
+                              f"Review: {project}", f"{project.capitalize()} workshop"])
+        location = rng.choice(["Room 2", "Meeting room B", "Online (video call)", f"{org} office"])
+        busy1 = my_busy + [s for p in att for s in others[p]]
+        t1 = earliest(first, dur, busy1, h0, h1, lunch)
+        ev1 = {"summary": summary, "start": t1, "end": t1 + dt.timedelta(minutes=dur), "location": location,
+               "attendees": [addrs[p] for p in att]}
+        events = [ev1]
+        busy_checks = [(summary, busy1)]
+        second = None
+        t2 = None
+        if len(people) > n_att and rng.random() < 0.5:
+            p2 = people[n_att]
+            d2 = first + dt.timedelta(days=rng.randint(1, 3))
+            d2 = d2 if d2.weekday() < 5 else d2 + dt.timedelta(days=7 - d2.weekday())
+            dur2 = rng.choice([30, 60])
+            summary2 = rng.choice([f"1:1 with {p2}", f"Catch-up with {p2}", f"{p2} - handover"])
+            busy2 = my_busy + others[p2] + [(ev1["start"], ev1["end"])]
+            t2 = earliest(d2, dur2, busy2, h0, h1, lunch)
+        if t2 is not None and t2.date() == d2:
+            second = {"summary": summary2, "start": t2, "end": t2 + dt.timedelta(minutes=dur2),
+                      "location": location, "attendees": [addrs[p2]], "day": d2, "dur": dur2, "who": p2}
+            events.append(second)
+            busy_checks.append((summary2, my_busy + others[p2]))
+        cal_path = ctx.path(rng.choice(["calendar.ics", "my_calendar.ics", "cal/work.ics"]))
+        avail_path = ctx.path(rng.choice(["availability.csv", "busy_times.csv", "team_busy.csv"]))
+        out = ctx.path(rng.choice(["new_meeting.ics", "meetings/invite.ics", "to_book.ics"]))
+        who = " and ".join(f"{p} ({addrs[p]})" for p in att)
+        if from_source:
+            who += f" (from {source.description})"
+        lunch_txt = f", never over lunch ({lunch[0]}:00-{lunch[1]}:00)" if lunch else ""
+        rules = (f"working hours are {h0:02d}:00-{h1:02d}:00 on weekdays{lunch_txt}, start times on the hour or "
+                 "half hour, and nobody may be double-booked")
+        ask = (f"a {dur}-minute \"{summary}\" with {who}, at the earliest time on or after "
+               f"{dated(rng, first)} when I am free (see `{cal_path}`) and so are they (their busy times are in "
+               f"`{avail_path}`), location \"{location}\"")
+        if second:
+            ask += (f"; then a {second['dur']}-minute \"{second['summary']}\" with {second['who']} "
+                    f"({addrs[second['who']]}) at the earliest free time on {dated(rng, second['day'])} "
+                    f"(same location, and not clashing with the first one)")
+        instruction = rng.choice([
+            f"Please book {ask}. Put the new event{'s' if second else ''} in `{out}` (an .ics calendar file, "
+            f"attendees as ATTENDEE:mailto: lines). Rules: {rules}. {FORMAT}.",
+            f"I need to schedule {ask}. Rules: {rules}. Save {'them' if second else 'it'} as `{out}` with the "
+            f"attendees' emails as ATTENDEE lines. {FORMAT}.",
+        ])
+        exp = [{"summary": e["summary"], "dtstart": ics_stamp(e["start"]), "dtend": ics_stamp(e["end"])}
+               for e in events]
+        checks = [
+            Check("earliest_slot_chosen", "ics_events", {"path": out, "events": exp}),
+            Check("no_double_booking", "min_of", parts=[
+                Check("", "docs_ics_free", {"path": out, "summary": s, "busy": _busy_args(b),
+                                            "day_start": f"{h0:02d}:00", "day_end": f"{h1:02d}:00"})
+                for s, b in busy_checks]),
+            Check("attendees_and_location", "min_of", parts=[
+                Check("", "docs_ics_has", {"path": out, "needles": [a for e in events for a in e["attendees"]]}),
+                Check("", "ics_events", {"path": out, "events": [{"summary": e["summary"], "location": location}
+                                                                 for e in events]})]),
+        ]
+        text = ics_text([{k: v for k, v in e.items() if k in ("summary", "start", "end", "location", "attendees")}
+                         for e in events])
+        # partial: the first free slot in MY calendar only (ignores the attendees' busy times), no attendees
+        t_bad = earliest(first, dur, my_busy, h0, h1, lunch)
+        bad = [{"summary": summary, "start": t_bad, "end": t_bad + dt.timedelta(minutes=dur), "location": location,
+                "attendees": ev1["attendees"]}]
+        if t_bad == t1:  # the attendees were free anyway: book an hour late instead
+            late = earliest(first, dur, busy1 + [(t1, t1 + dt.timedelta(minutes=60))], h0, h1, lunch)
+            bad[0].update(start=late, end=late + dt.timedelta(minutes=dur))
+        files = [
+            WorkspaceFile(path=cal_path, generate=GeneratedContent(kind="ics", params={
+                "calendar_name": f"{me} - work", "events": [
+                    {"summary": e["summary"], "start": _iso(e["start"]), "end": _iso(e["end"]),
+                     "location": e["location"]} for e in mine]})),
+            WorkspaceFile(path=avail_path, content=to_csv(["person", "date", "busy_from", "busy_to"], avail_rows)),
+        ]
+        return StepPlan(
+            operation=self.id, instruction=instruction, checks=checks, files=files,
+            steps=[read(cal_path), read(avail_path), write(out, text)],
+            partial=[write(out, ics_text(bad))],
+            outputs=[Artifact(out, EVENTS, _events_out(events), f"the new meeting{'s' if second else ''} ({out})")],
+            summary=f"book {summary} at {t1:%Y-%m-%d %H:%M}",
+            fingerprint=digest(_events_out(events), my_addr),
+        )
+
+    # ------------------------------------------------------------------ chained
+    def _after_busy(self, ctx: OpContext, source: Artifact, timed: list[Span]) -> StepPlan:
+        """The previous step's timed events are my calendar: book the earliest slot after them."""
+        rng = ctx.rng
+        first = min(a for a, _ in timed).date()
+        dur = rng.choice([30, 60])
+        summary = rng.choice(["Debrief", "Follow-up meeting", "Wrap-up call"])
+        location = rng.choice(["Room 2", "Online", "Office"])
+        t = earliest(first, dur, timed, 9, 17, (12, 13))
+        ev = {"summary": summary, "start": t, "end": t + dt.timedelta(minutes=dur), "location": location}
+        out = ctx.path(rng.choice(["followup.ics", "debrief.ics"]))
+        instruction = (f"book a {dur}-minute \"{summary}\" (location \"{location}\") at the earliest time on or after "
+                       f"{first.isoformat()} that clashes with none of the events in {source.description}: "
+                       "weekdays 09:00-17:00, not over lunch 12:00-13:00, starting on the hour or half hour. Write "
+                       f"it to `{out}`. {FORMAT}.")
+        checks = [
+            Check("earliest_slot_chosen", "ics_events", {"path": out, "events": [
+                {"summary": summary, "dtstart": ics_stamp(ev["start"]), "dtend": ics_stamp(ev["end"])}]}),
+            Check("no_clash", "docs_ics_free", {"path": out, "summary": summary, "busy": _busy_args(timed)}),
+            Check("location_set", "ics_events", {"path": out, "events": [{"summary": summary, "location": location}]}),
+        ]
+        late = earliest(first, dur, timed + [(t, t + dt.timedelta(minutes=90))], 9, 17, (12, 13))
+        bad = {"summary": summary, "start": late, "end": late + dt.timedelta(minutes=dur), "location": "TBD"}
+        return StepPlan(
+            operation=self.id, instruction=instruction, checks=checks,
+            steps=[read(source.path), write(out, ics_text([ev]))],
+            partial=[write(out, ics_text([bad]))],
+            outputs=[Artifact(out, EVENTS, _events_out([ev]), f"the {summary.lower()} booking ({out})")],
+            summary=f"book a {summary.lower()} after {source.path}",
+            fingerprint=digest(_events_out([ev])),
+        )
+
+    def _kickoffs(self, ctx: OpContext, source: Artifact, items: list[tuple[str, dt.date]], what: str,
+                  named: str = "<name>", prefixes: tuple[str, ...] = ("Kick-off", "Start")) -> StepPlan:
+        rng = ctx.rng
+        hh, mm = rng.choice([(9, 0), (9, 30), (10, 0), (8, 30)])
+        dur = rng.choice([15, 30])
+        prefix = rng.choice(prefixes)
+        location = rng.choice(["Online", "Team room", "Office"])
+        items = sorted(set(items), key=lambda it: (it[1], it[0]))
+        only = ""
+        if len(items) > 8:  # a cut-off by date, so the subset does not depend on the earlier step's row order
+            cutoff = items[7][1]
+            items = [it for it in items if it[1] <= cutoff]
+            only = f" (only the entries dated up to {cutoff.isoformat()})"
+        evs = []
+        for name, d in items:
+            name = name.replace(",", " ").replace(";", " ").replace("  ", " ").strip()
+            t = dt.datetime.combine(d, dt.time(hh, mm))
+            evs.append({"summary": f"{prefix}: {name}", "start": t, "end": t + dt.timedelta(minutes=dur),
+                        "location": location})
+        out = ctx.path(rng.choice(["kickoffs.ics", "reminders.ics", "plan_calendar.ics"]))
+        instruction = rng.choice([
+            f"put a {dur}-minute event at {hh:02d}:{mm:02d} on the {what} of every entry{only} of {source.description} "
+            f"into `{out}`, titled \"{prefix}: {named}\" (location \"{location}\"). {FORMAT}.",
+            f"for each entry in `{source.path}`{only}, add a {dur}-minute \"{prefix}: {named}\" event at {hh:02d}:{mm:02d} "
+            f"on its {what} (location \"{location}\") to the calendar file `{out}`. {FORMAT}.",
+        ])
+        exp = [{"summary": e["summary"], "dtstart": ics_stamp(e["start"]), "dtend": ics_stamp(e["end"])} for e in evs]
+        checks = [
+            Check("one_event_per_entry", "ics_events", {"path": out, "events": [{"summary": e["summary"]} for e in evs]}),
+            Check("times_right", "ics_events", {"path": out, "events": exp}),
+            Check("location_set", "ics_events", {"path": out, "events": [{"summary": e["summary"], "location": location}
+                                                                         for e in evs]}),
+        ]
+        bad = [dict(e, start=e["start"] + dt.timedelta(hours=1), end=e["end"] + dt.timedelta(hours=1))
+               for e in evs[: max(1, len(evs) - 1)]]
+        return StepPlan(
+            operation=self.id, instruction=instruction, checks=checks,
+            steps=[read(source.path), write(out, ics_text(evs))],
+            partial=[write(out, ics_text(bad))],
+            outputs=[Artifact(out, EVENTS, _events_out(evs), f"the {prefix.lower()} events ({out})")],
+            summary=f"add {len(evs)} {prefix.lower()} events for {source.path}",
+            fingerprint=digest(_events_out(evs)),
+        )
+
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        if source is not None and source.kind == EVENTS and isinstance(source.data, list):
+            timed, days = [], []
+            for e in source.data:
+                if not isinstance(e, dict):
+                    continue
+                s, en = str(e.get("start", "")), str(e.get("end", "") or e.get("start", ""))
+                try:
+                    if "T" in s:
+                        a, b = dt.datetime.fromisoformat(s[:19]), dt.datetime.fromisoformat(en[:19])
+                        timed.append((a, max(a, b)))
+                    else:
+                        days.append((str(e.get("summary", "event"))[:60], dt.date.fromisoformat(s[:10])))
+                except ValueError:
+                    continue
+            if timed:
+                return self._after_busy(ctx, source, timed)
+            if days:
+                return self._kickoffs(ctx, source, days, "start date", "<its name>")
+        if source is not None and source.kind == TABLE:
+            header, rows = table_of(source)
+            di = date_col(header, rows, role_col(source, "date", header))
+            ni = text_col(header, rows, role_col(source, "name", header), avoid=(di,))
+            if di is not None and ni is not None:
+                items, seen = [], set()
+                for r in rows:
+                    try:
+                        key = (r[ni].strip(), dt.date.fromisoformat(r[di].strip()))
+                    except (ValueError, IndexError):
+                        continue
+                    if key not in seen and key[0]:
+                        seen.add(key)
+                        items.append(key)
+                if items:
+                    return self._kickoffs(ctx, source, items, f"`{header[di]}`", f"<{header[ni]}>",
+                                          ("Reminder", "Due", "Check"))
+        return self._standalone(ctx, source)
+
+
+def _contacts(source: Artifact, me: str) -> list[tuple[str, str]]:
+    """Up to two (name, email) pairs from a table artifact that has names and email addresses."""
+    if source.kind != TABLE:
+        return []
+    header, rows = table_of(source)
+    ei = next((i for i in range(len(header)) if rows and all("@" in r[i] for r in rows if i < len(r))), None)
+    ni = text_col(header, rows, role_col(source, "name", header), avoid=(ei,))
+    if ei is None or ni is None or ni == ei:
+        return []
+    out: list[tuple[str, str]] = []
+    for r in rows:
+        name, mail = r[ni].strip(), r[ei].strip()
+        if name and mail and name != me and name not in dict(out) and re.fullmatch(r"[\w.+-]+@[\w.-]+", mail):
+            out.append((name, mail))
+    return out[:2]
+
+
+GENERATORS = [ScheduleEvents()]

@@ -1,0 +1,363 @@
+"""summarize_documents: a few source documents (meeting notes, a status report, a colleague's email, an
+article) become one structured summary: a section per source keeping its figures, the decisions, the action
+items with ISO due dates, a cross-source total, and a loose word limit. Chained: summarise the previous
+step's document (outline + largest amounts) or messages (one bullet per mail)."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import re
+
+from clawgym.core.records import GeneratedContent, WorkspaceFile
+from clawgym.synth import flavor
+from clawgym.synth.ops._docs_common import (
+    add_workdays,
+    digest,
+    email_addr,
+    human_date,
+    long_date,
+    persona_email,
+    words,
+)
+from clawgym.synth.ops.base import DOCUMENT, MESSAGES, Artifact, Check, OpContext, StepPlan, ls, read, write
+
+CUR = ["€", "$", "£"]
+
+
+def _money(cur: str, v: float) -> str:
+    return f"{cur}{v:,.0f}" if v == int(v) else f"{cur}{v:,.2f}"
+
+
+class SummarizeDocuments:
+    id = "summarize_documents"
+    consumes: tuple[str, ...] = (DOCUMENT, MESSAGES)
+    produces = (DOCUMENT,)
+    standalone = True
+
+    # ------------------------------------------------------------------ standalone sources
+    def _sources(self, ctx: OpContext):
+        """-> (files, per-source facts, decisions, actions, approved amounts, currency, names)."""
+        rng = ctx.rng
+        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
+        project = rng.choice(voc["projects"])
+        team = flavor.people(rng, 5)
+        vendor, vendor2, org = flavor.orgs(rng, 3)
+        cur = rng.choice(CUR)
+        month = rng.randint(2, 11)
+        meet = add_workdays(flavor.date_in(rng, 2026, month), 0)
+        item, item2 = rng.sample(voc["items"], 2)
+        cat = rng.choice(voc["categories"])
+        me = ctx.persona.name
+        files: list[WorkspaceFile] = []
+        facts: dict[str, list[str]] = {}
+        decisions: list[list[str]] = []
+        actions: list[tuple[str, str, dt.date]] = []  # owner, task words, due
+        approved: list[float] = []
+
+        # (a) meeting notes
+        q1 = rng.randrange(18, 95) * 100 + rng.choice([0, 50])
+        approved.append(float(q1))
+        new_launch = add_workdays(meet, rng.randint(12, 30))
+        d1 = add_workdays(meet, rng.randint(3, 8))
+        d2 = add_workdays(meet, rng.randint(5, 12))
+        attendees = team[:4]
+        notes_path = ctx.path(rng.choice([f"notes/meeting_{meet.strftime('%m%d')}.md", "meeting_notes.md",
+                                          f"minutes_{meet.isoformat()}.md"]))
+        pct = rng.randint(12, 48)
+        dec1 = rng.choice([f"Approved the {_money(cur, q1)} quote from {vendor} for {item}.",
+                           f"Agreed to go with {vendor} for {item}; budget of {_money(cur, q1)} approved."])
+        dec2 = rng.choice([f"Launch of the {project} moves to {long_date(new_launch)}.",
+                           f"The {project} go-live is pushed back to {long_date(new_launch)}."])
+        a1 = (attendees[1], f"send the signed order to {vendor}", d1)
+        a2 = (attendees[2], f"update the {item2} stock list", d2)
+        notes = "\n".join([
+            f"# {project[0].upper() + project[1:]} - team meeting, {long_date(meet)}", "",
+            f"Attendees: {', '.join(attendees)}", "",
+            "## Discussion", "",
+            f"- {attendees[0]} reported that {item} usage is up {pct}% on last quarter.",
+            f"- Two quotes were compared: {vendor} and {vendor2}; {vendor} was cheaper and can deliver sooner.",
+            f"- {attendees[3]} raised concerns about storage space for the extra {item2}.",
+            "",
+            "## Decisions", "", f"- {dec1}", f"- {dec2}", "",
+            "## Actions", "",
+            f"- {a1[0]} to {a1[1]} by {human_date(rng, d1, with_year=False)}",
+            f"- {a2[0]} will {a2[1]} (due {human_date(rng, d2, with_year=False)})", "",
+        ])
+        files.append(WorkspaceFile(path=notes_path, content=notes))
+        facts[notes_path] = [f"{pct}%", _money(cur, q1).lstrip(cur), vendor]
+        decisions += [[vendor, _money(cur, q1).lstrip(cur)], [f"date:{new_launch.isoformat()}"]]
+        actions += [a1, a2]
+
+        # (b) status report
+        rep_month = dt.date(2026, month, 1)
+        budget = rng.randrange(40, 200) * 500
+        spent = round(budget * rng.uniform(0.35, 0.8), 2)
+        extra = rng.randrange(5, 30) * 100
+        approved.append(float(extra))
+        n_done, n_total = rng.randint(4, 9), rng.randint(10, 16)
+        rep_path = ctx.path(rng.choice([f"reports/status_{rep_month.strftime('%Y_%m')}.txt", "status_report.txt",
+                                        f"{flavor.slug(project)}_report.txt"]))
+        report = "\n".join([
+            f"{org} - {project} status report, {rep_month.strftime('%B %Y')}",
+            "=" * 40, "",
+            f"Budget: {_money(cur, spent)} spent of {_money(cur, budget)} so far.",
+            f"Progress: {n_done} of {n_total} work packages complete.",
+            f"The steering group approved an extra {_money(cur, extra)} for {cat.lower()} costs.",
+            "",
+            f"Issues: delivery of {item2} from {vendor2} slipped by {rng.randint(2, 9)} days; no impact on the "
+            "critical path yet.",
+            f"Prepared by {team[4]}.", "",
+        ])
+        files.append(WorkspaceFile(path=rep_path, content=report))
+        facts[rep_path] = [_money(cur, spent).lstrip(cur), _money(cur, budget).lstrip(cur), str(n_done), str(n_total)]
+        decisions.append([_money(cur, extra).lstrip(cur)])
+
+        srcs = 2
+        # (c) an email from a colleague / vendor
+        if rng.random() < 0.75:
+            srcs += 1
+            sender = flavor.person(rng)
+            while sender in team:
+                sender = flavor.person(rng)
+            qty = rng.randint(20, 400)
+            unit = round(rng.uniform(1.5, 60), 2)
+            by = add_workdays(meet, rng.randint(2, 6))
+            mail_path = ctx.path(rng.choice(["inbox/quote_update.eml", "mail/from_supplier.eml", "supplier_mail.eml"]))
+            body = (f"Hi {me.split()[0]},\n\nFollowing the meeting, we can supply {qty} units of {item} at "
+                    f"{cur}{unit:.2f} each, delivered within {rng.randint(3, 10)} working days of the order.\n\n"
+                    f"Could you confirm the delivery address by {human_date(rng, by, with_year=False)}?\n\n"
+                    f"Best,\n{sender}\n{vendor}\n")
+            files.append(WorkspaceFile(path=mail_path, generate=GeneratedContent(kind="eml", params={
+                "from": f"{sender} <{email_addr(sender, vendor)}>", "to": persona_email(ctx.persona),
+                "subject": f"Re: {item} order", "date": f"{add_workdays(meet, 1).isoformat()}T10:{rng.randint(10, 59)}:00",
+                "body": body})))
+            facts[mail_path] = [str(qty), f"{unit:.2f}", sender]
+            actions.append((me, "confirm the delivery address", by))
+        # (d) a short article
+        if rng.random() < 0.5:
+            srcs += 1
+            survey = rng.randrange(3, 40) * 100
+            share = rng.randint(21, 79)
+            art_path = ctx.path(rng.choice(["reading/article.md", "industry_news.md", "clippings/survey.md"]))
+            art = "\n".join([
+                f"# Survey: {item} costs keep rising", "",
+                f"A survey of {survey:,} organisations published this month found that {share}% expect to pay more "
+                f"for {item} next year.",
+                f"Respondents named {cat.lower()} as the area most affected.", "",
+                "Analysts recommend locking in prices with a single supplier where possible.", "",
+            ])
+            files.append(WorkspaceFile(path=art_path, content=art))
+            facts[art_path] = [f"{survey:,}", f"{share}%"]
+        return files, facts, decisions, actions, approved, cur, project
+
+    def _standalone(self, ctx: OpContext) -> StepPlan:
+        rng = ctx.rng
+        files, facts, decisions, actions, approved, cur, project = self._sources(ctx)
+        out = ctx.path(rng.choice(["summary.md", "briefing.md", f"{flavor.slug(project)}_summary.md",
+                                   "digest/summary.md"]))
+        total = sum(approved)
+        names = {p: p.split("/")[-1] for p in facts}
+        limit = rng.choice([250, 300, 350])
+        dec_h = rng.choice(["Decisions", "Decisions made"])
+        act_h = rng.choice(["Action items", "Actions", "Next actions"])
+        label = "Total approved spend"
+        # the reference summary
+        lines = [f"# Summary: {project}", ""]
+        fact_lines = {}
+        for p, fs in facts.items():
+            fact_lines[p] = fs
+            lines += [f"## {names[p]}", ""]
+            lines += [f"- Key facts: {', '.join(fs)}"]
+            lines.append("")
+        lines += [f"## {dec_h}", ""]
+        lines += [f"- {' / '.join(x.removeprefix('date:') for x in d)}" for d in decisions]
+        lines += ["", f"## {act_h}", ""]
+        lines += [f"- {o}: {t} (due {d.isoformat()})" for o, t, d in actions]
+        lines += ["", f"{label}: {cur}{total:,.2f}", ""]
+        summary = "\n".join(lines)
+        src_list = ", ".join(f"`{p}`" for p in facts)
+        spec = (f"one `## <file name>` section per source (e.g. `## {names[next(iter(facts))]}`) with its main "
+                "points, keeping every figure (amounts, counts, percentages) exactly as written; a "
+                f"`## {dec_h}` section listing every decision taken (with its amount or date); a `## {act_h}` "
+                f"section with one line per action item: owner (my own items under my name, {ctx.persona.name}), task and "
+                "due date; and a final line "
+                f"`{label}: <amount>` adding up every amount approved in the sources. Write every date as "
+                "YYYY-MM-DD")
+        instruction = rng.choice([
+            f"I haven't had time to read {src_list}. Write me a summary at `{out}` (markdown, under {limit} words) "
+            f"with {spec}.",
+            f"Please summarise these {len(facts)} documents - {src_list} - into `{out}`. Structure: {spec}. Keep it "
+            f"under about {limit} words.",
+            f"Could you turn {src_list} into one briefing, `{out}`? I need {spec}. Max {limit} words or so.",
+        ])
+        action_needles = [n for o, _, d in actions for n in (o, f"date:{d.isoformat()}")]
+        checks = [
+            Check("section_per_source", "docs_sections_have", {"path": out, "sections": {names[p]: [] for p in facts}}),
+            Check("source_figures_kept", "docs_sections_have",
+                  {"path": out, "sections": {names[p]: fs for p, fs in facts.items()}}),
+            Check("decisions_listed", "docs_section_has",
+                  {"path": out, "heading": dec_h, "needles": [n for d in decisions for n in d]}),
+            Check("action_items_with_dates", "docs_section_has",
+                  {"path": out, "heading": act_h, "needles": action_needles}),
+            Check("total_approved_spend", "docs_line_number", {"path": out, "label": label, "value": round(total, 2)}),
+            Check("within_word_limit", "docs_word_count", {"path": out, "max_words": int(limit * 1.15),
+                                                           "min_words": 40}),
+        ]
+        # partial: the first source only, decisions without amounts, no actions or total
+        first = next(iter(facts))
+        partial = "\n".join([f"# Summary: {project}", "", f"## {names[first]}", "", f"- {', '.join(facts[first])}",
+                             "", f"## {dec_h}", "", f"- {decisions[1][0].removeprefix('date:')}", "",
+                             f"Notes taken from {len(facts)} documents; the details are in the files.", "",
+                             "Overall the project is on track, though one delivery slipped by a few days and the "
+                             "team asked for more storage.", ""])
+        return StepPlan(
+            operation=self.id, instruction=instruction, checks=checks, files=files,
+            steps=[*(read(p) for p in facts), write(out, summary)],
+            partial=[write(out, partial)],
+            outputs=[Artifact(out, DOCUMENT, summary, f"the summary ({out})")],
+            summary=f"summarise {len(facts)} documents into {out}",
+            fingerprint=digest(summary, sorted(facts)),
+        )
+
+    # ------------------------------------------------------------------ chained
+    def _from_document(self, ctx: OpContext, source: Artifact) -> StepPlan:
+        rng = ctx.rng
+        text = str(source.data)
+        heads = []
+        for m in re.finditer(r"^#{2,3}\s+(.+?)\s*#*\s*$", text, re.M):
+            h = m.group(1).strip()
+            if h not in heads:
+                heads.append(h)
+        heads = heads[:10]
+        amounts = []
+        for m in re.finditer(r"(?<![\w./:-])(\d{1,3}(?:,\d{3})+\.\d{2}|\d+\.\d{2})(?![\w/:-]|[.,]\d)", text):
+            v = float(m.group(1).replace(",", ""))
+            if v not in amounts:
+                amounts.append(v)
+        top = sorted(amounts, reverse=True)[:3]
+        table = None
+        if source.path.endswith((".csv", ".tsv")) or (not re.search(r"^#", text, re.M)
+                                                     and text.split("\n", 1)[0].count(",") >= 2):
+            parsed = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
+            if len(parsed) >= 2:
+                table = (parsed[0], parsed[1:])
+        out = ctx.path(rng.choice(["tldr.md", "summary_short.md", "one_pager.md"]))
+        limit = max(80, min(250, words(text) // 2))
+        lines = ["# In short", "", f"Source: {source.path}", ""]
+        checks: list[Check] = []
+        spec = []
+        if heads:
+            lines += ["## Outline", ""] + [f"- {h}" for h in heads] + [""]
+            spec.append("a `## Outline` section with one bullet per section heading of the source")
+            checks.append(Check("outline_complete", "docs_lists_headings", {"out": out, "heading": "Outline",
+                                                                           "src": source.path}))
+        if top:
+            lines += ["## Key figures", ""] + [f"- {v:.2f}" for v in top] + [""]
+            n = len(top)
+            spec.append(f"a `## Key figures` section listing the {n if n > 1 else ''} largest money amount"
+                        f"{'s' if n > 1 else ''} in it (numbers written with two decimals)".replace("  ", " "))
+            checks.append(Check("largest_amounts", "docs_lists_top_amounts", {"out": out, "heading": "Key figures",
+                                                                             "src": source.path, "k": n}))
+        if table is not None:
+            lines += [f"Rows: {len(table[1])}", "", "## Columns", ""] + [f"- {h}" for h in table[0]] + [""]
+            spec.append("a line `Rows: <number of data rows>`; a `## Columns` section listing every column name")
+            checks.append(Check("row_count", "docs_line_number", {"path": out, "label": "Rows",
+                                                                  "value": len(table[1])}))
+            checks.append(Check("columns_listed", "docs_section_has", {"path": out, "heading": "Columns",
+                                                                      "needles": [h for h in table[0] if h.strip()]}))
+        first_line = next((ln.strip("# ").strip() for ln in text.splitlines() if ln.strip()), source.path)[:80]
+        lines += ["## About", "", f"This summarises {source.path} ({first_line}).", ""]
+        spec.append(f"a `## About` section naming the source file `{source.path}`")
+        checks.append(Check("names_source", "docs_section_has", {"path": out, "heading": "About",
+                                                                "needles": [source.path.split('/')[-1]]}))
+        checks.append(Check("within_word_limit", "docs_word_count", {"path": out, "max_words": int(limit * 1.2),
+                                                                     "min_words": 5}))
+        summary = "\n".join(lines)
+        instruction = rng.choice([
+            f"write a short summary of {source.description} to `{out}` (at most {limit} words) with "
+            + "; ".join(spec) + ".",
+            f"boil `{source.path}` down into `{out}`, no more than {limit} words: " + "; ".join(spec) + ".",
+        ])
+        partial_lines = ["# In short", ""]
+        if heads:
+            partial_lines += ["## Outline", ""] + [f"- {h}" for h in heads[: max(1, len(heads) // 2)]] + [""]
+        if top:
+            partial_lines += ["## Key figures", "", f"- {top[-1]:.2f}", ""] if len(top) > 1 else []
+        if table is not None:
+            partial_lines += ["## Columns", ""] + [f"- {h}" for h in table[0][:1]] + [""]
+        partial_lines += ["## About", "", f"Summary of {source.path}.", "", " ".join(["etc"] * (limit * 3))]
+        return StepPlan(
+            operation=self.id, instruction=instruction, checks=checks,
+            steps=[read(source.path), write(out, summary)],
+            partial=[write(out, "\n".join(partial_lines))],
+            outputs=[Artifact(out, DOCUMENT, summary, f"the short summary ({out})")],
+            summary=f"summarise {source.path} into {out}",
+            fingerprint=digest(summary),
+        )
+
+    def _from_messages(self, ctx: OpContext, source: Artifact) -> StepPlan:
+        rng = ctx.rng
+        msgs = [m for m in source.data if isinstance(m, dict)]
+        out = ctx.path(rng.choice(["mail_digest.md", "messages_summary.md", "digest.md"]))
+
+        def who(m: dict) -> str:
+            f = str(m.get("from", "")).strip()
+            mm = re.match(r"\s*\"?([^\"<]+?)\"?\s*<([^>]+)>", f)
+            return mm.group(1).strip() if mm else f
+
+        def rcpt(m: dict) -> str:
+            t = m.get("to", "")
+            t = ", ".join(t) if isinstance(t, list) else str(t)
+            mm = re.search(r"[\w.+-]+@[\w.-]+", t)
+            return mm.group(0) if mm else t.strip()
+
+        subjects = [str(m.get("subject", "")).strip() for m in msgs]
+        recips = [rcpt(m) for m in msgs]
+        senders = []
+        for m in msgs:
+            if who(m) and who(m) not in senders:
+                senders.append(who(m))
+        lines = ["# Message digest", "", f"Total: {len(msgs)} messages", "", "## Messages", ""]
+        lines += [f"- To {r}: {s}" for r, s in zip(recips, subjects, strict=False)]
+        lines += ["", "## Senders", ""] + [f"- {s}" for s in senders] + [""]
+        digest_text = "\n".join(lines)
+        instruction = rng.choice([
+            f"write a digest of {source.description} to `{out}`: a line `Total: <number> messages`, a "
+            "`## Messages` section with one bullet per message giving its recipient address and subject, and a "
+            "`## Senders` section listing each distinct sender once.",
+            f"summarise the messages in `{source.path}` into `{out}` - first `Total: N messages`, then "
+            "`## Messages` (one bullet each: recipient address + subject), then `## Senders` (every distinct "
+            "sender, once).",
+        ])
+        checks = [
+            Check("message_count", "docs_line_number", {"path": out, "label": "Total", "value": len(msgs)}),
+            Check("one_bullet_per_message", "docs_section_has",
+                  {"path": out, "heading": "Messages", "needles": [n for n in subjects + recips if n]}),
+            Check("senders_listed", "docs_section_has", {"path": out, "heading": "Senders", "needles": senders}),
+        ]
+        half = max(1, len(msgs) // 2)
+        partial = "\n".join(["# Message digest", "", "## Messages", ""] +
+                            [f"- To {r}: {s}" for r, s in zip(recips[:half], subjects[:half], strict=False)] +
+                            ["", "## Senders", ""] + [f"- {s}" for s in senders] + [""])
+        if len(msgs) == 1:
+            partial = "\n".join(["# Message digest", "", "## Senders", ""] + [f"- {s}" for s in senders] + [""])
+        return StepPlan(
+            operation=self.id, instruction=instruction, checks=checks,
+            steps=[read(source.path) if "." in source.path.split("/")[-1] else ls(source.path), write(out, digest_text)],
+            partial=[write(out, partial)],
+            outputs=[Artifact(out, DOCUMENT, digest_text, f"the message digest ({out})")],
+            summary=f"digest {len(msgs)} messages into {out}",
+            fingerprint=digest(digest_text),
+        )
+
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        if source is not None and source.kind == MESSAGES and isinstance(source.data, list) and source.data:
+            return self._from_messages(ctx, source)
+        if source is not None and isinstance(source.data, str) and source.data.strip():
+            return self._from_document(ctx, source)
+        return self._standalone(ctx)
+
+
+GENERATORS = [SummarizeDocuments()]

@@ -1,0 +1,236 @@
+"""triage_inbox: a folder of .eml messages (requests, FYIs, newsletters with List-Unsubscribe, spam flagged by
+the filter, some urgent, some from VIPs) is triaged into triage.json or triage.csv (file, sender, subject,
+priority, category, needs_reply) by rules the request states; sometimes the junk is moved into folders."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from clawgym.core.records import GeneratedContent, WorkspaceFile
+from clawgym.synth import flavor
+from clawgym.synth.ops._docs_common import digest, email_addr, human_date, persona_email, to_csv
+from clawgym.synth.ops.base import (
+    RECORDS,
+    TABLE,
+    Artifact,
+    Check,
+    OpContext,
+    StepPlan,
+    exec_,
+    ls,
+    read,
+    write,
+)
+
+REQUESTS = [
+    ("Question about the {project}", "Could you send me the latest figures for {item} before {day}? I need them "
+                                     "for the planning call."),
+    ("Can we move our call?", "Something came up on my side. Would {day} at 14:00 work for you instead?"),
+    ("{item} order - which option?", "{org} sent two quotes for {item}. Which one do you want me to accept?"),
+    ("Budget sign-off for {cat}", "Could you approve the {cat} budget line? I attached nothing yet - just tell me "
+                                  "if the amount from last month still stands."),
+    ("Help with the {project}", "Do you have time this week to review my draft for the {project}? Let me know "
+                                "which day suits you."),
+]
+URGENT = [
+    ("URGENT: {item} delivery today", "The driver from {org} is waiting - can you confirm today whether we accept "
+                                      "the delivery of {item}? Please reply ASAP."),
+    ("Urgent - sign-off needed by end of day", "I need your sign-off on the {project} numbers by end of day, "
+                                               "otherwise we miss the deadline. Can you confirm?"),
+    ("ASAP: access problem", "I am locked out of the shared drive and the {project} files are due today. Can you "
+                             "reset my access or tell me who can?"),
+]
+FYIS = [
+    ("FYI: {project} minutes uploaded", "Just letting you know the minutes are on the shared drive. No action "
+                                        "needed."),
+    ("Out of office {day}", "I will be out on {day}; {colleague} covers for me. No need to reply."),
+    ("Delivery confirmed", "{org} confirmed the {item} delivery for {day}. Nothing to do on your side - just "
+                           "keeping you in the loop."),
+    ("Room booking done", "I booked the big meeting room for the {project} review on {day}. No reply needed."),
+]
+NEWSLETTERS = [
+    ("{Org} monthly: what's new in {month}", "Our {month} newsletter: new {item} range, tips for your {project}, "
+                                             "and upcoming webinars."),
+    ("This week in {cat}", "Top stories this week about {cat}, plus a reader survey."),
+    ("Your {month} digest from {Org}", "Five articles picked for you, and this month's offers on {item}."),
+]
+SPAM = [
+    ("You have won a {cur}500 gift card!!", "Congratulations! Click the link below within 24 hours to claim your "
+                                            "prize."),
+    ("URGENT: verify your account now", "Your mailbox will be closed today. Verify your password at the link to "
+                                        "keep your account."),
+    ("Invoice overdue - pay immediately", "Dear customer, your invoice is overdue. Open the attached file and pay "
+                                          "by wire transfer today."),
+    ("Cheap {item} - 90% off", "Best prices guaranteed. Limited stock, order now!"),
+]
+SPAM_DOMAINS = ["prize-center.biz", "secure-verify.top", "mail-notice.info", "bestdeals.click", "acct-alert.xyz"]
+
+
+class TriageInbox:
+    id = "triage_inbox"
+    consumes: tuple[str, ...] = ()
+    produces = (RECORDS, TABLE)
+    standalone = True
+
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        rng = ctx.rng
+        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
+        me = ctx.persona.name
+        my_addr = persona_email(ctx.persona)
+        base = dt.datetime(2026, rng.randint(1, 12), rng.randint(1, 20), 7, 0)
+        people = flavor.people(rng, 8)
+        orgs = flavor.orgs(rng, 4)
+        contacts = [(p, email_addr(p, orgs[i % 3])) for i, p in enumerate(people) if p != me]
+        vips = contacts[:2]
+        others = contacts[2:]
+        kinds = (["request"] * rng.randint(2, 3) + ["urgent"] * rng.randint(1, 2) + ["fyi"] * rng.randint(2, 3)
+                 + ["newsletter"] * rng.randint(1, 2) + ["spam"] * rng.randint(1, 3))
+        rng.shuffle(kinds)
+        # at least one mail from a VIP that is not itself urgent
+        inbox = rng.choice(["inbox", "mail/inbox", "mailbox"])
+        naming = rng.choice(["num", "date"])
+        msgs = []
+        used_subjects: set[str] = set()
+        vip_used = False
+        when = base
+        for i, kind in enumerate(kinds):
+            when = when + dt.timedelta(hours=rng.randint(1, 7), minutes=rng.randint(0, 59))
+            day = human_date(rng, (when + dt.timedelta(days=rng.randint(1, 4))).date(), with_year=False)
+            fill = dict(project=rng.choice(voc["projects"]), item=rng.choice(voc["items"]),
+                        cat=rng.choice(voc["categories"]).lower(), org=rng.choice(orgs), Org=rng.choice(orgs),
+                        day=day, colleague=rng.choice(people), month=when.strftime("%B"),
+                        cur=rng.choice(["€", "$", "£"]))
+            headers: dict[str, str] = {}
+            if kind in ("request", "urgent", "fyi"):
+                if not vip_used and kind != "urgent":
+                    sender = rng.choice(vips)
+                    vip_used = True
+                else:
+                    sender = rng.choice(vips if rng.random() < 0.25 else others)
+                pool = {"request": REQUESTS, "urgent": URGENT, "fyi": FYIS}[kind]
+                subj_t, body_t = rng.choice(pool)
+                category = "fyi" if kind == "fyi" else "request"
+                vip = sender in vips
+                priority = "high" if (kind == "urgent" or vip) else "normal"
+                frm = f"{sender[0]} <{sender[1]}>"
+                body = (f"Hi {me.split()[0]},\n\n{body_t.format(**fill)}\n\n"
+                        f"{rng.choice(['Thanks', 'Best', 'Cheers', 'Regards'])},\n{sender[0].split()[0]}\n")
+            elif kind == "newsletter":
+                subj_t, body_t = rng.choice(NEWSLETTERS)
+                o = fill["Org"]
+                dom = flavor.slug(o).replace("_", "") + ".example.com"
+                frm = f"{o} <news@{dom}>"
+                headers = {"List-Unsubscribe": f"<mailto:unsubscribe@{dom}>", "Precedence": "bulk"}
+                body = f"{body_t.format(**fill)}\n\nYou receive this because you subscribed at {dom}.\n"
+                category, priority = "newsletter", "low"
+            else:
+                subj_t, body_t = rng.choice(SPAM)
+                dom = rng.choice(SPAM_DOMAINS)
+                frm = f"{rng.choice(['Account Team', 'Rewards', 'Billing Dept', 'Support'])} <no-reply@{dom}>"
+                headers = {"X-Spam-Flag": "YES", "X-Spam-Score": f"{rng.uniform(6, 15):.1f}"}
+                body = body_t.format(**fill) + f"\n\nhttp://{dom}/claim?id={rng.randint(10000, 99999)}\n"
+                category, priority = "spam", "low"
+            subject = subj_t.format(**fill)
+            if subject in used_subjects:
+                subject = f"{subject} ({i + 1})"
+            used_subjects.add(subject)
+            name = f"{i + 1:02d}.eml" if naming == "num" else f"{when.strftime('%Y-%m-%d_%H%M')}.eml"
+            path = ctx.path(f"{inbox}/{name}")
+            params = {"from": frm, "to": my_addr, "subject": subject, "date": when.isoformat(), "body": body}
+            if headers:
+                params["headers"] = headers
+            addr = frm.split("<")[1].rstrip(">")
+            msgs.append({"path": path, "file": name, "from": addr, "subject": subject, "priority": priority,
+                         "category": category, "needs_reply": category == "request", "params": params})
+        vip_path = ctx.path(rng.choice(["vip.txt", "contacts/vip.txt", "notes/vip_senders.txt"]))
+        vip_text = "# people whose mail always comes first\n" + "".join(f"{n} <{a}>\n" for n, a in vips)
+        as_json = rng.random() < 0.6
+        out = ctx.path(rng.choice(["triage.json", "inbox_triage.json"]) if as_json else
+                       rng.choice(["triage.csv", "inbox_triage.csv"]))
+        move = rng.random() < 0.5
+        moves: dict[str, str] = {}
+        if move:
+            for m in msgs:
+                if m["category"] in ("spam", "newsletter"):
+                    folder = "spam" if m["category"] == "spam" else "newsletters"
+                    moves[m["path"]] = ctx.path(f"{inbox}/{folder}/{m['file']}")
+        fields = ["file", "from", "subject", "priority", "category", "needs_reply"]
+        records = [{k: m[k] for k in fields} for m in msgs]
+        if as_json:
+            out_text = json.dumps(records, indent=2, ensure_ascii=False) + "\n"
+            fmt = ("a JSON list with one object per message: " + ", ".join(f'"{f}"' for f in fields)
+                   + " (file = the file name, from = the sender's address, needs_reply a JSON boolean)")
+        else:
+            out_text = to_csv(fields, [[str(r[f]).lower() if f == "needs_reply" else r[f] for f in fields]
+                                       for r in records])
+            fmt = ("a CSV with the columns " + ",".join(fields) + " (file = the file name, from = the sender's "
+                   "address, needs_reply true/false)")
+        rules = ("priority is low for newsletters and spam (always), high for any other message that is urgent "
+                 f"(it says urgent or ASAP) or comes from the people in `{vip_path}`, normal otherwise; category is spam (the spam filter marked it with "
+                 "an X-Spam-Flag: YES header), newsletter (bulk mail with a List-Unsubscribe header), request (a "
+                 "person asking me something) or fyi (information only); needs_reply is true only for requests")
+        move_txt = ""
+        if move:
+            move_txt = (f" Also move the spam into `{inbox}/spam/` and the newsletters into `{inbox}/newsletters/` "
+                        "(keep the file names); the file column still gives the file name.")
+        instruction = rng.choice([
+            f"My inbox is out of control. Go through every message in `{inbox}/` and write `{out}`: {fmt}. "
+            f"Rules: {rules}.{move_txt}",
+            f"Please triage the {len(msgs)} emails in `{inbox}/` into `{out}` - {fmt}. How to judge: {rules}."
+            f"{move_txt}",
+            f"Sort out `{inbox}/` for me. I want `{out}` as {fmt}, where {rules}.{move_txt}",
+        ])
+        checks = [
+            Check("every_message_listed", "docs_records", {"path": out, "key": "file", "records": records,
+                                                           "fields": []}),
+            Check("categories_correct", "docs_records", {"path": out, "key": "file", "records": records,
+                                                         "fields": ["category"]}),
+            Check("priorities_correct", "docs_records", {"path": out, "key": "file", "records": records,
+                                                         "fields": ["priority"]}),
+            Check("needs_reply_and_sender", "docs_records", {"path": out, "key": "file", "records": records,
+                                                          "fields": ["needs_reply", "from"]}),
+        ]
+        if moves:
+            checks.append(Check("junk_moved", "docs_moved", {"moves": moves}))
+        steps = [ls(inbox), read(vip_path), *(read(m["path"]) for m in msgs)]
+        if moves:
+            dirs = sorted({v.rsplit("/", 1)[0] for v in moves.values()})
+            cmd = "mkdir -p " + " ".join(dirs) + " && " + " && ".join(f"mv {k} {v}" for k, v in moves.items())
+            steps.append(exec_(cmd))
+        steps.append(write(out, out_text))
+        # partial: VIP rule ignored (VIP mails get normal), FYIs called requests, nothing moved
+        wrong = []
+        for r in records:
+            w = dict(r)
+            if w["category"] == "fyi":
+                w["category"], w["needs_reply"] = "request", True
+            if w["priority"] == "high" and "urgent" not in w["subject"].lower() and "asap" not in w["subject"].lower():
+                w["priority"] = "normal"
+            wrong.append(w)
+        wrong = wrong[:-1]
+        if as_json:
+            partial_text = json.dumps(wrong, indent=2) + "\n"
+        else:
+            partial_text = to_csv(fields, [[str(r[f]).lower() if f == "needs_reply" else r[f] for f in fields]
+                                           for r in wrong])
+        table = {"header": fields, "rows": [[str(r[f]).lower() if f == "needs_reply" else str(r[f]) for f in fields]
+                                            for r in records]}
+        outputs = [Artifact(out, RECORDS, records, f"the inbox triage ({out})"),
+                   Artifact(out, TABLE, table, f"the inbox triage ({out})", roles={"name": "subject", "group": "category"})]
+        if not as_json:
+            outputs.reverse()
+        return StepPlan(
+            operation=self.id, instruction=instruction, checks=checks,
+            files=[WorkspaceFile(path=vip_path, content=vip_text)] + [
+                WorkspaceFile(path=m["path"], generate=GeneratedContent(kind="eml", params=m["params"]))
+                for m in msgs],
+            steps=steps,
+            partial=[write(out, partial_text)],
+            outputs=outputs,
+            summary=f"triage {len(msgs)} mails in {inbox}/ into {out}",
+            fingerprint=digest(records),
+        )
+
+
+GENERATORS = [TriageInbox()]
