@@ -295,13 +295,13 @@ def ics_events(ws, path, events, tol_minutes=0):
     text = _text(ws, path)
     if text is None or not events:
         return 0.0
-    blocks = re.findall(r"BEGIN:VEVENT(.*?)END:VEVENT", _unfold_ics(text), re.S)
+    blocks = re.findall(r"BEGIN:VEVENT(.*?)END:VEVENT", _unfold_ics(text), re.S | re.I)
     parsed = []
     for b in blocks:
         fields = {}
         for line in b.strip().splitlines():
             name, _, value = line.partition(":")
-            fields[name.split(";")[0].strip().upper()] = value.strip()
+            fields[name.split(";")[0].strip().upper()] = value.strip().replace("\\,", ",").replace("\\;", ";")
         parsed.append(fields)
     found = 0
     for exp in events:
@@ -325,6 +325,9 @@ def eml_message(ws, path, to=None, subject_has=(), body_has=()):
         msg = email.message_from_bytes(p.read_bytes(), policy=policy.default)
         body_part = msg.get_body(preferencelist=("plain", "html"))
         body = body_part.get_content() if body_part is not None else ""
+        if "\ufffd" in body or not body.strip():  # no or wrong charset header: read the raw bytes as UTF-8
+            raw = p.read_bytes()
+            body = raw.split(b"\n\n", 1)[-1].split(b"\r\n\r\n", 1)[-1].decode("utf-8", "replace")
         subject = str(msg.get("subject", ""))
         rcpt = " ".join(str(msg.get(h, "")) for h in ("to", "cc"))
     except Exception:
