@@ -120,11 +120,10 @@ def _read_table(ws, path):
         text = _text(ws, path)
         if text is None:
             return None
-        try:
-            dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t|")
-        except csv.Error:
-            dialect = csv.excel
-        rows = [r for r in csv.reader(io.StringIO(text), dialect) if any(c.strip() for c in r)]
+        # the delimiter is the one the header line uses most (csv.Sniffer is slow and often guesses wrong)
+        head = text.lstrip("\ufeff").split("\n", 1)[0]
+        delim = max(",;\t|", key=head.count) if any(d in head for d in ",;\t|") else ","
+        rows = [r for r in csv.reader(io.StringIO(text.lstrip("\ufeff")), delimiter=delim) if any(c.strip() for c in r)]
     if not rows:
         return None
     return [str(h).strip() for h in rows[0]], rows[1:]

@@ -151,7 +151,8 @@ def register(persona: Persona) -> str:
         return "terse"
     if any(w in t for w in ("anxious", "worried", "nervous", "over-explain", "stressed", "apolog", "hesitant")):
         return "anxious"
-    if any(w in t for w in ("formal", "precise", "polite", "professional", "courteous", "measured", "dry")):
+    if any(w in t for w in ("formal", "precise", "polite", "professional", "courteous", "measured", "dry",
+                            "courtly", "grammar", "methodical", "exact", "careful")):
         return "formal"
     return "warm"
 
