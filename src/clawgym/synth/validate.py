@@ -82,16 +82,51 @@ def _ran_commands(steps) -> bool:
     return any(s.name in ("exec", "bash") for s in steps)
 
 
+class _FileOnlyWorkspace(Sandbox):
+    """The workspace of a replay that runs no command: only read/write/edit/ls, which are host file
+    operations confined to the workspace in every backend anyway. Starting a sandbox for them would only
+    cost time; anything that asks to run a command here is a bug, so `exec` refuses."""
+
+    backend = "file-only"
+
+    def __init__(self, root: Path, mount_dir: str, limits: SandboxLimits):
+        super().__init__(root / "ws", mount_dir, limits)
+        self._root = root
+
+    def exec(self, command, *, cwd=None, env=None, timeout=None, stdin=None):
+        raise SandboxError("a file-only replay workspace cannot run commands")
+
+    def kill_processes(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        shutil.rmtree(self._root, ignore_errors=True)
+
+
+def _start_replay(task: Task, steps_run_commands: bool, backend: SandboxBackend, limits: SandboxLimits,
+                  pristine: Path) -> Sandbox:
+    if steps_run_commands:
+        return backend.start(task.workspace, limits=limits, prebuilt=pristine)
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="clawgym-replay-"))
+    shutil.copytree(pristine, root / "ws", symlinks=True)
+    return _FileOnlyWorkspace(root, task.workspace.mount_dir, limits)
+
+
 def _replay_states(cand: Candidate, backend: SandboxBackend, limits: SandboxLimits, dest: Path) -> _States:
     """Replay the partial and the reference solutions in the task's own sandbox and copy each resulting
     workspace (and the untouched one) under `dest`. Raises SandboxError on infrastructure failure.
 
-    The workspace is generated once (`dest/noop`) and copied for the sandbox and for its reset."""
+    The workspace is generated once (`dest/noop`) and copied for the sandbox and for its reset. Solutions
+    that run no command (most: their steps are reads and writes of files) are replayed as host file
+    operations; the grading of every state always runs in the grader sandbox."""
     task = cand.task
     pristine = dest / "noop"
     materialize(task.workspace, pristine)
     partial = partial_task(cand)
-    sb = backend.start(task.workspace, limits=limits, prebuilt=pristine)
+    commands = _ran_commands(partial.reference.steps) or _ran_commands(task.reference.steps if task.reference else [])
+    sb = _start_replay(task, commands, backend, limits, pristine)
     try:
         ctx = EpisodeContext(deadline=time.monotonic() + task.timeout_seconds, exec_timeout=limits.exec_timeout_s)
         noop_run = NoopAgent().run(task, sb, ctx)
