@@ -34,7 +34,7 @@ class ImageError(ClawgymError):
 
 
 def recipe() -> dict:
-    return {"suite": SUITE, "variant": "minbase", "packages": PACKAGES, "version": 1}
+    return {"suite": SUITE, "variant": "minbase", "packages": PACKAGES, "version": 2}
 
 
 def recipe_id() -> str:
@@ -98,6 +98,16 @@ def build_rootfs(mirror: str | None = None, force: bool = False, log=print) -> P
         shutil.rmtree(tmp, ignore_errors=True)
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
         raise ImageError(f"debootstrap failed (exit {proc.returncode}):\n{tail}")
+    # byte-compile the python packages: debootstrap leaves most of them without .pyc files, and on a
+    # read-only root python would compile them again at every start (pytest's import: 220 ms -> ~60 ms)
+    comp = subprocess.run(
+        ["chroot", str(tmp), "python3", "-m", "compileall", "-q", "-j", "0",
+         "/usr/lib/python3/dist-packages", "/usr/lib/python3.11"],
+        capture_output=True, text=True,
+    )
+    if comp.returncode not in (0, 1):  # 1: some test/lib2to3 grammar files do not compile, which is fine
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ImageError(f"byte-compiling the image's python packages failed: {comp.stderr.strip()[-300:]}")
     # the conventional workspace mount points exist in the image, so read-only roots can mount there
     for d in ("workspace", "root/.openclaw/workspace"):
         (tmp / d).mkdir(parents=True, exist_ok=True)

@@ -76,6 +76,10 @@ def _init_worker(taxonomy_path: str | None, personas_path: str | None, categorie
     from clawgym.synth.personas import load_personas
     from clawgym.synth.taxonomy import load_taxonomy
 
+    # validation makes and copies many small workspaces: a RAM-backed tmpfs makes that several times faster
+    # than a disk (sandbox temp dirs go where CLAWGYM_SANDBOX_TMP says; /dev/shm when it is there)
+    if "CLAWGYM_SANDBOX_TMP" not in os.environ and os.access("/dev/shm", os.W_OK):
+        os.environ["CLAWGYM_SANDBOX_TMP"] = "/dev/shm"
     tax = load_taxonomy(taxonomy_path)
     personas = load_personas(personas_path, tax)
     subs = [s for c in tax.categories for s in c.subcategories

@@ -15,6 +15,7 @@ second is the reference semantics.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -109,7 +110,7 @@ def _start_replay(task: Task, steps_run_commands: bool, backend: SandboxBackend,
         return backend.start(task.workspace, limits=limits, prebuilt=pristine)
     import tempfile
 
-    root = Path(tempfile.mkdtemp(prefix="clawgym-replay-"))
+    root = Path(tempfile.mkdtemp(prefix="clawgym-replay-", dir=os.environ.get("CLAWGYM_SANDBOX_TMP")))
     shutil.copytree(pristine, root / "ws", symlinks=True)
     return _FileOnlyWorkspace(root, task.workspace.mount_dir, limits)
 
