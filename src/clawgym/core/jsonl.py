@@ -147,7 +147,13 @@ class JsonlAppender:
         self._lock = threading.Lock()
 
     def append(self, record: BaseModel) -> None:
-        data = dump_line(record).encode("utf-8")
+        self.append_json(record.model_dump_json())
+
+    def append_json(self, text: str) -> None:
+        """Append one record already serialised by `model_dump_json()` (no second validation)."""
+        if "\n" in text:
+            raise ValueError("a JSONL record must be one line")
+        data = (text + "\n").encode("utf-8")
         with self._lock:
             view = memoryview(data)
             while view:

@@ -45,12 +45,15 @@ class SynthReport:
     examples: dict[str, str] = field(default_factory=dict)  # reason -> one detail
 
     def add(self, task: Task) -> None:
-        self.by_category[task.category] += 1
-        self.by_subcategory[task.metadata.get("subcategory_id", task.subcategory)] += 1
-        for op in task.operations:
+        self.add_info(task_info(task))
+
+    def add_info(self, info: dict) -> None:
+        self.by_category[info["category"]] += 1
+        self.by_subcategory[info["subcategory"]] += 1
+        for op in info["operations"]:
             self.by_operation[op] += 1
-        self.chain_lengths[len(task.operations)] += 1
-        self.reference_steps.append(len(task.reference.steps) if task.reference else 0)
+        self.chain_lengths[len(info["operations"])] += 1
+        self.reference_steps.append(info["steps"])
 
     def as_dict(self) -> dict:
         steps = sorted(self.reference_steps)
@@ -62,6 +65,15 @@ class SynthReport:
             "reference_steps": {"mean": sum(steps) / len(steps), "p50": steps[len(steps) // 2],
                                 "max": steps[-1]} if steps else {},
         }
+
+
+def task_info(task: Task) -> dict:
+    """What the parent needs of a task (report counts, duplicate detection) without parsing it again."""
+    return {
+        "instruction": task.instruction, "category": task.category,
+        "subcategory": task.metadata.get("subcategory_id", task.subcategory), "operations": list(task.operations),
+        "steps": len(task.reference.steps) if task.reference else 0,
+    }
 
 
 # --------------------------------------------------------------------------------------------- worker
@@ -115,7 +127,7 @@ def _grader():
 def work(seed: int, jobs: list[tuple[int, int]], validate: bool) -> list[tuple]:
     """Make and validate a chunk of (index, attempt) candidates.
 
-    Returns one (index, attempt, task json or None, rejection reason or None, detail, fingerprint) each."""
+    Returns one (index, attempt, task json or None, rejection reason or None, detail, fingerprint, info) each."""
     from clawgym.sandbox.base import SandboxError
     from clawgym.synth.validate import validate_batch
 
@@ -125,7 +137,7 @@ def work(seed: int, jobs: list[tuple[int, int]], validate: bool) -> list[tuple]:
         try:
             cands.append((k, make_candidate(seed, index, attempt)))
         except Exception as exc:  # a generator bug must not stop the run; it is counted
-            out[k] = (index, attempt, None, "generator_error", f"{type(exc).__name__}: {exc}", "")
+            out[k] = (index, attempt, None, "generator_error", f"{type(exc).__name__}: {exc}", "", None)
     verdicts = [None] * len(cands)
     if validate and cands:
         try:
@@ -136,9 +148,9 @@ def work(seed: int, jobs: list[tuple[int, int]], validate: bool) -> list[tuple]:
     for (k, cand), v in zip(cands, verdicts, strict=True):
         index, attempt = jobs[k]
         if v is not None and not v.ok:
-            out[k] = (index, attempt, None, v.reason, v.detail[:300], cand.fingerprint)
+            out[k] = (index, attempt, None, v.reason, v.detail[:300], cand.fingerprint, None)
         else:
-            out[k] = (index, attempt, cand.task.model_dump_json(), None, "", cand.fingerprint)
+            out[k] = (index, attempt, cand.task.model_dump_json(), None, "", cand.fingerprint, task_info(cand.task))
     return out
 
 
@@ -215,11 +227,10 @@ def synthesize(
                     submit_next()
                 # decide in index order, so duplicates resolve the same way whatever the timing
                 while next_to_write < len(todo) and todo[next_to_write] in results:
-                    index, attempt, task_json, reason, detail, fp = results.pop(todo[next_to_write])
-                    task = Task.model_validate_json(task_json) if task_json else None
-                    if task is not None and (fp in seen_fp or task.instruction in seen_text):
-                        task, reason, detail = None, "duplicate", f"fingerprint {fp}"
-                    if task is None:
+                    index, attempt, task_json, reason, detail, fp, info = results.pop(todo[next_to_write])
+                    if task_json is not None and (fp in seen_fp or info["instruction"] in seen_text):
+                        task_json, reason, detail = None, "duplicate", f"fingerprint {fp}"
+                    if task_json is None:
                         report.rejected[reason] += 1
                         report.examples.setdefault(reason, detail)
                         if attempt + 1 >= MAX_ATTEMPTS:
@@ -230,9 +241,9 @@ def synthesize(
                         submit([(index, attempt + 1)])
                         break  # wait for the retry before writing later indices
                     seen_fp.add(fp)
-                    seen_text.add(task.instruction)
-                    appender.append(task)
-                    report.add(task)
+                    seen_text.add(info["instruction"])
+                    appender.append_json(task_json)
+                    report.add_info(info)
                     report.written += 1
                     next_to_write += 1
                     if on_progress:
