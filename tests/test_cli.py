@@ -155,3 +155,15 @@ def test_ctrl_c_stops_running_sandboxes_at_once(tmp_path, backend, request):
     assert sandboxes_alive() == 0
     path = run_dir / "trajectories.jsonl"
     assert not path.exists() or read_records(path, Trajectory) == []
+
+
+def test_show_renders_tasks_as_markdown(tmp_path):
+    from pathlib import Path
+
+    out = tmp_path / "tasks.md"
+    REPO = Path(__file__).resolve().parents[1]
+    r = cli("show", REPO / "examples" / "tasks.jsonl", "--limit", "2", "-o", out)
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert text.count("\n### ") + text.startswith("### ") == 2
+    assert "**Request**" in text and "**Reference solution**" in text
