@@ -168,6 +168,16 @@ def check_ok(res, what: str, expect_stdout: str | None = None, contains: str | N
 # -------------------------------------------------------------------------------------------- measures
 
 
+def start_figures(st: dict, floor_what: str) -> dict:
+    """The start-up part of a backend's report, from measure_start's result."""
+    return {
+        "start_to_first_exec_ms": st["start_to_first_exec_ms"], "stop_ms": st["stop_ms"],
+        "start_call_ms": st["start_call_ms"],
+        "start_vs_floor_p50": _ratio(st["start_to_first_exec_ms"], st["floor_ms"]),
+        "floor": {"what": floor_what, "ms": st["floor_ms"]},
+    }
+
+
 def measure_start(backend, spec, limits, n: int, warmup: int, floor_once: Callable[[], None]) -> dict:
     """start -> first exec("true"), then stop; interleaved with the raw floor so both see the same load."""
     start_to_exec, start_call, stop_t, floor_t = [], [], [], []
@@ -275,15 +285,8 @@ def bench_bwrap(opts, limits: SandboxLimits) -> dict:
     n = opts.n_for["bwrap"]
     log(f"bwrap: start -> first exec, {n} runs (+{opts.warmup} warm-up), interleaved with bare bwrap")
     st = measure_start(backend, spec, limits, n, opts.warmup, floor_once)
-    out["start_to_first_exec_ms"] = st["start_to_first_exec_ms"]
-    out["stop_ms"] = st["stop_ms"]
-    out["start_call_ms"] = st["start_call_ms"]
-    out["start_vs_floor_p50"] = _ratio(st["start_to_first_exec_ms"], st["floor_ms"])
-    out["floor"] = {
-        "what": "bwrap --unshare-all --die-with-parent <same ro root binds> --proc /proc --dev /dev true "
-                "(subprocess.run)",
-        "ms": st["floor_ms"],
-    }
+    out.update(start_figures(st, "bwrap --unshare-all --die-with-parent <same ro root binds> --proc /proc "
+                                 "--dev /dev true (subprocess.run)"))
     log(f"bwrap: exec('true') x{opts.exec_n} in one sandbox")
     ours = measure_exec(backend, spec, limits, opts.exec_n, warmup=10)
     out["per_exec_ms"] = {
@@ -337,15 +340,8 @@ def bench_docker(opts, limits: SandboxLimits) -> dict:
     n = opts.n_for["docker"]
     log(f"docker: start -> first exec, {n} runs (+{opts.warmup} warm-up), interleaved with `docker run --rm`")
     st = measure_start(backend, spec, limits, n, opts.warmup, floor_once)
-    out["start_to_first_exec_ms"] = st["start_to_first_exec_ms"]
-    out["stop_ms"] = st["stop_ms"]
-    out["start_call_ms"] = st["start_call_ms"]
-    out["start_vs_floor_p50"] = _ratio(st["start_to_first_exec_ms"], st["floor_ms"])
-    out["floor"] = {
-        "what": "client.containers.run(image, ['true'], remove=True, network_mode='none') "
-                "(= docker run --rm IMAGE true)",
-        "ms": st["floor_ms"],
-    }
+    out.update(start_figures(st, "client.containers.run(image, ['true'], remove=True, network_mode='none') "
+                                 "(= docker run --rm IMAGE true)"))
     log(f"docker: exec('true') x{opts.exec_n} in one sandbox")
     ours = measure_exec(backend, spec, limits, opts.exec_n, warmup=10)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import platform
 import re
+import shutil
 import threading
 import time
 import traceback
@@ -181,8 +182,6 @@ def run_episode(
                 rel = Path("workspaces") / _safe_name(eid)
                 dest = run_dir / rel
                 if dest.exists():
-                    import shutil
-
                     shutil.rmtree(dest)
                 sandbox.snapshot(dest, max_bytes=options.max_snapshot_bytes)
                 snapshot_rel = str(rel)
@@ -235,17 +234,18 @@ def run_rollout(
     options = options or RolloutOptions()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    agent_name = agent_factory().name
     write_run_info(run_dir, {
-        "agent": agent_factory().name, "sandbox": backend.name, "samples": options.samples, "jobs": options.jobs,
+        "agent": agent_name, "sandbox": backend.name, "samples": options.samples, "jobs": options.jobs,
         "limits": options.limits.model_dump(), **(settings or {}),
     })
     done = load_done(run_dir)
     todo = [(t, s) for t in tasks for s in range(options.samples) if episode_id(t.id, s) not in done]
-    skipped = sum(1 for _ in done)
+    skipped = len(done)
     if on_start:
         on_start(len(todo), skipped)
     log = _Log(run_dir / "logs" / "run.log")
-    log(f"run start: {len(todo)} episodes to run, {skipped} already done; agent={agent_factory().name} "
+    log(f"run start: {len(todo)} episodes to run, {skipped} already done; agent={agent_name} "
         f"sandbox={backend.name} jobs={options.jobs}")
     ran: list[Trajectory] = []
     appender = JsonlAppender(run_dir / TRAJECTORIES)

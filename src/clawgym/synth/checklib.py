@@ -129,23 +129,22 @@ def _read_table(ws, path):
     return [str(h).strip() for h in rows[0]], rows[1:]
 
 
-def csv_rows(ws, path, header, rows, key=None, ordered=False, tol=0.01):
-    """Partial credit for a table: the fraction of expected rows found (cells matched by column name,
-    case-insensitive), minus a penalty for unexpected extra rows; 0 if a required column is missing.
-
-    `key`: column names that identify a row (the rest must match too). `ordered`: rows must come in order.
-    """
-    table = _read_table(ws, path)
-    if table is None or not rows:
+def match_rows(got_header, got_rows, header, rows, ordered=False, tol=0.01, norm=None):
+    """Partial credit for table rows: the fraction of expected `rows` found among `got_rows` (cells matched
+    by column name, case-insensitive), minus a penalty for unexpected extra rows; 0 if a column is missing.
+    `norm`, when given, rewrites every cell (as stripped text) on both sides before comparing."""
+    if not rows:
         return 0.0
-    got_header, got_rows = table
-    index = {h.casefold(): i for i, h in enumerate(got_header)}
+    index = {str(h).strip().casefold(): i for i, h in enumerate(got_header)}
     cols = []
     for h in header:
         if h.casefold() not in index:
             return 0.0
         cols.append(index[h.casefold()])
     got = [[r[c] if c < len(r) else "" for c in cols] for r in got_rows]
+    if norm is not None:
+        got = [[norm(str(x).strip()) for x in g] for g in got]
+        rows = [[norm(str(x)) for x in r] for r in rows]
     matched = 0
     if ordered:
         for exp, g in zip(rows, got, strict=False):
@@ -160,8 +159,16 @@ def csv_rows(ws, path, header, rows, key=None, ordered=False, tol=0.01):
                     pool.pop(i)
                     break
     extra = max(0, len(got) - len(rows))
-    score = matched / len(rows) - 0.5 * extra / len(rows)
-    return max(0.0, min(1.0, score))
+    return max(0.0, min(1.0, matched / len(rows) - 0.5 * extra / len(rows)))
+
+
+def csv_rows(ws, path, header, rows, key=None, ordered=False, tol=0.01):
+    """match_rows over a CSV/TSV/xlsx file. `key`: column names that identify a row (the rest must match too).
+    `ordered`: rows must come in order."""
+    table = _read_table(ws, path)
+    if table is None:
+        return 0.0
+    return match_rows(table[0], table[1], header, rows, ordered, tol)
 
 
 def column_matches(ws, path, column, pattern):

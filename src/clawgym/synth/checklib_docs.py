@@ -13,7 +13,7 @@ import re as _docs_re
 from pathlib import Path as _DocsPath
 
 try:  # on the host; inside a grade source these names are already defined by checklib.py
-    from clawgym.synth.checklib import _num, _read_table, _text, _unfold_ics, csv_rows, same  # noqa: F401
+    from clawgym.synth.checklib import _num, _read_table, _text, _unfold_ics, csv_rows, match_rows, same  # noqa: F401
 except ImportError:  # pragma: no cover - inside the sandbox
     pass
 
@@ -264,31 +264,6 @@ def _docs_table(ws, path, header):
     return _read_table(ws, path)
 
 
-def _docs_match_rows(got_header, got_rows, header, rows, ordered, tol=0.01):
-    index = {h.strip().casefold(): i for i, h in enumerate(got_header)}
-    cols = []
-    for h in header:
-        if h.casefold() not in index:
-            return 0.0
-        cols.append(index[h.casefold()])
-    got = [[r[c] if c < len(r) else "" for c in cols] for r in got_rows]
-    matched = 0
-    if ordered:
-        for exp, g in zip(rows, got, strict=False):
-            if all(same(a, b, tol) for a, b in zip(g, exp, strict=False)):
-                matched += 1
-    else:
-        pool = list(got)
-        for exp in rows:
-            for i, g in enumerate(pool):
-                if all(same(a, b, tol) for a, b in zip(g, exp, strict=False)):
-                    matched += 1
-                    pool.pop(i)
-                    break
-    extra = max(0, len(got) - len(rows))
-    return max(0.0, min(1.0, matched / len(rows) - 0.5 * extra / len(rows)))
-
-
 def docs_table_rows(ws, path, header, rows, ordered=False, tol=0.01):
     """csv_rows for a CSV/TSV/xlsx file, or for the first markdown pipe table of a .md/.txt file that has the
     columns of `header`."""
@@ -300,7 +275,7 @@ def docs_table_rows(ws, path, header, rows, ordered=False, tol=0.01):
         return 0.0
     if table is None:
         return 0.0
-    return _docs_match_rows(table[0], table[1], header, rows, ordered, tol)
+    return match_rows(table[0], table[1], header, rows, ordered, tol)
 
 
 def docs_table_before(ws, path, column, pairs, start_col, end_col):

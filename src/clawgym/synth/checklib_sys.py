@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 try:  # on the host; inside a grade() source these names come from checklib.py just above
-    from clawgym.synth.checklib import _read_table, _text, data_matches, same
+    from clawgym.synth.checklib import _read_table, _text, data_matches, match_rows
 except ImportError:  # pragma: no cover - the embedded copy
     pass
 
@@ -129,32 +129,6 @@ def sys_json_matches(ws, path, expected, tol=0.01):
     return data_matches(_sys_norm(got), _sys_norm(expected), tol)
 
 
-def _sys_rows_score(got_header, got_rows, header, rows, ordered, tol):
-    index = {str(h).strip().casefold(): i for i, h in enumerate(got_header)}
-    cols = []
-    for h in header:
-        if h.casefold() not in index:
-            return 0.0
-        cols.append(index[h.casefold()])
-    got = [[_sys_norm(str(r[c]).strip()) if c < len(r) else "" for c in cols] for r in got_rows]
-    rows = [[_sys_norm(str(x)) for x in r] for r in rows]
-    matched = 0
-    if ordered:
-        for exp, g in zip(rows, got, strict=False):
-            if all(same(a, b, tol) for a, b in zip(g, exp, strict=False)):
-                matched += 1
-    else:
-        pool = list(got)
-        for exp in rows:
-            for i, g in enumerate(pool):
-                if all(same(a, b, tol) for a, b in zip(g, exp, strict=False)):
-                    matched += 1
-                    pool.pop(i)
-                    break
-    extra = max(0, len(got) - len(rows))
-    return max(0.0, min(1.0, matched / len(rows) - 0.5 * extra / len(rows)))
-
-
 def sys_table_rows(ws, path, header, rows, ordered=False, tol=0.01):
     """csv_rows with timestamps normalised (a 'T' or ' ' separator, seconds, fractions and 'Z' do not matter)."""
     try:
@@ -163,7 +137,7 @@ def sys_table_rows(ws, path, header, rows, ordered=False, tol=0.01):
         return 0.0
     if table is None or not rows:
         return 0.0
-    return _sys_rows_score(table[0], table[1], header, rows, ordered, tol)
+    return match_rows(table[0], table[1], header, rows, ordered, tol, norm=_sys_norm)
 
 
 def sys_script_table(ws, argv, header, rows, ordered=False, cwd=".", timeout=60, tol=0.01, stage=None):
@@ -186,7 +160,7 @@ def sys_script_table(ws, argv, header, rows, ordered=False, cwd=".", timeout=60,
         table = _read_table(Path(tmp), "out.csv")
         if table is None:
             return 0.0
-        return _sys_rows_score(table[0], table[1], header, rows, ordered, tol)
+        return match_rows(table[0], table[1], header, rows, ordered, tol, norm=_sys_norm)
     except Exception:
         return 0.0
 

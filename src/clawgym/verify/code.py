@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -200,9 +202,6 @@ def _clear_planted_links(root, rel_path: str) -> None:
     """Make way for a checker file: remove symlinks the agent may have planted on its path (so the copy can
     neither fail nor write through them), non-directories where a directory must be, and a directory where
     the file goes. The checker always wins, as ClawGym copies reward/ over the workspace."""
-    import os
-    import shutil
-
     parts = rel_path.split("/")
     cur = str(root)
     for i, part in enumerate(parts):

@@ -5,10 +5,8 @@ Not an operation module (the registry skips names starting with "_").
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import hashlib
-import io
 import json
 import random
 import re
@@ -26,14 +24,6 @@ MONTHS = ["January", "February", "March", "April", "May", "June", "July", "Augus
 
 def digest(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def to_csv(header: list[str], rows: list[list]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
-    w.writerows(rows)
-    return buf.getvalue()
 
 
 def md_table(header: list[str], rows: list[list]) -> str:

@@ -12,8 +12,7 @@ import re
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.ops.base import DOCUMENT, TABLE, Artifact, Check, OpContext, StepPlan, read, write
-from clawgym.synth.ops.clean_data import to_csv
+from clawgym.synth.ops.base import DOCUMENT, TABLE, Artifact, Check, OpContext, StepPlan, read, to_csv, write
 
 _PLAIN_NUM = re.compile(r"^-?(0|[1-9]\d*)(\.\d+)?$")
 _LOOSE_NUM = re.compile(r"^[-+]?[$€£]?\s*[-+]?\d[\d,]*(\.\d+)?$")

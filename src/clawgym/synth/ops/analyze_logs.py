@@ -4,15 +4,13 @@ top offenders (JSON) and a per-component / per-endpoint / per-service error brea
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import hashlib
-import io
 import json
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.ops.base import RECORDS, TABLE, Artifact, Check, OpContext, StepPlan, read, write
+from clawgym.synth.ops.base import RECORDS, TABLE, Artifact, Check, OpContext, StepPlan, read, to_csv, write
 
 LEVEL_WEIGHTS = [("DEBUG", 10), ("INFO", 52), ("WARNING", 18), ("ERROR", 16), ("CRITICAL", 4)]
 ERROR_LEVELS = ("ERROR", "CRITICAL")
@@ -34,14 +32,6 @@ STATUS_WEIGHTS = [(200, 60), (201, 6), (204, 4), (301, 3), (304, 6), (400, 3), (
 
 def _weighted(rng, pairs):
     return rng.choices([p[0] for p in pairs], weights=[p[1] for p in pairs])[0]
-
-
-def to_csv(header: list[str], rows: list[list]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
-    w.writerows(rows)
-    return buf.getvalue()
 
 
 def _times(rng, day: dt.date, n: int) -> list[dt.datetime]:

@@ -11,6 +11,8 @@ reference outputs are right by construction and the checks know the exact expect
 
 from __future__ import annotations
 
+import csv
+import io
 import random
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -98,6 +100,15 @@ class OperationGenerator(Protocol):
     standalone: bool  # can start a chain (makes its own input data)
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan: ...
+
+
+def to_csv(header: list[str], rows: list[list]) -> str:
+    """CSV text with "\n" line ends, as the generators write their tables."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
+    return buf.getvalue()
 
 
 def write(path: str, content: str) -> ToolCall:

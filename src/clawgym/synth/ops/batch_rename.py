@@ -9,8 +9,7 @@ import shlex
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.ops.aggregate_and_report import digest, money
-from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, exec_, ls, read, write
-from clawgym.synth.ops.clean_data import to_csv
+from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, exec_, ls, read, to_csv, write
 
 MAP_HEADER = ["old_name", "new_name"]
 DATE_FORMATS = ["%d %B %Y", "%B %d, %Y", "%Y-%m-%d", "%d %b %Y", "%a %d %b %Y"]

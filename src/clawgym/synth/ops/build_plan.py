@@ -21,7 +21,6 @@ from clawgym.synth.ops._docs_common import (
     role_col,
     table_of,
     text_col,
-    to_csv,
 )
 from clawgym.synth.ops.base import (
     DOCUMENT,
@@ -33,6 +32,7 @@ from clawgym.synth.ops.base import (
     OpContext,
     StepPlan,
     read,
+    to_csv,
     write,
 )
 

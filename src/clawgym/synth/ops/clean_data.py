@@ -3,24 +3,14 @@ clean CSV with ISO dates and plain two-decimal amounts, sorted by date."""
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import hashlib
-import io
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, read, write
+from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, read, to_csv, write
 
 HEADER = ["date", "payee", "category", "amount"]
-
-
-def to_csv(header: list[str], rows: list[list]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
-    w.writerows(rows)
-    return buf.getvalue()
 
 
 class CleanData:

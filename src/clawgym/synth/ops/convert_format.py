@@ -12,8 +12,18 @@ import yaml
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.ops.aggregate_and_report import digest, money, refer, table_of
-from clawgym.synth.ops.base import CONFIG, RECORDS, TABLE, Artifact, Check, OpContext, StepPlan, read, write
-from clawgym.synth.ops.clean_data import to_csv
+from clawgym.synth.ops.base import (
+    CONFIG,
+    RECORDS,
+    TABLE,
+    Artifact,
+    Check,
+    OpContext,
+    StepPlan,
+    read,
+    to_csv,
+    write,
+)
 
 _NUM = re.compile(r"^-?(0|[1-9]\d*)(\.\d+)?$")
 

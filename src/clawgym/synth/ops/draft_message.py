@@ -23,7 +23,6 @@ from clawgym.synth.ops._docs_common import (
     pick_name,
     role_col,
     table_of,
-    to_csv,
 )
 from clawgym.synth.ops.base import (
     DOCUMENT,
@@ -35,6 +34,7 @@ from clawgym.synth.ops.base import (
     OpContext,
     StepPlan,
     read,
+    to_csv,
     write,
 )
 

@@ -25,9 +25,9 @@ from clawgym.synth.ops.base import (
     exec_,
     ls,
     read,
+    to_csv,
     write,
 )
-from clawgym.synth.ops.clean_data import to_csv
 
 DATE_FORMATS = ["%d %b %Y", "%b %d, %Y", "%Y-%m-%d", "%d.%m.%Y", "%A %d %B %Y"]
 

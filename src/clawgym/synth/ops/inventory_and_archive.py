@@ -10,8 +10,7 @@ import shlex
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.ops.aggregate_and_report import digest, money
-from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, exec_, ls, read, write
-from clawgym.synth.ops.clean_data import to_csv
+from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, exec_, ls, read, to_csv, write
 
 MANIFEST_HEADER = ["path", "size_bytes", "type"]
 

@@ -8,8 +8,8 @@ import random
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.ops._docs_common import digest, persona_email, to_csv
-from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, read, write
+from clawgym.synth.ops._docs_common import digest, persona_email
+from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, read, to_csv, write
 
 # (country, calling code, national significant number length, trunk prefix, example area codes)
 COUNTRIES = [

@@ -8,8 +8,7 @@ import shlex
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.ops.aggregate_and_report import digest, money
-from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, exec_, ls, write
-from clawgym.synth.ops.clean_data import to_csv
+from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, exec_, ls, to_csv, write
 
 LOG_HEADER = ["old_path", "new_path"]
 

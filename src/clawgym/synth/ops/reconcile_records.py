@@ -18,8 +18,7 @@ from clawgym.synth.ops.aggregate_and_report import (
     table_of,
     unique_column,
 )
-from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, read, write
-from clawgym.synth.ops.clean_data import to_csv
+from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, read, to_csv, write
 
 OUT_HEADER = ["date", "payee", "ledger_amount", "bank_amount", "reason"]
 REASONS = ["missing_in_bank", "missing_in_ledger", "amount_mismatch", "date_mismatch"]

@@ -21,9 +21,8 @@ from clawgym.synth.ops._docs_common import (
     role_col,
     table_of,
     text_col,
-    to_csv,
 )
-from clawgym.synth.ops.base import EVENTS, TABLE, Artifact, Check, OpContext, StepPlan, read, write
+from clawgym.synth.ops.base import EVENTS, TABLE, Artifact, Check, OpContext, StepPlan, read, to_csv, write
 
 Span = tuple[dt.datetime, dt.datetime]
 

@@ -18,7 +18,6 @@ from clawgym.synth.ops._docs_common import (
     long_date,
     persona_email,
     table_of,
-    to_csv,
 )
 from clawgym.synth.ops.base import (
     DOCUMENT,
@@ -30,6 +29,7 @@ from clawgym.synth.ops.base import (
     OpContext,
     StepPlan,
     read,
+    to_csv,
     write,
 )
 

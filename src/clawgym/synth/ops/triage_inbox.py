@@ -9,7 +9,7 @@ import json
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.ops._docs_common import digest, email_addr, human_date, persona_email, to_csv
+from clawgym.synth.ops._docs_common import digest, email_addr, human_date, persona_email
 from clawgym.synth.ops.base import (
     RECORDS,
     TABLE,
@@ -20,6 +20,7 @@ from clawgym.synth.ops.base import (
     exec_,
     ls,
     read,
+    to_csv,
     write,
 )
 

@@ -28,18 +28,11 @@ from clawgym.synth.ops.base import (
     exec_,
     ls,
     read,
+    to_csv,
     write,
 )
 
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}")
-
-
-def to_csv(header: list[str], rows: list[list]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
-    w.writerows(rows)
-    return buf.getvalue()
 
 
 def _num(s) -> float | None:
