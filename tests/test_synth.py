@@ -127,3 +127,27 @@ def test_bad_persona_file_gives_one_clear_line(tmp_path):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and str(bad) in lines[0] and ":2" in lines[0], r.stderr
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_operation_filter_and_max_ops(tmp_path, bwrap_backend):
+    out = tmp_path / "ops.jsonl"
+    report = synthesize(10, 5, out, jobs=1, sandbox="bwrap", operations=["convert_format", "edit_config"],
+                        max_ops=1)
+    tasks = read_records(out, Task)
+    assert report.written == 10 and len(tasks) == 10
+    assert all(len(t.operations) == 1 and t.operations[0] in {"convert_format", "edit_config"} for t in tasks)
+    assert {t.operations[0] for t in tasks} == {"convert_format", "edit_config"}
+    # two operations allowed, chains up to 2: every operation of every task is one of them
+    out2 = tmp_path / "ops2.jsonl"
+    synthesize(8, 5, out2, jobs=1, sandbox="bwrap", operations=["clean_data", "aggregate_and_report"], max_ops=2)
+    tasks2 = read_records(out2, Task)
+    assert all(set(t.operations) <= {"clean_data", "aggregate_and_report"} for t in tasks2)
+    assert max(len(t.operations) for t in tasks2) <= 2
+
+
+def test_operation_filter_rejects_unknown_ids(tmp_path):
+    from clawgym.core.errors import ClawgymError
+
+    with pytest.raises(ClawgymError, match="unknown operation"):
+        synthesize(2, 0, tmp_path / "x.jsonl", validate=False, operations=["no_such_op"])
+    assert not (tmp_path / "x.jsonl").exists()

@@ -273,6 +273,8 @@ def synth_persona(
     validate: bool = typer.Option(True, help="Validate each task in a sandbox before writing it."),
     taxonomy: Path | None = typer.Option(None, help="Taxonomy YAML (default: the packaged one)."),
     personas: Path | None = typer.Option(None, help="Personas YAML (default: personas/personas.yaml)."),
+    operations: list[str] | None = typer.Option(None, "--operations", help="Only tasks made of these atomic operation ids (repeatable)."),
+    max_ops: int | None = typer.Option(None, "--max-ops", min=1, max=4, help="At most this many operations per task (default: 1-4)."),
 ) -> None:
     """Persona-driven tasks: workflows of 1-4 operations, validated in sandboxes (reference 1, no-op 0)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -289,7 +291,7 @@ def synth_persona(
     with progress:
         report = synthesize(
             n, seed, output, jobs=jobs, categories=categories, taxonomy_path=taxonomy, personas_path=personas,
-            sandbox=sandbox, validate=validate,
+            sandbox=sandbox, validate=validate, operations=operations, max_ops=max_ops,
             on_progress=lambda done, total: progress.update(bar, completed=done),
         )
     for title, counts in (("category", report.by_category), ("subcategory", report.by_subcategory),

@@ -88,11 +88,11 @@ _W: dict = {}
 
 
 def _load_worker_state(taxonomy_path: str | None, personas_path: str | None, categories: list[str] | None,
-                       validate: bool) -> None:
+                       validate: bool, operations: list[str] | None = None, max_ops: int | None = None) -> None:
     """What workers make candidates from (taxonomy, personas, generators) in _W, and the validation code
     imported. The parent does it before the pool starts, so that forked workers inherit it instead of loading
     and importing it again each (with another start method each worker does it itself)."""
-    key = (taxonomy_path, personas_path, tuple(categories or ()))
+    key = (taxonomy_path, personas_path, tuple(categories or ()), tuple(operations or ()), max_ops)
     if _W.get("key") != key:
         from clawgym.synth.ops import registry
         from clawgym.synth.personas import load_personas
@@ -102,20 +102,37 @@ def _load_worker_state(taxonomy_path: str | None, personas_path: str | None, cat
         personas = load_personas(personas_path, tax)
         subs = [s for c in tax.categories for s in c.subcategories
                 if not categories or c.id in categories or c.name in categories]
-        _W.update(key=key, taxonomy=tax, personas=personas, subs=subs, ops=registry())
+        ops = registry()
+        if operations:
+            unknown = sorted(set(operations) - set(ops))
+            if unknown:
+                raise ClawgymError(f"--operations: unknown operation(s) {', '.join(unknown)} "
+                                   f"(known: {', '.join(sorted(ops))})")
+            ops = {k: g for k, g in ops.items() if k in operations}
+            if not any(g.standalone for g in ops.values()):
+                raise ClawgymError(f"--operations: none of {', '.join(operations)} can start a task on its own "
+                                   "(add one that reads the workspace's own files)")
+            subs = [s for s in subs if set(s.operations) & set(ops)]
+            if not subs:
+                raise ClawgymError("--operations: no subcategory of the chosen categories uses these operations")
+        lengths = {k: w for k, w in LENGTH_WEIGHTS.items() if max_ops is None or k <= max_ops}
+        if not lengths:
+            raise ClawgymError(f"--max-ops must be at least 1 (got {max_ops})")
+        _W.update(key=key, taxonomy=tax, personas=personas, subs=subs, ops=ops, lengths=lengths)
     if validate:
         import clawgym.synth.validate  # noqa: F401 - agents, sandboxes, verifiers: heavy imports, done once
 
 
 def _init_worker(taxonomy_path: str | None, personas_path: str | None, categories: list[str] | None,
-                 sandbox: str, validate: bool = True) -> None:
+                 sandbox: str, validate: bool = True, operations: list[str] | None = None,
+                 max_ops: int | None = None) -> None:
     from clawgym.sandbox import get_backend
 
     # validation makes and copies many small workspaces: a RAM-backed tmpfs makes that several times faster
     # than a disk (sandbox temp dirs go where CLAWGYM_SANDBOX_TMP says; /dev/shm when it is there)
     if "CLAWGYM_SANDBOX_TMP" not in os.environ and os.access("/dev/shm", os.W_OK):
         os.environ["CLAWGYM_SANDBOX_TMP"] = "/dev/shm"
-    _load_worker_state(taxonomy_path, personas_path, categories, validate)
+    _load_worker_state(taxonomy_path, personas_path, categories, validate, operations, max_ops)
     _W["backend"] = get_backend(sandbox)  # made in each worker: a backend may hold connections (Docker)
     # what is loaded now lives as long as the worker: keep the garbage collector from scanning it again and
     # again (several percent of a worker's time otherwise)
@@ -130,7 +147,8 @@ def make_candidate(seed: int, index: int, attempt: int):
     sub = subs[(index + attempt * 7) % len(subs)] if attempt < 3 else rng.choice(subs)
     fitting = [p for p in _W["personas"] if sub.id in p.subcategories] or _W["personas"]
     persona = rng.choice(fitting)
-    length = rng.choices(list(LENGTH_WEIGHTS), weights=list(LENGTH_WEIGHTS.values()))[0]
+    lengths = _W["lengths"]
+    length = rng.choices(list(lengths), weights=list(lengths.values()))[0]
     return compose_task(task_id(seed, index), persona, sub, _W["taxonomy"], _W["ops"], rng, length)
 
 
@@ -202,13 +220,18 @@ def synthesize(
     personas_path: Path | None = None,
     sandbox: str = "bwrap",
     validate: bool = True,
+    operations: list[str] | None = None,
+    max_ops: int | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> SynthReport:
-    """Write tasks 0..n-1 of the seed to `output` (appending after what is already there)."""
+    """Write tasks 0..n-1 of the seed to `output` (appending after what is already there).
+
+    `operations` restricts the atomic operations tasks are made of (and the subcategories to those using one of
+    them); `max_ops` caps the length of a task's operation chain. Both change which tasks a seed gives."""
     # load here first: bad data files fail with their one-line error before any worker starts, and forked
     # workers inherit what is loaded
     _load_worker_state(str(taxonomy_path) if taxonomy_path else None, str(personas_path) if personas_path else None,
-                       categories, validate)
+                       categories, validate, operations, max_ops)
     report = SynthReport()
     seen_fp: set[str] = set()
     seen_text: set[str] = set()
@@ -233,7 +256,7 @@ def synthesize(
         return report
     appender = JsonlAppender(output)
     init = (str(taxonomy_path) if taxonomy_path else None, str(personas_path) if personas_path else None,
-            categories, sandbox, validate)
+            categories, sandbox, validate, operations, max_ops)
     results: dict[int, tuple] = {}
     next_to_write = 0
     queue = list(todo)
