@@ -194,3 +194,38 @@ def test_hermes_rendering_of_a_tool_conversation():
     assert msgs[0]["role"] == "system" and msgs[0]["content"].startswith("Be brief.") and "<tools>" in msgs[0]["content"]
     assert msgs[2]["content"] == '<tool_call>\n{"name": "ls", "arguments": {"path": "."}}\n</tool_call>'
     assert msgs[3] == {"role": "user", "content": "<tool_response>\na.txt\n</tool_response>\n<tool_response>\nb.txt\n</tool_response>"}
+
+
+def test_server_exits_when_the_command_that_started_it_is_killed(tmp_path):
+    """A rollout killed with SIGKILL must not leave its model server busy on the cores."""
+    import os
+    import signal
+    import time
+
+    _model_available()
+    code = (
+        "import sys, time\n"
+        "from clawgym.serve import ServerProcess\n"
+        f"s = ServerProcess('smollm2-135m', max_batch=1, log_path={str(tmp_path / 'server.log')!r}).start()\n"
+        "print(s.proc.pid, flush=True)\n"
+        "time.sleep(3600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        server_pid = int(parent.stdout.readline())
+        os.kill(server_pid, 0)  # alive
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.kill(server_pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.5)
+        else:
+            os.kill(server_pid, signal.SIGKILL)
+            pytest.fail("the model server outlived the process that started it by 30 s")
+    finally:
+        if parent.poll() is None:
+            parent.kill()

@@ -5,7 +5,7 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: see clawgym.serve.server.quiet_openmp
 
-from clawgym.serve.server import serve  # noqa: E402
+from clawgym.serve.server import exit_with_parent, serve  # noqa: E402
 
 
 def main() -> None:
@@ -16,7 +16,11 @@ def main() -> None:
     p.add_argument("--max-batch", type=int, default=16)
     p.add_argument("--served-name", default=None)
     p.add_argument("--token-log", default=None, help="Append each request's prompt and generated ids here (JSONL).")
+    p.add_argument("--parent-pid", type=int, default=None,
+                   help="Exit when this process (the one that started the server) is gone.")
     a = p.parse_args()
+    if a.parent_pid:
+        exit_with_parent(a.parent_pid)
     serve(a.model, a.host, a.port, a.max_batch, a.served_name, token_log=a.token_log)
 
 

@@ -48,6 +48,24 @@ def serve(model: str, host: str = "127.0.0.1", port: int = 8000, max_batch: int 
         engine.close()
 
 
+def exit_with_parent(parent_pid: int, interval: float = 1.0) -> None:
+    """Stop this server when `parent_pid` is no longer its parent (killed with SIGKILL, crashed): a server started
+    for one command must not outlive it and keep two cores busy. A thread checks the parent pid each second,
+    sends this process SIGTERM (uvicorn shuts down cleanly) and exits hard if that did not end it in 10 s."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(interval)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10)
+        os._exit(1)
+
+    if os.getppid() != parent_pid:
+        raise SystemExit(f"parent process {parent_pid} is already gone")
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
@@ -76,7 +94,8 @@ class ServerProcess:
         resolve_model_dir(self.model)
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         cmd = [sys.executable, "-m", "clawgym.serve", "--model", self.model, "--port", str(self.port),
-               "--max-batch", str(self.max_batch)] + (["--token-log", str(self.token_log)] if self.token_log else [])
+               "--max-batch", str(self.max_batch), "--parent-pid", str(os.getpid())] + (
+                   ["--token-log", str(self.token_log)] if self.token_log else [])
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                      env={"OMP_WAIT_POLICY": "PASSIVE", **os.environ, "TOKENIZERS_PARALLELISM": "false"})
         if log is not subprocess.DEVNULL:
