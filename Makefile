@@ -45,15 +45,27 @@ test: install
 test-slow: install
 	$(BIN)/pytest -m slow
 
-# The main job, offline: the no-op and oracle baselines and the built-in agent on the embedded SmolLM2 model
-# (its server started and stopped by the command) on the shipped example tasks, in sandboxes.
+# The main job, offline, on the embedded defaults: synthesize train and held-out tasks (disjoint seeds and
+# personas), the no-op and oracle baselines in sandboxes, re-verify the teacher's kept workspaces, filter its
+# trajectories, a short LoRA SFT of SmolLM2-135M, then the base model and the student on the held-out tasks
+# (their model servers started and stopped by the commands), and the summary of every run.
+DEMO      := $(RUNS)/demo
+DEMO_OPS  := --operations convert_format --operations clean_data --operations build_plan --max-ops 1
+DEMO_LLM  := --agent llm -j 4 --max-turns 4 --max-tokens 640
 demo: install image
 	$(BIN)/clawgym sandbox check || true
-	$(BIN)/clawgym rollout examples/tasks.jsonl --agent noop -j 4 -o $(RUNS)/demo/noop
-	$(BIN)/clawgym rollout examples/tasks.jsonl --agent oracle -j 4 -o $(RUNS)/demo/oracle
-	$(BIN)/clawgym rollout examples/tasks.jsonl --agent llm --model smollm2-135m -j 4 \
-	  --max-turns 4 --max-tokens 128 -o $(RUNS)/demo/smollm2
-	$(BIN)/clawgym summary $(RUNS)/demo/noop $(RUNS)/demo/oracle $(RUNS)/demo/smollm2
+	$(BIN)/python benchmarks/learning/split_personas.py personas/personas.yaml $(DEMO)
+	$(BIN)/clawgym synth persona -n 12 --seed 7 $(DEMO_OPS) --personas $(DEMO)/personas_train.yaml -o $(DEMO)/train_tasks.jsonl
+	$(BIN)/clawgym synth persona -n 4 --seed 8 $(DEMO_OPS) --personas $(DEMO)/personas_test.yaml -o $(DEMO)/test_tasks.jsonl
+	$(BIN)/clawgym rollout $(DEMO)/train_tasks.jsonl --agent noop -j 4 -o $(DEMO)/noop
+	$(BIN)/clawgym rollout $(DEMO)/train_tasks.jsonl --agent oracle -j 4 -o $(DEMO)/teacher
+	$(BIN)/clawgym verify $(DEMO)/teacher
+	$(BIN)/clawgym filter $(DEMO)/teacher --min-score 1.0 -o $(DEMO)/sft.jsonl
+	@test -d $(DEMO)/student || $(BIN)/clawgym train sft $(DEMO)/sft.jsonl --model smollm2-135m -o $(DEMO)/sft \
+	  --epochs 2 --lr 1e-3 --lora-r 32 --max-len 3072 --batch-tokens 4096 --save-steps 0 --export $(DEMO)/student
+	$(BIN)/clawgym eval --bench $(DEMO)/test_tasks.jsonl $(DEMO_LLM) --model smollm2-135m -o $(DEMO)/eval_base
+	$(BIN)/clawgym eval --bench $(DEMO)/test_tasks.jsonl $(DEMO_LLM) --model $(DEMO)/student -o $(DEMO)/eval_student
+	$(BIN)/clawgym summary $(DEMO)/noop $(DEMO)/teacher $(DEMO)/eval_base $(DEMO)/eval_student
 
 bench: install
 	$(BIN)/python benchmarks/perf/run_all.py

@@ -151,3 +151,17 @@ def test_operation_filter_rejects_unknown_ids(tmp_path):
     with pytest.raises(ClawgymError, match="unknown operation"):
         synthesize(2, 0, tmp_path / "x.jsonl", validate=False, operations=["no_such_op"])
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_split_personas_gives_disjoint_loadable_halves(tmp_path):
+    from clawgym.synth.personas import default_personas_path, split_personas
+
+    a, b, na, nb = split_personas(None, tmp_path)
+    pa, pb = load_personas(a), load_personas(b)
+    everyone = load_personas(default_personas_path())
+    assert (na, nb) == (len(pa), len(pb)) and na + nb == len(everyone) and abs(na - nb) <= 1
+    assert not {p.id for p in pa} & {p.id for p in pb}
+    assert {p.id for p in pa} | {p.id for p in pb} == {p.id for p in everyone}
+    before = a.stat().st_mtime_ns
+    split_personas(None, tmp_path)  # a rerun leaves identical files alone
+    assert a.stat().st_mtime_ns == before

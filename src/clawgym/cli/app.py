@@ -34,6 +34,13 @@ from clawgym.cli.train_cmd import filter_cmd, train_app  # noqa: E402
 
 app.command("filter")(filter_cmd)
 app.add_typer(train_app, name="train")
+from clawgym.cli.agents_cmd import agents_app  # noqa: E402
+
+app.add_typer(agents_app, name="agents")
+from clawgym.cli.skills_cmd import skills_app, synth_skill_cmd  # noqa: E402
+
+app.add_typer(skills_app, name="skills")
+synth_app.command("skill")(synth_skill_cmd)
 
 out = Console()
 err = Console(stderr=True)
@@ -275,8 +282,31 @@ def synth_persona(
     personas: Path | None = typer.Option(None, help="Personas YAML (default: personas/personas.yaml)."),
     operations: list[str] | None = typer.Option(None, "--operations", help="Only tasks made of these atomic operation ids (repeatable)."),
     max_ops: int | None = typer.Option(None, "--max-ops", min=1, max=4, help="At most this many operations per task (default: 1-4)."),
+    generator: str = typer.Option("template", help="template (offline, deterministic) or llm (a model writes each task; -n counts candidates)."),
+    model: str = typer.Option("smollm2-135m", help="llm generator: a served model name, an embedded model or a local model dir."),
+    base_url: str | None = typer.Option(None, help="llm generator: OpenAI-compatible endpoint (else $OPENAI_BASE_URL; else the embedded server for a local --model)."),
+    max_repairs: int = typer.Option(3, min=0, help="llm generator: repair rounds after a failed check."),
+    max_tokens: int = typer.Option(4096, min=16, help="llm generator: completion tokens per model call."),
+    temperature: float = typer.Option(0.7, min=0.0, help="llm generator: sampling temperature."),
+    review: bool = typer.Option(True, help="llm generator: have the model review each validated task for answer leaks and factual errors."),
+    dedup: bool | None = typer.Option(None, "--dedup/--no-dedup", help="Drop near-duplicates (MiniLM cosine >= 0.90 within a category). Default: on for llm, off for template."),
+    dedup_against: list[Path] | None = typer.Option(None, "--dedup-against", help="llm generator: also count tasks of these files as already kept (repeatable)."),
 ) -> None:
     """Persona-driven tasks: workflows of 1-4 operations, validated in sandboxes (reference 1, no-op 0)."""
+    if generator not in ("template", "llm"):
+        fail(f"unknown generator {generator!r}; choose template or llm", 2)
+    if generator == "llm":
+        from clawgym.synth.llm_route import LLMSynthError, persona_briefs
+
+        try:
+            briefs = persona_briefs(n, seed, categories=categories, operations=operations, max_ops=max_ops,
+                                    taxonomy_path=taxonomy, personas_path=personas)
+        except LLMSynthError as exc:
+            fail(str(exc), 2)
+        run_llm_synth(briefs, output, route="persona", model=model, base_url=base_url, sandbox=sandbox, jobs=jobs,
+                      max_repairs=max_repairs, max_tokens=max_tokens, temperature=temperature, review=review,
+                      dedup=dedup is not False, dedup_against=dedup_against or [])
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
@@ -306,6 +336,62 @@ def synth_persona(
     out.print(f"wrote {report.written} tasks ({report.resumed} already there) -> {output}; rejected: {rej}",
               highlight=False)
     out.print(f"report: {output.with_name(output.name + '.report.json')}", highlight=False)
+    if dedup:
+        _dedup_in_place(output)
+
+
+def _dedup_in_place(output: Path) -> None:
+    from clawgym.synth.dedup import dedup_files, report_path
+
+    rep = dedup_files([output], output, cache=True)
+    out.print(f"dedup: kept {rep.kept} of {rep.read} tasks ({len(rep.dropped)} near-duplicates dropped); "
+              f"report: {report_path(output)}", highlight=False)
+
+
+def run_llm_synth(briefs, output: Path, *, route: str, model: str, base_url: str | None, sandbox: str, jobs: int,
+                  max_repairs: int, max_tokens: int, temperature: float, review: bool, dedup: bool,
+                  dedup_against: list[Path]) -> None:
+    """The LLM generator of a synth route (persona, skill): briefs -> validated tasks, with the yield printed."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from clawgym.synth.llm_route import Settings, synthesize_llm, yield_path
+
+    if sandbox == "local":
+        fail("the llm generator runs model-written programs: use --sandbox bwrap or docker", 2)
+    settings = Settings(model=model, max_repairs=max_repairs, max_tokens=max_tokens, temperature=temperature,
+                        review=review)
+    progress = Progress(TextColumn(f"[bold]synth {route} (llm)"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=err)
+    bar = progress.add_task("synth", total=len(briefs))
+    with progress:
+        report = synthesize_llm(briefs, output, settings, base_url=base_url, sandbox=sandbox, jobs=jobs, dedup=dedup,
+                                dedup_against=dedup_against, route=route, announce=_announce_server(model),
+                                on_progress=lambda done, total: progress.update(bar, completed=done))
+    for line in report.lines():
+        out.print(line, highlight=False)
+    out.print(f"tasks: {output}; rejections: {output.name}.rejected.jsonl; yield report: {yield_path(output)}",
+              highlight=False)
+
+
+@synth_app.command("dedup")
+def synth_dedup(
+    inputs: list[Path] = typer.Argument(..., metavar="FILE...", help="tasks.jsonl files, read in order (the first of near-duplicates is kept)."),
+    output: Path = typer.Option(..., "-o", "--output", help="tasks.jsonl to write (may be one of the inputs)."),
+    threshold: float = typer.Option(0.90, min=0.0, max=1.0, help="Cosine similarity at or above which two tasks of a category are duplicates."),
+    precision: str = typer.Option("auto", help="Embedding precision: auto (bf16 where the CPU has it natively), fp32, bf16."),
+    cache: bool = typer.Option(True, help="Keep embeddings in ~/.cache/clawgym/embeddings (repeated runs skip the model)."),
+) -> None:
+    """Drop near-duplicate tasks across files: all-MiniLM-L6-v2 embeddings of each request, cosine >= 0.90
+    within a category (as ClawGym). Writes OUT and OUT.dedup.json (what was dropped, and for which task)."""
+    from clawgym.synth.dedup import dedup_files, report_path
+
+    rep = dedup_files(inputs, output, threshold, precision=precision, cache=cache)
+    for cat, c in sorted(rep.by_category.items()):
+        out.print(f"{cat or '(no category)'}: kept {c['kept']} of {c['read']}", highlight=False)
+    out.print(f"kept {rep.kept} of {rep.read} tasks ({len(rep.dropped)} near-duplicates, {len(rep.same_id)} repeated "
+              f"ids dropped) -> {output}; {rep.read / max(1e-9, rep.embed_s + rep.compare_s):.0f} tasks/s "
+              f"({rep.precision}, {rep.embedded} embedded, the rest from the cache); "
+              f"report: {report_path(output)}", highlight=False)
 
 
 # ------------------------------------------------------------------------------------------------ rollout
@@ -314,7 +400,7 @@ def synth_persona(
 @app.command()
 def rollout(
     tasks_path: Path = typer.Argument(..., metavar="TASKS", help="tasks.jsonl"),
-    agent: str = typer.Option("noop", help="Agent: llm (a model through tools), noop (does nothing), oracle (replays the reference)."),
+    agent: str = typer.Option("noop", help="Agent: llm (a model through tools), openclaw (OpenClaw in the sandbox; `clawgym agents install openclaw`), noop (does nothing), oracle (replays the reference)."),
     model: str = typer.Option("smollm2-135m", help="Model of the llm agent: a served name, an embedded model or a local model dir."),
     base_url: str | None = typer.Option(None, help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL; else the embedded server is started for a local --model)."),
     max_turns: int = typer.Option(30, min=1, help="llm agent: model calls per session."),
@@ -349,7 +435,7 @@ def rollout(
     from clawgym.sandbox import SandboxLimits, get_backend
 
     try:
-        if agent != "llm":
+        if agent not in ("llm", "openclaw"):
             get_agent(agent)
         backend = get_backend(sandbox)
     except ValueError as exc:
@@ -421,7 +507,7 @@ def rollout(
 @app.command("eval")
 def eval_cmd(
     bench: str = typer.Option(..., "--bench", help="clawgym-bench, pinchbench:PATH, pinchbench-offline:PATH, clawgym-folder:PATH or a tasks.jsonl."),
-    agent: str = typer.Option("llm", help="Agent: llm, noop or oracle."),
+    agent: str = typer.Option("llm", help="Agent: llm, openclaw, noop or oracle."),
     model: str = typer.Option("smollm2-135m", help="Model of the llm agent (embedded name, local dir, or served name)."),
     base_url: str | None = typer.Option(None, help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL; else the embedded server)."),
     samples: int = typer.Option(1, "-k", "--samples", min=1, help="Runs (samples per task): pass@k, mean ± std over runs."),

@@ -41,6 +41,8 @@ class Group:
     infra_errors: int = 0
     unscored: int = 0
     skipped: int = 0  # e.g. the oracle on a task without a reference solution
+    hybrid_tasks: int = 0  # tasks with a rubric (code checks + rubric, or rubric only)
+    rubric_not_judged: int = 0  # scored episodes of such tasks whose rubric was not judged (code part only)
 
 
 def _group(name: str, tasks: list[Task], trajs: dict[str, list[Trajectory]], k: int) -> Group:
@@ -52,6 +54,7 @@ def _group(name: str, tasks: list[Task], trajs: dict[str, list[Trajectory]], k: 
     for t in tasks:
         eps = trajs.get(t.id, [])
         g.episodes += len(eps)
+        g.hybrid_tasks += t.verifier.rubric is not None
         n = c = 0
         for e in eps:
             if e.status == "infra_error":
@@ -64,6 +67,8 @@ def _group(name: str, tasks: list[Task], trajs: dict[str, list[Trajectory]], k: 
                 g.unscored += 1
                 continue
             n += 1
+            if t.verifier.rubric is not None and e.verdict is not None and e.verdict.rubric_score is None:
+                g.rubric_not_judged += 1
             passed = bool(e.verdict and e.verdict.passed)
             c += passed
             scores.append(e.score)
@@ -129,10 +134,21 @@ def _rows(report: dict[str, Any]) -> list[list[str]]:
 HEADERS = ["category", "tasks", "scored", "mean", "pass", "pass@k", "mean ± std (runs)", "infra", "not scored"]
 
 
+def unjudged_note(report: dict[str, Any]) -> str | None:
+    """A line saying how many episodes of tasks with a rubric were scored on their code checks alone (no judge
+    configured, so the rubric's share is not in their score), or None when every rubric was judged."""
+    o = report["overall"]
+    n = o.get("rubric_not_judged", 0)
+    if not n:
+        return None
+    return (f"{n} scored episode(s) of the {o.get('hybrid_tasks', 0)} task(s) with a rubric were scored on their "
+            "code checks alone (no judge configured; pass --judge-model to judge the rubric).")
+
+
 def render_table(report: dict[str, Any]):
     from rich.table import Table
 
-    table = Table(title=f"{report['suite']} (k={report['k']})")
+    table = Table(title=f"{report['suite']} (k={report['k']})", caption=unjudged_note(report))
     for h in HEADERS:
         table.add_column(h, justify="left" if h in ("category", "pass@k") else "right")
     rows = _rows(report)
@@ -146,6 +162,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines = [f"# {report['suite']}: {s.get('agent')}" + (f" / {s['model']}" if s.get("model") else ""), ""]
     lines += ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(r) + " |" for r in _rows(report)]
+    if note := unjudged_note(report):
+        lines += ["", note]
     if report["infra_errors"]:
         lines += ["", f"Infrastructure errors (not scored): {len(report['infra_errors'])}"]
         lines += [f"- `{e['id']}`: {e['kind']}: {e['message']}" for e in report["infra_errors"][:20]]

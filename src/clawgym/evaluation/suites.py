@@ -1,7 +1,9 @@
 """Benchmark suites: a name or path to the tasks it holds.
 
 * `clawgym-bench`: our own suite, `benchmarks/clawgym-bench/tasks.jsonl` in the repository (or the path given by
-  `$CLAWGYM_BENCH_DIR`);
+  `$CLAWGYM_BENCH_DIR`): 200 tasks in ClawGym-Bench's six categories (the task's `category` is the taxonomy's
+  category name, which the report groups by), 156 code-verified and 44 hybrid, built by
+  `benchmarks/clawgym-bench/build.py` from the persona and skill synthesizers;
 * `pinchbench:PATH`: a PinchBench checkout or task folder, imported with its `grade()` code, judge rubric and
   weights; `pinchbench-offline:PATH` leaves out the tasks that need the network;
 * `clawgym-folder:PATH`: ClawGym RL task folders;
@@ -43,7 +45,8 @@ def load_suite(spec: str) -> Suite:
     if spec == "clawgym-bench":
         path = _bench_dir() / "tasks.jsonl"
         if not path.exists():
-            raise SuiteError(f"clawgym-bench: {path} not found (set CLAWGYM_BENCH_DIR)")
+            raise SuiteError(f"clawgym-bench: {path} not found (set CLAWGYM_BENCH_DIR, or build it with "
+                             "python benchmarks/clawgym-bench/build.py)")
         return Suite("clawgym-bench", read_records(path, Task), str(path), path.parent)
     if kind in ("pinchbench", "pinchbench-offline") and arg:
         from clawgym.importers import import_pinchbench

@@ -144,3 +144,27 @@ def persona_summary(p: Persona) -> str:
     uses = tools[0] if len(tools) == 1 else ", ".join(tools[:-1]) + " and " + tools[-1]
     return (f"{p.name}, {p.age}, {p.occupation} ({p.domain}) in {p.location}, who wants to {wants} and works "
             f"with {uses} (writing style: {p.tone.rstrip('.')}).")
+
+
+def split_personas(path: Path | str | None, out_dir: Path | str) -> tuple[Path, Path, int, int]:
+    """Write two persona files with disjoint personas (`personas_train.yaml`, `personas_test.yaml`: sorted by
+    id, even positions in the first, odd in the second), for train and held-out task sets that share no persona.
+    Returns both paths and sizes. Files already holding the same text are left alone (reruns resume)."""
+    import yaml
+
+    src = Path(path) if path else default_personas_path()
+    load_personas(src)  # a bad file fails here with its file:line: field message
+    data = yaml.safe_load(src.read_text())
+    personas = sorted(data["personas"], key=lambda p: p["id"])
+    halves = (personas[0::2], personas[1::2])
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = (out / "personas_train.yaml", out / "personas_test.yaml")
+    for dest, half in zip(paths, halves, strict=True):
+        text = yaml.safe_dump({"version": data.get("version", 1), "personas": half}, sort_keys=False,
+                              allow_unicode=True)
+        if not dest.exists() or dest.read_text() != text:
+            tmp = dest.with_suffix(".tmp")
+            tmp.write_text(text)
+            os.replace(tmp, dest)
+    return paths[0], paths[1], len(halves[0]), len(halves[1])

@@ -173,7 +173,7 @@ def _drop_sandboxes() -> None:
                 sb.stop()
 
 
-def work(seed: int, jobs: list[tuple[int, int]], validate: bool) -> list[tuple]:
+def work(seed: int, jobs: list[tuple[int, int]], validate: bool, make: Callable | None = None) -> list[tuple]:
     """Make and validate a chunk of (index, attempt) candidates.
 
     Returns one (index, attempt, task json or None, rejection reason or None, detail, fingerprint, info) each."""
@@ -184,7 +184,7 @@ def work(seed: int, jobs: list[tuple[int, int]], validate: bool) -> list[tuple]:
     cands = []
     for k, (index, attempt) in enumerate(jobs):
         try:
-            cands.append((k, make_candidate(seed, index, attempt)))
+            cands.append((k, (make or make_candidate)(seed, index, attempt)))
         except Exception as exc:  # a generator bug must not stop the run; it is counted
             out[k] = (index, attempt, None, "generator_error", f"{type(exc).__name__}: {exc}", "", None)
     verdicts = [None] * len(cands)
@@ -223,8 +223,13 @@ def synthesize(
     operations: list[str] | None = None,
     max_ops: int | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    make: Callable | None = None,
+    id_prefix: str = "persona",
 ) -> SynthReport:
     """Write tasks 0..n-1 of the seed to `output` (appending after what is already there).
+
+    `make(seed, index, attempt) -> Candidate` (picklable; default :func:`make_candidate`) and `id_prefix` let
+    another route (clawgym.synth.skill_route) reuse the run: its task ids are `<id_prefix>-s<seed>-<index>`.
 
     `operations` restricts the atomic operations tasks are made of (and the subcategories to those using one of
     them); `max_ops` caps the length of a task's operation chain. Both change which tasks a seed gives."""
@@ -241,7 +246,7 @@ def synthesize(
         if read.errors:
             raise ClawgymError(f"cannot resume: {read.errors[0]}")
         for t in read.records:
-            prefix = f"persona-s{seed}-"
+            prefix = f"{id_prefix}-s{seed}-"
             if not t.id.startswith(prefix):
                 raise ClawgymError(f"{output}: holds task {t.id!r} of another seed; use another output file")
             done.add(int(t.id[len(prefix):]))
@@ -264,7 +269,7 @@ def synthesize(
     with ProcessPoolExecutor(max_workers=max(1, jobs), initializer=_init_worker, initargs=init) as pool:
         try:
             def submit(chunk: list[tuple[int, int]]) -> None:
-                pending.add(pool.submit(work, seed, chunk, validate))
+                pending.add(pool.submit(work, seed, chunk, validate, make))
 
             def submit_next() -> None:
                 size = max(MIN_CHUNK, min(CHUNK, -(-len(queue) // (2 * max(1, jobs)))))
