@@ -32,6 +32,7 @@ from urllib.parse import unquote
 
 import aiohttp
 
+from clawgym.gateway.budget import BUDGET_ERROR_TYPE, Budget, BudgetBook
 from clawgym.gateway.capture import Assembled, dumps, loads, retokenize, strip_added
 
 UNASSIGNED = "_unassigned"
@@ -110,7 +111,10 @@ class Gateway:
         request_token_ids: bool = True,
         policy_version: str | None = None,
         timeout: float = 900.0,
+        budget: Budget | None = None,
     ):
+        """`budget`: per-trajectory limits (model calls, tokens, wall time); a trajectory past them has its
+        calls refused (see clawgym.gateway.budget). Calls without a trajectory id are not budgeted."""
         self.upstream = upstream.rstrip("/")
         if not self.upstream.endswith("/v1"):
             self.upstream += "/v1"
@@ -125,7 +129,8 @@ class Gateway:
         self._writer = PoolWriter(pool)
         self._next_index: dict[str, int] = {}
         self._index_lock = threading.Lock()
-        self.stats = {"requests": 0, "steps": 0, "upstream_errors": 0, "retokenized": 0}
+        self.budgets = BudgetBook(budget)
+        self.stats = {"requests": 0, "steps": 0, "upstream_errors": 0, "retokenized": 0, "budget_refused": 0}
 
     # -- plumbing -------------------------------------------------------------------------------------------
     def session(self) -> aiohttp.ClientSession:
@@ -215,6 +220,13 @@ class Gateway:
             body["model"] = model
         trajectory = trajectory or UNASSIGNED
         group = group or trajectory
+        if self.budgets.budget and trajectory != UNASSIGNED:
+            refused = self.budgets.admit(trajectory)
+            if refused is not None:
+                self.stats["budget_refused"] += 1
+                await _respond(send, 400, dumps({"error": {"message": refused, "type": BUDGET_ERROR_TYPE,
+                                                           "code": BUDGET_ERROR_TYPE}}))
+                return
         asked = {"return_token_ids": bool(body.get("return_token_ids")), "logprobs": bool(body.get("logprobs"))}
         stream = bool(body.get("stream"))
         asked_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -367,6 +379,8 @@ class Gateway:
         )
         await self._writer.submit(step)
         self.stats["steps"] += 1
+        if self.budgets.budget and meta["trajectory"] != UNASSIGNED:
+            self.budgets.charge(meta["trajectory"], asm.usage)
 
     async def _record_error(self, meta: dict, message: str) -> None:
         self.stats["upstream_errors"] += 1

@@ -4,6 +4,8 @@ duration of a rollout (:class:`GatewayThread`)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import threading
 import time
 from pathlib import Path
@@ -12,6 +14,7 @@ from urllib.parse import quote
 
 from clawgym.core.errors import ClawgymError
 from clawgym.gateway.app import Gateway
+from clawgym.gateway.budget import Budget
 
 
 class GatewayError(ClawgymError):
@@ -51,15 +54,20 @@ def run_gateway(upstream: str, pool_dir: Path, host: str = "127.0.0.1", port: in
 
 class GatewayThread:
     """The gateway on 127.0.0.1 in a background thread; a context manager. `url_for(trajectory, group)` is the
-    base URL an agent of that trajectory uses."""
+    base URL an agent of that trajectory uses.
+
+    `uds`: also serve on this unix socket (same gateway, same event loop), for agents in sandboxes that have
+    no network of their own: the socket is bound into the sandbox and a relay inside forwards to it."""
 
     def __init__(self, upstream: str, pool: Any, *, port: int | None = None, upstream_key: str | None = None,
-                 tokenizer: Any = None, policy_version: str | None = None, token: str | None = None):
+                 tokenizer: Any = None, policy_version: str | None = None, token: str | None = None,
+                 budget: Budget | None = None, uds: Path | None = None):
         from clawgym.serve.server import free_port
 
         self.port = port or free_port()
+        self.uds = Path(uds) if uds is not None else None
         self.gateway = Gateway(upstream, pool, upstream_key=upstream_key, tokenizer=tokenizer,
-                               policy_version=policy_version, token=token)
+                               policy_version=policy_version, token=token, budget=budget)
         self._server = None
         self._thread: threading.Thread | None = None
 
@@ -79,8 +87,19 @@ class GatewayThread:
         config = uvicorn.Config(self.gateway, host="127.0.0.1", port=self.port, log_level="warning",
                                 access_log=False, lifespan="on")
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._server.serve()), name="clawgym-gateway",
-                                        daemon=True)
+        sockets = None
+        if self.uds is not None:
+            tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            tcp.bind(("127.0.0.1", self.port))
+            if self.uds.exists():
+                self.uds.unlink()
+            unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            unix.bind(str(self.uds))
+            os.chmod(self.uds, 0o666)  # any uid in a sandbox may connect; the directory bounds who sees it
+            sockets = [tcp, unix]
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._server.serve(sockets=sockets)),
+                                        name="clawgym-gateway", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + 30
         while not self._server.started:
@@ -94,6 +113,8 @@ class GatewayThread:
             self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=30)
+        if self.uds is not None and self.uds.exists():
+            self.uds.unlink()
 
     def __enter__(self) -> GatewayThread:
         return self.start()

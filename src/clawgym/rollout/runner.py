@@ -33,7 +33,7 @@ from clawgym.agent.base import Agent, AgentOutcome, EpisodeContext
 from clawgym.core.errors import ClawgymError
 from clawgym.core.jsonl import JsonlAppender, read_records_lenient
 from clawgym.core.records import ErrorInfo, Task, Trajectory, Verdict
-from clawgym.sandbox.base import Sandbox, SandboxBackend, SandboxError, SandboxLimits
+from clawgym.sandbox.base import Mount, Sandbox, SandboxBackend, SandboxError, SandboxLimits
 from clawgym.verify import verify_episode
 from clawgym.workspace.materialize import snapshot_archive
 
@@ -60,6 +60,8 @@ class RolloutOptions:
     retry_delay_s: float = 1.0
     # called with every attempt's trajectory (retried ones included) as soon as it ends, from a worker thread
     on_attempt: Callable[[Trajectory], None] | None = None
+    # extra directories bound into every sandbox (a black-box agent's runtime, its state); set by the agent session
+    mounts: list[Mount] = field(default_factory=list)
 
 
 @dataclass
@@ -158,7 +160,8 @@ def run_episode(
         )
 
     try:
-        sandbox: Sandbox = backend.start(task.workspace, limits=options.limits, base_dir=options.base_dir)
+        extra = {"mounts": options.mounts} if options.mounts else {}
+        sandbox: Sandbox = backend.start(task.workspace, limits=options.limits, base_dir=options.base_dir, **extra)
     except SandboxError as exc:
         return infra("sandbox_start", str(exc))
     except ClawgymError as exc:  # e.g. a workspace file that cannot be built

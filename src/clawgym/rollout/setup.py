@@ -1,6 +1,8 @@
 """Everything an agent needs around a rollout, set up and torn down in one place (used by `clawgym rollout` and
 `clawgym eval`): for the LLM agent, the model endpoint (the embedded server started when the model is local and
-no base URL is given), the gateway recording every call into `RUN_DIR/pool`, and the shared client."""
+no base URL is given), the gateway recording every call into `RUN_DIR/pool`, and the shared client; for the
+OpenClaw agent, the same endpoint and gateway (also on a unix socket, with a per-trajectory budget) and the
+mounts every sandbox gets: the installation read-only, the socket's directory read-only, a private state dir."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from clawgym.rollout.runner import RolloutOptions
 
 @dataclass
 class AgentSpec:
-    name: str = "noop"  # llm | noop | oracle
+    name: str = "noop"  # llm | openclaw | noop | oracle
     model: str = "smollm2-135m"
     base_url: str | None = None
     max_turns: int = 30
@@ -30,6 +32,13 @@ class AgentSpec:
     stream: bool = False
     gateway: bool = True
     policy_version: str | None = None
+    # openclaw: the installed version to run, and the gateway's per-trajectory budget (None: max_turns model
+    # calls, max_total_tokens tokens, the longest task timeout as wall time)
+    openclaw_version: str | None = None
+    context_window: int = 32768
+    budget_steps: int | None = None
+    budget_tokens: int | None = None
+    budget_wall_s: float | None = None
 
 
 @dataclass
@@ -37,6 +46,7 @@ class AgentSession:
     factory: Callable[[], Agent]
     settings: dict[str, Any] = field(default_factory=dict)
     client: Any = None  # the LLMClient, for usage figures
+    gateway: Any = None  # the GatewayThread recording the calls, when there is one
 
     def usage_line(self) -> str | None:
         if self.client is None:
@@ -52,6 +62,10 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
     """Yield the agent factory for a rollout into `run_dir`; sets `options.on_attempt` when recording."""
     from clawgym.agent import get_agent
 
+    if spec.name == "openclaw":
+        with openclaw_session(spec, run_dir, tasks, options, announce) as session:
+            yield session
+        return
     if spec.name != "llm":
         get_agent(spec.name)  # validates the name
         yield AgentSession(lambda: get_agent(spec.name))
@@ -94,3 +108,80 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
         settings.update(model=spec.model, base_url=url, limits_agent=limits.__dict__,
                         endpoint="given" if (spec.base_url or os.environ.get("OPENAI_BASE_URL")) else "embedded")
         yield AgentSession(lambda: LLMAgent(client, limits, route=route), settings, client)
+
+
+@contextmanager
+def openclaw_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: RolloutOptions,
+                     announce: Callable[[Any], None] | None = None) -> Iterator[AgentSession]:
+    """The OpenClaw agent's session: endpoint, gateway (TCP for the host, a unix socket for the sandboxes),
+    pool, budget, and the sandbox mounts (set on `options.mounts`)."""
+    import shutil
+    import tempfile
+
+    from clawgym.agent.openclaw import (
+        GATEWAY_MOUNT,
+        INSTALL_MOUNT,
+        SOCKET_NAME,
+        STATE_MOUNT,
+        InstallError,
+        OpenClawAgent,
+        OpenClawSettings,
+        find_installation,
+    )
+    from clawgym.agent.openclaw.install import DEFAULT_VERSION
+    from clawgym.gateway import Budget, GatewayThread
+    from clawgym.llm import model_endpoint
+    from clawgym.pool.store import Pool
+    from clawgym.sandbox.base import Mount
+
+    version = spec.openclaw_version or DEFAULT_VERSION
+    inst = find_installation(version)
+    if inst is None:
+        raise InstallError(f"OpenClaw {version} is not installed: run `clawgym agents install openclaw"
+                           + (f" --version {version}`" if version != DEFAULT_VERSION else "`"))
+    if options.limits.network:
+        raise InstallError("--agent openclaw runs without a network (its model calls go through the gateway's "
+                           "socket); drop --network")
+    if not spec.gateway:
+        raise InstallError("--agent openclaw reaches its model only through the gateway; drop --no-gateway")
+    with ExitStack() as stack:
+        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        url = stack.enter_context(model_endpoint(spec.model, spec.base_url, log_path=run_dir / "logs" / "server.log",
+                                                 on_start=announce))
+        pool = Pool(run_dir / "pool")
+        stack.callback(pool.close)
+        for t in tasks:
+            pool.expect_group(t.id, options.samples)
+        # a short path (unix socket paths are limited to 108 bytes), private to this run
+        sock_dir = Path(tempfile.mkdtemp(prefix="clawgym-gw-"))
+        stack.callback(shutil.rmtree, sock_dir, True)
+        sock_dir.chmod(0o755)
+        budget = Budget(max_steps=spec.budget_steps or spec.max_turns,
+                        max_tokens=spec.budget_tokens or spec.max_total_tokens,
+                        max_wall_s=spec.budget_wall_s or max((t.timeout_seconds for t in tasks), default=None))
+        gw = stack.enter_context(GatewayThread(url, pool, policy_version=spec.policy_version, budget=budget,
+                                               upstream_key=os.environ.get("OPENAI_API_KEY"),
+                                               uds=sock_dir / SOCKET_NAME))
+
+        def on_attempt(t) -> None:
+            tid = t.id if t.attempts == 1 else f"{t.id}~{t.attempts}"
+            pool.end_trajectory(tid, group_id=t.task_id, task_id=t.task_id, status=t.status, reward=t.score,
+                                verdict=t.verdict.model_dump() if t.verdict else None)
+
+        options.on_attempt = on_attempt
+        options.mounts = [Mount(target=INSTALL_MOUNT, source=inst.root), Mount(target=GATEWAY_MOUNT, source=sock_dir),
+                          Mount(target=STATE_MOUNT, read_only=False)]
+
+        def route(task, ctx) -> str:
+            return gw.url_for(ctx.trajectory_id, task.id).split(f":{gw.port}", 1)[1]
+
+        settings_oc = OpenClawSettings(model=spec.model, max_tokens=spec.max_tokens, version=inst.version,
+                                       context_window=spec.context_window)
+        settings = {"model": spec.model, "base_url": url, "pool": str(run_dir / "pool"),
+                    "openclaw": {"version": inst.version, "node": inst.node_version, "root": str(inst.root)},
+                    "budget": {"max_steps": budget.max_steps, "max_tokens": budget.max_tokens,
+                               "max_wall_s": budget.max_wall_s},
+                    "endpoint": "given" if (spec.base_url or os.environ.get("OPENAI_BASE_URL")) else "embedded"}
+        yield AgentSession(lambda: OpenClawAgent(settings_oc, route=route,
+                                                 steps_of=lambda tid: pool.steps(trajectory_id=tid),
+                                                 spend_of=gw.gateway.budgets.spend), settings, gateway=gw)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from clawgym.sandbox.base import (
     ExecResult,
+    Mount,
     Sandbox,
     SandboxBackend,
     SandboxError,
@@ -55,6 +56,6 @@ def check_backends() -> dict[str, tuple[bool, str]]:
 
 
 __all__ = [
-    "BACKENDS", "ExecResult", "Sandbox", "SandboxBackend", "SandboxError", "SandboxLimits", "SandboxUnavailable",
+    "BACKENDS", "ExecResult", "Mount", "Sandbox", "SandboxBackend", "SandboxError", "SandboxLimits", "SandboxUnavailable",
     "check_backends", "get_backend",
 ]

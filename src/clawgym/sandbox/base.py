@@ -55,6 +55,49 @@ class SandboxLimits(BaseModel):
     network: bool = Field(default=False, description="Give the sandbox a network (off by default).")
 
 
+class Mount(BaseModel):
+    """An extra directory bound into a sandbox (e.g. a black-box agent's runtime, read-only, and its state).
+
+    `source` None means a fresh empty host directory private to each sandbox, removed with it; the host side is
+    `Sandbox.mounts[target]`. The target must be a new top-level directory or lie under one of the sandbox's
+    private directories (/tmp, /run, /root, /home), never at or under the workspace or the control directory."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    target: str = Field(description="Absolute path inside the sandbox.")
+    source: Path | None = Field(default=None, description="Host directory; None: a fresh one per sandbox.")
+    read_only: bool = Field(default=True, description="Bound read-only (a fresh directory is usually not).")
+
+
+def check_mounts(mounts: Sequence[Mount], mount_dir: str) -> None:
+    """Refuse mounts that would shadow the workspace, the control directory or each other."""
+    seen: list[str] = []
+    for m in mounts:
+        t = posixpath.normpath(m.target)
+        if not t.startswith("/") or t == "/":
+            raise SandboxError(f"mount target {m.target!r} must be an absolute path below /")
+        for other in (mount_dir, CTL_DIR, *seen):
+            o = posixpath.normpath(other)
+            if t == o or t.startswith(o.rstrip("/") + "/") or o.startswith(t + "/"):
+                raise SandboxError(f"mount target {m.target} overlaps {other}")
+        if m.source is not None and not Path(m.source).is_dir():
+            raise SandboxError(f"mount source {m.source} is not a directory")
+        seen.append(t)
+
+
+def host_mounts(root: Path, mounts: Sequence[Mount]) -> list[tuple[Path, str, bool]]:
+    """(host dir, target, read_only) of each mount, creating the fresh per-sandbox ones under `root/mnt/`."""
+    out = []
+    for i, m in enumerate(mounts):
+        if m.source is None:
+            host = root / "mnt" / str(i)
+            host.mkdir(parents=True)
+        else:
+            host = Path(m.source).resolve()
+        out.append((host, posixpath.normpath(m.target), m.read_only))
+    return out
+
+
 @dataclass
 class ExecResult:
     exit_code: int
@@ -92,6 +135,7 @@ class Sandbox(ABC):
         # the control directory: host side, and as commands in the sandbox see it
         self.ctl_host = self.host_workspace.parent / "ctl"
         self.ctl_inside = CTL_DIR
+        self.mounts: dict[str, Path] = {}  # extra mounts: target inside -> host directory
 
     # -- to implement -------------------------------------------------------------------------------
     @abstractmethod
@@ -311,9 +355,10 @@ class SandboxBackend(ABC):
         limits: SandboxLimits | None = None,
         base_dir: Path | None = None,
         prebuilt: Path | None = None,
+        mounts: Sequence[Mount] = (),
     ) -> Sandbox:
         """Materialize the workspace (or copy `prebuilt`, a directory already holding it) and start a
-        sandbox around it."""
+        sandbox around it, with the extra `mounts` bound in."""
 
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release backend-wide resources (clients, pools)."""

@@ -22,11 +22,14 @@ from pathlib import Path
 from clawgym.core.records import WorkspaceSpec
 from clawgym.sandbox.base import (
     ExecResult,
+    Mount,
     Sandbox,
     SandboxBackend,
     SandboxError,
     SandboxLimits,
     SandboxUnavailable,
+    check_mounts,
+    host_mounts,
     prepare_host_workspace,
     tmpfs_sizes,
 )
@@ -98,8 +101,10 @@ def _mount_dir_ok(mount_dir: str, rootfs: Path | None) -> None:
 class BwrapSandbox(Sandbox):
     backend = "bwrap"
 
-    def __init__(self, root: Path, mount_dir: str, limits: SandboxLimits, rootfs: Path | None):
+    def __init__(self, root: Path, mount_dir: str, limits: SandboxLimits, rootfs: Path | None,
+                 mounts: list[tuple[Path, str, bool]] | None = None):
         super().__init__(root / "ws", mount_dir, limits)
+        self.mounts = {target: host for host, target, _ in mounts or []}
         self._root = root
         self._stopped = False
         self._init_pid: int | None = None
@@ -116,6 +121,8 @@ class BwrapSandbox(Sandbox):
             args += ["--size", str(size), "--tmpfs", path]
         args += ["--bind", str(root / "ws"), mount_dir, "--ro-bind", str(root / "ctl"), CTL_DIR]
         args += ["--bind", str(root / "ctl" / OUT_SUBDIR), f"{CTL_DIR}/{OUT_SUBDIR}"]
+        for host, target, read_only in mounts or []:
+            args += ["--ro-bind" if read_only else "--bind", str(host), target]
         # bwrap's root is a tmpfs holding the mount points: read-only once they are all made
         args += ["--remount-ro", "/"]
         args += ["--chdir", mount_dir, "--setenv", "HOME", home, "--setenv", "PATH", BASE_PATH]
@@ -255,12 +262,20 @@ class BwrapBackend(SandboxBackend):
 
     def start(
         self, workspace: WorkspaceSpec, *, limits: SandboxLimits | None = None, base_dir: Path | None = None,
-        prebuilt: Path | None = None,
+        prebuilt: Path | None = None, mounts: Sequence[Mount] = (),
     ) -> BwrapSandbox:
         if shutil.which("bwrap") is None:
             raise SandboxUnavailable("bubblewrap is not installed (apt-get install bubblewrap)")
         if self.rootfs is None and not self.allow_host_root:
             raise SandboxUnavailable("no sandbox image built (run `clawgym sandbox build`)")
         _mount_dir_ok(workspace.mount_dir, self.rootfs)
+        check_mounts(mounts, workspace.mount_dir)
+        for m in mounts:
+            _mount_dir_ok(m.target, self.rootfs)
         root = prepare_host_workspace(workspace, base_dir, "clawgym-bwrap-", prebuilt)
-        return BwrapSandbox(root, workspace.mount_dir, limits or SandboxLimits(), self.rootfs)
+        try:
+            binds = host_mounts(root, mounts)
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        return BwrapSandbox(root, workspace.mount_dir, limits or SandboxLimits(), self.rootfs, binds)

@@ -23,11 +23,14 @@ from pathlib import Path
 from clawgym.core.records import WorkspaceSpec
 from clawgym.sandbox.base import (
     ExecResult,
+    Mount,
     Sandbox,
     SandboxBackend,
     SandboxError,
     SandboxLimits,
     SandboxUnavailable,
+    check_mounts,
+    host_mounts,
     prepare_host_workspace,
     tmpfs_sizes,
 )
@@ -74,10 +77,17 @@ class _Demux:
 class DockerSandbox(Sandbox):
     backend = "docker"
 
-    def __init__(self, client, image: str, root: Path, mount_dir: str, limits: SandboxLimits):
+    def __init__(self, client, image: str, root: Path, mount_dir: str, limits: SandboxLimits,
+                 mounts: list[tuple[Path, str, bool]] | None = None):
         import docker.errors
 
         super().__init__(root / "ws", mount_dir, limits)
+        self.mounts = {target: host for host, target, _ in mounts or []}
+        volumes = {str(root / "ws"): {"bind": mount_dir, "mode": "rw"},
+                   str(root / "ctl"): {"bind": CTL_DIR, "mode": "ro"},
+                   str(root / "ctl" / OUT_SUBDIR): {"bind": f"{CTL_DIR}/{OUT_SUBDIR}", "mode": "rw"}}
+        for host, target, read_only in mounts or []:
+            volumes[str(host)] = {"bind": target, "mode": "ro" if read_only else "rw"}
         self._client = client
         self._root = root
         self._stopped = False
@@ -94,9 +104,7 @@ class DockerSandbox(Sandbox):
                 pids_limit=limits.max_processes, nano_cpus=int(limits.cpus * 1e9),
                 read_only=True,
                 tmpfs={path: f"size={size}" for path, size in tmpfs_sizes(limits).items()},
-                volumes={str(root / "ws"): {"bind": mount_dir, "mode": "rw"},
-                         str(root / "ctl"): {"bind": CTL_DIR, "mode": "ro"},
-                         str(root / "ctl" / OUT_SUBDIR): {"bind": f"{CTL_DIR}/{OUT_SUBDIR}", "mode": "rw"}},
+                volumes=volumes,
                 working_dir=mount_dir, hostname="sandbox",
                 environment={"HOME": "/root", "PATH": BASE_PATH, "LANG": "C.UTF-8", "WORKSPACE": mount_dir,
                              "TERM": "dumb"},
@@ -273,7 +281,7 @@ class DockerBackend(SandboxBackend):
 
     def start(
         self, workspace: WorkspaceSpec, *, limits: SandboxLimits | None = None, base_dir: Path | None = None,
-        prebuilt: Path | None = None,
+        prebuilt: Path | None = None, mounts: Sequence[Mount] = (),
     ) -> DockerSandbox:
         import docker.errors
 
@@ -287,8 +295,14 @@ class DockerBackend(SandboxBackend):
             raise SandboxUnavailable(
                 f"image {self.image} not found: run `clawgym sandbox build` (it imports the image into Docker)"
             ) from None
+        check_mounts(mounts, workspace.mount_dir)
         root = prepare_host_workspace(workspace, base_dir, "clawgym-docker-", prebuilt)
-        return DockerSandbox(client, self.image, root, workspace.mount_dir, limits or SandboxLimits())
+        try:
+            binds = host_mounts(root, mounts)
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        return DockerSandbox(client, self.image, root, workspace.mount_dir, limits or SandboxLimits(), binds)
 
     def close(self) -> None:
         if self._client is not None:

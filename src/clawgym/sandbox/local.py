@@ -19,10 +19,12 @@ from pathlib import Path
 from clawgym.core.records import WorkspaceSpec
 from clawgym.sandbox.base import (
     ExecResult,
+    Mount,
     Sandbox,
     SandboxBackend,
     SandboxError,
     SandboxLimits,
+    SandboxUnavailable,
     prepare_host_workspace,
 )
 from clawgym.sandbox.cgroups import CgroupLimits
@@ -156,8 +158,10 @@ class LocalBackend(SandboxBackend):
 
     def start(
         self, workspace: WorkspaceSpec, *, limits: SandboxLimits | None = None, base_dir: Path | None = None,
-        prebuilt: Path | None = None,
+        prebuilt: Path | None = None, mounts: Sequence[Mount] = (),
     ) -> LocalSandbox:
+        if mounts:
+            raise SandboxUnavailable("the local backend cannot bind directories into a sandbox; use bwrap or docker")
         warnings.warn(WARNING, stacklevel=2)
         root = prepare_host_workspace(workspace, base_dir, "clawgym-local-", prebuilt)
         return LocalSandbox(root, workspace.mount_dir, limits or SandboxLimits())
