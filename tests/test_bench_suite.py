@@ -98,7 +98,10 @@ def test_provenance_and_exclusions_are_recorded(suite):
     sources = [t.metadata["bench"]["source_id"] for t in suite.tasks]
     assert len(set(sources)) == 200
     excluded = {e["source"] for e in spec["exclusions"]}
-    assert excluded and not excluded & set(sources)  # what the hand-check left out is not in the suite
+    # what the hand-check left out is not in the suite (the list may be empty: since the synthesizers' category
+    # fit and name detection were fixed, the hand-check of the pools has found nothing to leave out)
+    assert not excluded & set(sources)
+    assert all(len(e["reason"]) >= 10 for e in spec["exclusions"])
     cats = {c["id"]: c for c in spec["categories"]}
     routes: Counter = Counter()
     for t in suite.tasks:

@@ -81,7 +81,9 @@ def test_shipped_taxonomy_references_resolve(taxonomy: Taxonomy) -> None:
         assert op.description.endswith(".")
     for cat in taxonomy.categories:
         for sub in cat.subcategories:
-            assert len(sub.operations) >= 3, sub.id
+            # at least two ways to start a task; a subcategory lists only operations that do its kind of work
+            # from the first step (Log Monitoring: analyse a log, audit a server), generic ones follow
+            assert len(sub.operations) >= 2, sub.id
             assert set(sub.operations) <= op_ids, sub.id
             assert taxonomy.category_of(sub.id) is cat
             assert taxonomy.subcategory(sub.id) is sub

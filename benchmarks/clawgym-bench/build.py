@@ -151,28 +151,25 @@ def _persona_pool(cat: CategorySpec, route: PersonaShare, workdir: Path, jobs: i
     """The persona route's validated candidates for one category, each with the paths its steps write.
 
     The per-step outputs are not in the task record, so each task's candidate is made again from its
-    (seed, index, attempt) -- the same call the pipeline's workers make -- and must equal the written task
-    byte for byte (a check that the pipeline is deterministic, too)."""
+    (seed, index, attempt) with `pipeline.make_candidates` (as the pipeline's workers make it) and must equal
+    the written task byte for byte (a check that the pipeline is deterministic, too)."""
     from clawgym.synth import pipeline
 
     out = workdir / f"{cat.id}.persona.jsonl"
     out.unlink(missing_ok=True)  # a fresh pool: synthesize() would resume a file that is there
     pipeline.synthesize(route.pool, route.seed, out, jobs=jobs, categories=[cat.id])
-    pipeline._load_worker_state(None, None, [cat.id], False)  # what make_candidate draws from
     drawn = []
     prefix = f"persona-s{route.seed}-"
     for task in read_records(out, Task):
         index = int(task.id.removeprefix(prefix))
         wanted = task.model_dump_json()
-        for attempt in range(MAX_ATTEMPTS):
-            try:
-                cand = pipeline.make_candidate(route.seed, index, attempt)
-            except Exception:  # noqa: BLE001 - an attempt the synthesizer rejected for a generator error
-                continue
-            if cand.task.model_dump_json() == wanted:
-                break
-        else:
+        attempts = ((index, a) for a in range(MAX_ATTEMPTS))
+        # an exception in a candidate's place is an attempt the synthesizer rejected for a generator error
+        found = next(((a, c) for _, a, c in pipeline.make_candidates(route.seed, attempts, categories=[cat.id])
+                      if not isinstance(c, Exception) and c.task.model_dump_json() == wanted), None)
+        if found is None:
             raise ClawgymError(f"{task.id}: cannot be made again from its seed (is the synthesizer deterministic?)")
+        attempt, cand = found
         outputs = [(p.operation, path) for p in cand.plans for path in _written_paths(p.steps)]
         drawn.append(Drawn(task, "persona", route.seed, index, attempt, outputs))
     return drawn

@@ -40,9 +40,9 @@ README_START = "<!-- learning-experiment:start -->"
 README_END = "<!-- learning-experiment:end -->"
 
 # Operation families: single-file transformations whose answers are in the workspace (a conversion, a clean-up,
-# a schedule, a config migration, a report), so that a small model can learn the pattern from a few dozen
+# a schedule, a reply to an email, a config migration), so that a small model can learn the pattern from a few dozen
 # demonstrations and the verifiers give credit check by check.
-DEFAULT_OPERATIONS = ["convert_format", "clean_data", "build_plan", "edit_config", "aggregate_and_report"]
+DEFAULT_OPERATIONS = ["convert_format", "clean_data", "build_plan", "draft_message", "edit_config"]
 
 
 def log(msg: str) -> None:
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="smollm2-135m", help="Base model: embedded name or local HF model dir.")
     ap.add_argument("--operations", nargs="+", default=DEFAULT_OPERATIONS, help="Operation families.")
     ap.add_argument("--max-ops", type=int, default=1, help="Operations per task.")
-    ap.add_argument("--train-tasks", type=int, default=60)
+    ap.add_argument("--train-tasks", type=int, default=50)
     ap.add_argument("--test-tasks", type=int, default=25)
     ap.add_argument("--train-seed", type=int, default=101)
     ap.add_argument("--test-seed", type=int, default=202)
@@ -125,9 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=None, help="Default: 1e-3 LoRA, 1e-4 full.")
     ap.add_argument("--lora-r", type=int, default=32)
     ap.add_argument("--max-len", type=int, default=3072)
-    ap.add_argument("--batch-tokens", type=int, default=8192)
+    ap.add_argument("--batch-tokens", type=int, default=4096)
     ap.add_argument("--max-turns", type=int, default=4, help="Model calls per episode at evaluation.")
-    ap.add_argument("--max-tokens", type=int, default=640, help="Completion tokens per model call at evaluation.")
+    ap.add_argument("--max-tokens", type=int, default=768, help="Completion tokens per model call at evaluation.")
     ap.add_argument("--concurrency", type=int, default=13, help="Episodes (model requests) at once at evaluation.")
     ap.add_argument("--request-timeout", type=float, default=1800.0)
     ap.add_argument("-j", "--jobs", type=int, default=2, help="Worker processes for synthesis and oracle runs.")

@@ -66,6 +66,51 @@ def same(a, b, tol=0.01):
     return str(a).strip().casefold() == str(b).strip().casefold()
 
 
+# Where a needle begins or ends with a digit it must not be a piece of a longer number, a date, a time, a
+# version or an identifier: "6" is not found in "2026", "2026-06-06", "16:00", "1.6", "v6" or "INV-1006", and
+# "INV-100" is not found in "INV-1006". Found: "6", "$6", "6 orders", "(6)", "6.", "6,", "6%", "total: 6".
+_TERM_PRE = r"(?<!\w)(?<!\d[.,:/])(?<!\w-)"
+_TERM_POST = r"(?!\w)(?![.,:/]\d)(?!-\w)"
+# A number written on its own in text (with an optional sign, currency and thousands separators).
+_NUM_IN_TEXT = re.compile(_TERM_PRE + r"[-+]?(?:[$€£]\s?)?\d[\d,]*(?:\.\d+)?" + _TERM_POST)
+# Small whole numbers spelled out ("six orders") count as the number. "one" does not: it is too often a
+# pronoun ("no one", "one of them") for its presence to say anything about a count of 1.
+_NUM_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten",
+              11: "eleven", 12: "twelve", 13: "thirteen", 14: "fourteen", 15: "fifteen", 16: "sixteen",
+              17: "seventeen", 18: "eighteen", 19: "nineteen", 20: "twenty"}
+
+
+def _has_term(hay, term):
+    """`term` occurs in `hay` (compared as given: normalise both first), on number boundaries where it begins
+    or ends with a digit (see _TERM_PRE)."""
+    if not term:
+        return True
+    if not (term[0].isdigit() or term[-1].isdigit()):
+        return term in hay
+    pattern = (_TERM_PRE if term[0].isdigit() else "") + re.escape(term) + (_TERM_POST if term[-1].isdigit() else "")
+    return re.search(pattern, hay) is not None
+
+
+def _numbers_in(text):
+    """The numbers written on their own in `text` (1,234.50 and $1234.5 alike; parts of dates, times, versions
+    and identifiers are not numbers of the text)."""
+    out = []
+    for m in _NUM_IN_TEXT.finditer(str(text)):
+        v = _num(m.group(0).rstrip(",").replace(" ", ""))
+        if v is not None:
+            out.append(v)
+    return out
+
+
+def _has_number(text, value, tol=0.005):
+    """The number `value` is written in `text` on its own, in any format (1234.5 = 1,234.50 = $1,234.50), or,
+    for a whole number from 2 to 20, as a word ("six")."""
+    if any(abs(x - value) <= tol for x in _numbers_in(text)):
+        return True
+    word = _NUM_WORDS.get(int(value)) if float(value).is_integer() else None
+    return word is not None and re.search(rf"\b{word}\b", str(text).casefold()) is not None
+
+
 def file_exists(ws, path, min_bytes=1):
     try:
         p = Path(ws) / path
@@ -80,7 +125,7 @@ def text_has(ws, path, needles, case=False, all_or_nothing=False):
     if text is None or not needles:
         return 0.0
     hay = text if case else text.casefold()
-    found = sum(1 for n in needles if (n if case else str(n).casefold()) in hay)
+    found = sum(1 for n in needles if _has_term(hay, str(n) if case else str(n).casefold()))
     if all_or_nothing:
         return 1.0 if found == len(needles) else 0.0
     return found / len(needles)
@@ -92,7 +137,7 @@ def text_has_none(ws, path, needles, case=False):
     if text is None or not needles:
         return 0.0
     hay = text if case else text.casefold()
-    absent = sum(1 for n in needles if (n if case else str(n).casefold()) not in hay)
+    absent = sum(1 for n in needles if not _has_term(hay, str(n) if case else str(n).casefold()))
     return absent / len(needles)
 
 
@@ -354,10 +399,10 @@ def eml_message(ws, path, to=None, subject_has=(), body_has=()):
             ok += addr.casefold() in rcpt.casefold()
     for s in subject_has:
         parts += 1
-        ok += s.casefold() in subject.casefold()
+        ok += _has_term(subject.casefold(), s.casefold())
     for s in body_has:
         parts += 1
-        ok += s.casefold() in body.casefold()
+        ok += _has_term(body.casefold(), s.casefold())
     return ok / parts if parts else 1.0
 
 
@@ -610,7 +655,7 @@ def command_output_has(ws, argv, needles, cwd=".", timeout=60):
     if r.returncode != 0 or not needles:
         return 0.0
     out = r.stdout.casefold()
-    return sum(1 for n in needles if str(n).casefold() in out) / len(needles)
+    return sum(1 for n in needles if _has_term(out, str(n).casefold())) / len(needles)
 
 
 def git_commits_since(ws, repo, base_count, message_has=()):
@@ -629,7 +674,7 @@ def git_commits_since(ws, repo, base_count, message_has=()):
     if not message_has:
         return 1.0
     head = r.stdout.casefold()
-    return sum(1 for m in message_has if m.casefold() in head) / len(message_has)
+    return sum(1 for m in message_has if _has_term(head, m.casefold())) / len(message_has)
 
 
 def all_of(*scores):

@@ -10,9 +10,17 @@ import re as _data_re
 from pathlib import Path as _DataPath
 
 if "same" not in globals():  # imported on the host, not concatenated after checklib.py
-    from clawgym.synth.checklib import _leaves, _lookup, _num, _read_table, _text, _yaml_load, same
-
-_DATA_NUM_RX = _data_re.compile(r"(?<![\w.])[-+]?[$€£]?\s?\d[\d,]*(?:\.\d+)?")
+    from clawgym.synth.checklib import (
+        _has_number,
+        _has_term,
+        _leaves,
+        _lookup,
+        _num,
+        _read_table,
+        _text,
+        _yaml_load,
+        same,
+    )
 
 
 def _data_norm_path(value, base=""):
@@ -147,24 +155,21 @@ def data_records(ws, path, records, ordered=False, typed=False, exact_keys=False
 
 
 def data_numbers_in_text(ws, path, numbers=(), words=(), tol=0.01):
-    """Fraction of the expected numbers (found among the numbers written in the file, with or without
-    thousands separators or a currency sign) and words (case-insensitive substrings) the file holds."""
+    """Fraction of the expected numbers (found among the numbers written on their own in the file, with or
+    without thousands separators or a currency sign, 2-20 also as words; not parts of dates, times or ids, see
+    checklib._has_number) and words (case-insensitive, on number boundaries) the file holds."""
     try:
         text = _text(ws, path)
         if text is None or not (numbers or words):
             return 0.0
-        found = []
-        for m in _DATA_NUM_RX.finditer(text):
-            v = _num(m.group(0).replace(" ", ""))
-            if v is not None:
-                found.append(v)
         ok = 0
         for n in numbers:
-            if any(same(v, n, tol) for v in found):
+            v = _num(n)
+            if v is not None and _has_number(text, v, tol + 1e-9):
                 ok += 1
         hay = text.casefold()
         for w in words:
-            if str(w).casefold() in hay:
+            if _has_term(hay, str(w).casefold()):
                 ok += 1
         return ok / (len(numbers) + len(words))
     except Exception:

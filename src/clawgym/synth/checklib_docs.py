@@ -13,12 +13,20 @@ import re as _docs_re
 from pathlib import Path as _DocsPath
 
 try:  # on the host; inside a grade source these names are already defined by checklib.py
-    from clawgym.synth.checklib import _num, _read_table, _text, _unfold_ics, csv_rows, match_rows, same  # noqa: F401
+    from clawgym.synth.checklib import (  # noqa: F401
+        _has_number,
+        _has_term,
+        _num,
+        _numbers_in,
+        _read_table,
+        _text,
+        _unfold_ics,
+        csv_rows,
+        match_rows,
+        same,
+    )
 except ImportError:  # pragma: no cover - inside the sandbox
     pass
-
-_DOCS_NUM = _docs_re.compile(r"(?<![\w.])[-+]?[$€£]?\d[\d,]*(?:\.\d+)?")
-
 
 def _docs_norm(text):
     """Case-folded, whitespace-collapsed text without markdown emphasis and backticks."""
@@ -27,12 +35,7 @@ def _docs_norm(text):
 
 
 def _docs_numbers(text):
-    out = []
-    for m in _DOCS_NUM.finditer(str(text)):
-        v = _num(m.group(0).rstrip(","))
-        if v is not None:
-            out.append(v)
-    return out
+    return _numbers_in(text)
 
 
 _DOCS_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
@@ -73,8 +76,12 @@ def _docs_time_has(hay, hhmm):
 
 
 def _docs_has(hay, needle):
-    """`needle` occurs in `hay` (normalised); a numeric needle also matches the same number written another way
-    (1234.5 = 1,234.50 = $1,234.50); "date:YYYY-MM-DD" and "time:HH:MM" needles match common spellings."""
+    """`needle` occurs in `hay` (normalised); "date:YYYY-MM-DD" and "time:HH:MM" needles match common spellings.
+
+    A needle that begins or ends with a digit matches only on number boundaries (checklib._has_term: "6" is not
+    in "2026", "12" not in "2026-03-12"), and a numeric needle also matches the same number written another way
+    (1234.5 = 1,234.50 = $1,234.50) or, from 2 to 20, as a word ("six"). So a count of 6 is found in "6",
+    "6 orders", "six orders", "(6)", but not in a date, a time, an amount like 1.6 or 7,600, or an id."""
     if isinstance(needle, str) and needle.startswith("date:"):
         return _docs_date_has(hay, needle[5:])
     if isinstance(needle, str) and needle.startswith("time:"):
@@ -82,11 +89,12 @@ def _docs_has(hay, needle):
     n = _docs_norm(needle)
     if not n:
         return True
-    if n in _docs_norm(hay):
+    h = _docs_norm(hay)
+    if _has_term(h, n):
         return True
     v = _num(str(needle).strip())
     if v is not None and _docs_re.search(r"\d", str(needle)):
-        return any(abs(x - v) <= 0.005 for x in _docs_numbers(hay))
+        return _has_number(h, v)
     return False
 
 
@@ -598,7 +606,7 @@ def docs_tracker_rows(ws, path, rows, task_col="task", extra_penalty=True):
             good = True
             for c, want in exp.items():
                 if c == task_col:
-                    good = all(_docs_norm(k) in _docs_norm(g[c]) for k in want)
+                    good = all(_has_term(_docs_norm(g[c]), _docs_norm(k)) for k in want)
                 else:
                     good = same(g[c], want)
                 if not good:
@@ -633,7 +641,7 @@ def docs_line_number(ws, path, label, value, tol=0.01):
         return 0.0
     want = _docs_norm(label)
     for line in text.splitlines():
-        if want in _docs_norm(line):
+        if _has_term(_docs_norm(line), want):
             for x in _docs_numbers(line):
                 if same(x, value, tol):
                     return 1.0
@@ -678,7 +686,7 @@ def docs_ics_has(ws, path, needles):
     if text is None or not needles:
         return 0.0
     hay = _unfold_ics(text).casefold()
-    return sum(1 for n in needles if str(n).casefold() in hay) / len(needles)
+    return sum(1 for n in needles if _has_term(hay, str(n).casefold())) / len(needles)
 
 
 def docs_files_sections(ws, specs):
@@ -703,7 +711,7 @@ def docs_order(ws, path, needles):
         exact = next((i for i, ln in enumerate(bare) if ln == n), None)
         if exact is not None:
             return exact
-        return next((i for i, ln in enumerate(lines) if n in ln), -1)
+        return next((i for i, ln in enumerate(lines) if _has_term(ln, n)), -1)
 
     at = [pos(n) for n in needles]
     if len(needles) == 1:
@@ -764,7 +772,7 @@ def docs_no_line_with(ws, path, needles):
     if text is None:
         return 0.0
     hay = _docs_norm(text)
-    return 0.0 if any(_docs_norm(n) in hay for n in needles) else 1.0
+    return 0.0 if any(_has_term(hay, _docs_norm(n)) for n in needles) else 1.0
 
 
 def _docs_headings_of(text, levels=(2, 3)):

@@ -15,6 +15,7 @@ from pathlib import Path
 try:  # on the host; inside a grade() source these names come from checklib.py just above
     from clawgym.synth.checklib import (
         _forkable,
+        _has_term,
         _read_table,
         _run_command,
         _run_forked,
@@ -242,10 +243,10 @@ def sys_text_findings(ws, path, findings, window=2):
     for needle, groups in findings:
         n = needle.casefold()
         for i, line in enumerate(lines):
-            if n not in line:
+            if not _has_term(line, n):
                 continue
             near = "\n".join(lines[max(0, i - window): i + window + 1])
-            if all(any(k.casefold() in near for k in grp) for grp in groups):
+            if all(any(_has_term(near, k.casefold()) for k in grp) for grp in groups):
                 ok += 1
                 break
     return ok / len(findings)
@@ -339,4 +340,4 @@ def sys_text_any(ws, path, groups):
     if text is None or not groups:
         return 0.0
     hay = text.casefold()
-    return sum(1 for g in groups if any(str(a).casefold() in hay for a in g)) / len(groups)
+    return sum(1 for g in groups if any(_has_term(hay, str(a).casefold()) for a in g)) / len(groups)

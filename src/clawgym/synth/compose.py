@@ -170,23 +170,69 @@ def register(persona: Persona) -> str:
 
 
 def _lowerfirst(s: str) -> str:
+    """The text with its first letter in lower case, for use mid-sentence; an acronym ("HR ...") and the
+    pronoun I ("I redo this...", "I'm") keep theirs."""
+    if re.match(r"I\b", s):
+        return s
     return s[:1].lower() + s[1:] if s[:1].isupper() and not s[1:2].isupper() else s
 
 
-def _article(word: str) -> str:
-    return "an" if word[:1].lower() in "aeiou" else "a"
+# Words whose first letter misleads about their first sound: a silent h ("an hour"), a u or eu said "you"
+# ("a university", "a European"), an o said "w" ("a one-off").
+_AN_SILENT_H = ("hour", "honest", "honour", "honor", "heir")
+_A_YOU_SOUND = ("uni", "use", "usu", "uti", "ura", "ure", "uro", "euro", "eu", "ewe", "one", "once", "ubiq")
+# Letters whose name starts with a vowel sound, for acronyms read letter by letter ("an HR manager", "an MBA
+# student", "a UX writer").
+_VOWEL_SOUND_LETTERS = set("AEFHILMNORSX")
+
+
+def _article(phrase: str) -> str:
+    """"a" or "an" before `phrase`, by the sound of its first word, not its first letter."""
+    word = re.split(r"[\s/-]", phrase.strip(), maxsplit=1)[0]
+    if not word:
+        return "a"
+    if len(word) > 1 and word.isupper() and word.isalpha():  # an acronym, read letter by letter
+        return "an" if word[0] in _VOWEL_SOUND_LETTERS else "a"
+    w = word.casefold()
+    if w.startswith(_AN_SILENT_H):
+        return "an"
+    if w.startswith(_A_YOU_SOUND):
+        return "a"
+    return "an" if w[0] in "aeiou" else "a"
+
+
+_FIRST_PERSON_VERBS = {"is": "am", "has": "have", "does": "do", "was": "was"}
+
+
+def _first_person_verb(verb: str) -> str:
+    """A third-person singular present verb as after "I": owns -> own, watches -> watch, has -> have."""
+    if verb in _FIRST_PERSON_VERBS:
+        return _FIRST_PERSON_VERBS[verb]
+    if re.search(r"(ss|sh|ch|x|o)es$", verb):
+        return verb[:-2]
+    if verb.endswith("ies") and len(verb) > 4:
+        return verb[:-3] + "y"
+    return verb[:-1] if verb.endswith("s") and not verb.endswith("ss") else verb
+
+
+def first_person_goal(goal: str) -> str:
+    """A persona's goal, written about the persona ("...in her inbox", "the code she owns"), in the first
+    person ("...in my inbox", "the code I own"), to start mid-sentence."""
+    goal = re.sub(r"\b(his|her|their)\b", "my", _lowerfirst(goal).rstrip("."))
+    goal = re.sub(r"\b(he|she) (\w+)\b", lambda m: "I " + _first_person_verb(m.group(2)), goal)
+    goal = re.sub(r"\bthey (are|were)\b", lambda m: "I " + {"are": "am", "were": "was"}[m.group(1)], goal)
+    return re.sub(r"\b(he|she|they)\b", "I", goal)
 
 
 def write_request(persona: Persona, plans: list[StepPlan], rng: random.Random) -> str:
     """The whole request, in the persona's register, with the step fragments in order."""
     reg = register(persona)
     # persona goals are written about the persona ("...in her inbox"); the request is in the first person
-    goal = re.sub(r"\b(his|her|their)\b", "my", _lowerfirst(rng.choice(persona.goals)).rstrip("."))
-    goal = re.sub(r"\b(he|she|they)\b", "I", goal)
+    goal = first_person_goal(rng.choice(persona.goals))
     city = persona.location.split(",")[0]
     context = rng.choice(CONTEXT).format(
-        a=_article(persona.occupation), occupation=persona.occupation.lower() if reg != "formal" else persona.occupation,
-        city=city, goal=f"I'm trying to {goal}" if not goal.startswith(("i ", "my ")) else goal,
+        a=_article(persona.occupation), occupation=persona.occupation,
+        city=city, goal=f"I'm trying to {goal}" if not goal.startswith(("I ", "my ")) else goal,
         domain=persona.domain, name=persona.name,
     )
     parts: list[str] = []
@@ -194,7 +240,7 @@ def write_request(persona: Persona, plans: list[StepPlan], rng: random.Random) -
     if greet:
         parts.append(greet)
     if reg != "terse" or rng.random() < 0.3:
-        parts.append(context if reg != "terse" else context.lower())
+        parts.append(context)
     frags = [p.instruction.strip() for p in plans]
     if len(frags) == 1:
         parts.append(frags[0])

@@ -94,6 +94,14 @@ def people(rng: random.Random, n: int) -> list[str]:
     return out
 
 
+def is_person(name: str) -> bool:
+    """`name` is one of the people these pools make ("First Last" from FIRST and LAST). Generators that look
+    for people in a text use it, so that a salutation ("Dear Wen") or two capitalised words ("Next Steps") are
+    not taken for a name."""
+    first, _, last = name.partition(" ")
+    return first in FIRST and last in LAST
+
+
 def email_of(name: str, org: str = "example.org") -> str:
     user = re.sub(r"[^a-z.]", "", name.casefold().replace(" ", "."))
     return f"{user}@{org}"

@@ -16,14 +16,18 @@ import json
 import os
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clawgym.core.errors import ClawgymError
 from clawgym.core.jsonl import JsonlAppender, read_records_lenient
 from clawgym.core.records import Task
+
+if TYPE_CHECKING:
+    from clawgym.synth.compose import Candidate
 
 MAX_ATTEMPTS = 8
 # Candidates per worker call: their states are graded by ONE python process in the grader sandbox, whose
@@ -150,6 +154,34 @@ def make_candidate(seed: int, index: int, attempt: int):
     lengths = _W["lengths"]
     length = rng.choices(list(lengths), weights=list(lengths.values()))[0]
     return compose_task(task_id(seed, index), persona, sub, _W["taxonomy"], _W["ops"], rng, length)
+
+
+def make_candidates(
+    seed: int,
+    keys: Iterable[tuple[int, int]],
+    *,
+    categories: list[str] | None = None,
+    taxonomy_path: Path | None = None,
+    personas_path: Path | None = None,
+    operations: list[str] | None = None,
+    max_ops: int | None = None,
+) -> Iterator[tuple[int, int, Candidate | Exception]]:
+    """Make the candidates `keys` ((index, attempt) pairs) of `seed` again, exactly as :func:`synthesize` with
+    the same options makes them, without validating them: `(index, attempt, candidate)` each, in order, or the
+    generator's exception in the candidate's place (synthesize counts those as `generator_error`).
+
+    A written task does not hold everything its candidate had (each step's plan: the files it writes, its
+    checks); this gives it back, e.g. to `benchmarks/clawgym-bench/build.py`, which finds the attempt that made a
+    written task by comparing the candidate's task with it. Lazy: stop iterating once you have what you need."""
+    _load_worker_state(str(taxonomy_path) if taxonomy_path else None, str(personas_path) if personas_path else None,
+                       categories, False, operations, max_ops)
+    for index, attempt in keys:
+        try:
+            cand = make_candidate(seed, index, attempt)
+        except Exception as exc:  # noqa: BLE001 - handed back, as synthesize records it
+            yield index, attempt, exc
+        else:
+            yield index, attempt, cand
 
 
 def _sandbox(key: str):

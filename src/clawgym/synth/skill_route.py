@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import random
-import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,7 +35,18 @@ from clawgym.core.records import (
     WorkspaceFile,
     WorkspaceSpec,
 )
-from clawgym.synth.compose import CLOSINGS, CONNECT, CONTEXT, GREETINGS, Candidate, register, render_grade
+from clawgym.synth.compose import (
+    CLOSINGS,
+    CONNECT,
+    CONTEXT,
+    GREETINGS,
+    Candidate,
+    _article,
+    _lowerfirst,
+    first_person_goal,
+    register,
+    render_grade,
+)
 from clawgym.synth.ops.base import OpContext, OperationGenerator, StepPlan, read
 from clawgym.synth.personas import Persona, persona_summary
 from clawgym.synth.pipeline import SynthReport, synthesize
@@ -213,10 +223,6 @@ SUPPORT_LINES = [
 ]
 
 
-def _lowerfirst(s: str) -> str:
-    return s[:1].lower() + s[1:] if s[:1].isupper() and not s[1:2].isupper() else s
-
-
 def _what(skill) -> str:
     return _lowerfirst(skill.annotations.summary.strip().rstrip("."))
 
@@ -232,13 +238,11 @@ def write_skill_request(persona: Persona, plans: list[StepPlan], primary, suppor
                         rng: random.Random) -> str:
     """The request in the persona's register: context, the skill(s) to follow, the steps in order."""
     reg = register(persona)
-    goal = re.sub(r"\b(his|her|their)\b", "my", _lowerfirst(rng.choice(persona.goals)).rstrip("."))
-    goal = re.sub(r"\b(he|she|they)\b", "I", goal)
+    goal = first_person_goal(rng.choice(persona.goals))
     context = rng.choice(CONTEXT).format(
-        a="an" if persona.occupation[:1].lower() in "aeiou" else "a",
-        occupation=persona.occupation.lower() if reg != "formal" else persona.occupation,
+        a=_article(persona.occupation), occupation=persona.occupation,
         city=persona.location.split(",")[0],
-        goal=f"I'm trying to {goal}" if not goal.startswith(("i ", "my ")) else goal,
+        goal=f"I'm trying to {goal}" if not goal.startswith(("I ", "my ")) else goal,
         domain=persona.domain, name=persona.name,
     )
     parts: list[str] = []
@@ -246,7 +250,8 @@ def write_skill_request(persona: Persona, plans: list[StepPlan], primary, suppor
     if greet:
         parts.append(greet)
     if reg != "terse" or rng.random() < 0.3:
-        parts.append(context if reg != "terse" else context.lower())
+        # only a persona who writes in lowercase writes "i'm ..." (as in compose.write_request)
+        parts.append(context.lower() if reg == "terse" and "lowercase" in persona.tone.casefold() else context)
     parts.append(_fill(rng.choice(SKILL_LINES[reg]), primary))
     for s in support:
         parts.append(_fill(rng.choice(SUPPORT_LINES), s))

@@ -252,7 +252,12 @@ class ConvertFormat:
 
     def _standalone(self, ctx: OpContext) -> StepPlan:
         rng = ctx.rng
-        mode = rng.choice(["csv_json", "json_csv", "config", "xlsx_csv"])
+        # an application's config is converted where the subcategory works on configs (it lists edit_config);
+        # elsewhere a config conversion would be a systems task filed under, say, Writing & Editing
+        if "edit_config" in ctx.subcategory.operations:
+            mode = "config"
+        else:
+            mode = rng.choice(["csv_json", "json_csv", "xlsx_csv"])
         if mode == "csv_json":
             kind, header, rows, roles = self._own_table(ctx)
             src = ctx.path(f"{kind}.csv")

@@ -368,10 +368,14 @@ class EditDocument:
                                         f"correct {old} to {new} wherever it appears"]))
                 checks.append(Check("figure_corrected", "docs_replaced",
                                     {"src": source.path, "out": out, "old": old, "new": new}))
-        # lines about a name that must not be shared
+        # lines about a name that must not be shared: only people the generators made (two capitalised words
+        # may be a salutation, "Dear Wen", or a heading), found at every word start so that "Dear Wen Menon"
+        # still yields "Wen Menon"; not the persona, who is the one asking
         names = []
-        for m in re.finditer(r"\b([A-Z][a-z]+ [A-Z][a-z]+)\b", text):
+        for m in re.finditer(r"\b(?=([A-Z][a-z]+ [A-Z][a-z]+)\b)", text):
             nm = m.group(1)
+            if not flavor.is_person(nm) or nm == ctx.persona.name:
+                continue
             lines_with = [ln for ln in final.split("\n") if nm in ln]
             if (nm not in names and lines_with and not any(ln.lstrip().startswith("#") for ln in lines_with)
                     and len(lines_with) < len([ln for ln in final.split("\n") if ln.strip()]) / 2
