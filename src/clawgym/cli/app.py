@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -649,7 +650,11 @@ def main() -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         err.print("interrupted")
-        sys.exit(130)
+        # Records are appended whole and running sandboxes are stopped by then; exit now rather than join worker
+        # threads that may still sit in a backend call (the interpreter joins them at exit otherwise).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,9 @@ from clawgym.workspace.materialize import snapshot_archive
 TRAJECTORIES = "trajectories.jsonl"
 
 
+INTERRUPT_GRACE_S = 15.0  # how long an interrupted run waits for its episodes to end once their sandboxes are stopped
+
+
 def episode_id(task_id: str, sample: int) -> str:
     return f"{task_id}#{sample}"
 
@@ -293,8 +296,9 @@ def run_rollout(
         log(f"cut a torn last line ({appender.torn_bytes} bytes) from {TRAJECTORIES}")
     pool = ThreadPoolExecutor(max_workers=max(1, options.jobs), thread_name_prefix="episode")
     live = _LiveSandboxes()
+    interrupted = False
+    pending: set[Future] = set()
     try:
-        pending: set[Future] = set()
         queue = list(todo)
         while queue or pending:
             while queue and len(pending) < max(1, options.jobs) * 2:
@@ -313,11 +317,21 @@ def run_rollout(
         # Ctrl-C (or a crash of the caller): kill the running sandboxes so their episodes end now; what they
         # return is an infrastructure error that is not recorded, so a rerun retries them.
         log("run interrupted: stopping running sandboxes")
+        interrupted = True
         live.stop_all()
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=False, cancel_futures=True)
+        # Episodes end as their sandboxes die. Wait for them a bounded time, stopping again what registered late;
+        # an episode still stuck after that (in a backend call that does not return) must not hold the caller.
+        deadline = time.monotonic() + INTERRUPT_GRACE_S
+        while any(not f.done() for f in pending) and time.monotonic() < deadline:
+            live.stop_all()
+            wait(pending, timeout=0.5)
+        stuck = sum(1 for f in pending if not f.done())
+        if stuck:
+            log(f"{stuck} episode(s) did not end within {INTERRUPT_GRACE_S:.0f} s of the interrupt; not waiting")
         raise
     finally:
-        pool.shutdown(wait=True)
+        pool.shutdown(wait=not interrupted)
         appender.close()
         log.close()
     final = {**done, **{t.id: t for t in ran}}
