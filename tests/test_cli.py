@@ -128,9 +128,12 @@ def test_ctrl_c_stops_running_sandboxes_at_once(tmp_path, backend, request):
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(task.model_dump_json() + "\n")
     run_dir = tmp_path / "run"
+    # Ctrl-C from a terminal: SIGINT at its default disposition in the child even when this test runs where
+    # SIGINT is ignored (a CI job started in the background inherits SIG_IGN, and Python then installs no handler)
     proc = subprocess.Popen([sys.executable, "-m", "clawgym", "rollout", str(tasks), "--agent", "oracle",
                              "--sandbox", backend, "-o", str(run_dir)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
     def sandboxes_alive() -> int:
         if backend == "docker":
