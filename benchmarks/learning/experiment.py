@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+from clawgym.core.atomic import write_json, write_text
+
 REPO = Path(__file__).resolve().parents[2]
 README_START = "<!-- learning-experiment:start -->"
 README_END = "<!-- learning-experiment:end -->"
@@ -100,10 +102,7 @@ def write_readme(path: Path, block: str) -> bool:
         return False
     head, _, rest = text.partition(README_START)
     _, _, tail = rest.partition(README_END)
-    new = head + block + tail
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(new)
-    os.replace(tmp, path)
+    write_text(path, head + block + tail)
     return True
 
 
@@ -194,9 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                     "seconds": res.seconds, "tokens_per_s": res.tokens_per_s, "first_loss": res.first_loss,
                     "last_loss": res.last_loss, "train_loss": res.train_loss,
                     "conversations": res.data.examples}
-        tmp = train_json.with_suffix(".tmp")
-        tmp.write_text(json.dumps(training, indent=2) + "\n")
-        os.replace(tmp, train_json)
+        write_json(train_json, training)
     if not (student_dir / "config.json").exists():
         export_model(train_dir, student_dir)
     stage["train"] = time.perf_counter() - t0
@@ -237,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_average": os.getloadavg(),
     }
     text = json.dumps(result, indent=2)
-    (work / "results.json").write_text(text + "\n")
+    write_text(work / "results.json", text + "\n")
     print(text)
     if not args.no_readme:
         if write_readme(args.readme, readme_block(result)):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -88,22 +87,9 @@ def dump_line(record: BaseModel) -> str:
 
 def write_records(path: str | os.PathLike, records: Iterable[BaseModel]) -> int:
     """Write all records atomically: a temp file in the same directory, fsynced, then renamed over `path`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    count = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for rec in records:
-                fh.write(dump_line(rec))
-                count += 1
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return count
+    from clawgym.core.atomic import write_lines
+
+    return write_lines(path, (dump_line(r) for r in records))
 
 
 def repair_torn_tail(path: str | os.PathLike) -> int:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from clawgym import __version__
+from clawgym.core.atomic import write_text
 from clawgym.core.jsonl import read_records_lenient
 from clawgym.core.records import Trajectory
 from clawgym.evaluation.report import build_report, render_chart, render_markdown
@@ -31,12 +32,6 @@ def _versions() -> dict[str, str]:
         except Exception:
             pass
     return out
-
-
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def run_eval(
@@ -85,8 +80,8 @@ def run_eval(
         settings["judge"] = {"models": [c.model for c in judge.clients], "samples": judge.samples,
                              "episodes_judged": len(new), "not_rescored": res.not_rescored}
     report = build_report(suite.name, suite.tasks, [t for t in trajs if t.task_id in ids], options.samples, settings)
-    write_atomic(run_dir / "report.json", json.dumps(report, indent=2, default=str) + "\n")
-    write_atomic(run_dir / "report.md", render_markdown(report))
+    write_text(run_dir / "report.json", json.dumps(report, indent=2, default=str) + "\n")
+    write_text(run_dir / "report.md", render_markdown(report))
     if chart:
         try:
             render_chart(report, run_dir / "report.png")

@@ -9,7 +9,6 @@ that does not validate falls back to the rules (:mod:`clawgym.skills.rules`), an
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +18,7 @@ from typing import Any
 
 import jsonschema
 
+from clawgym.core.atomic import write_text
 from clawgym.llm.client import LLMClient, LLMError
 from clawgym.skills.catalog import load_catalog
 from clawgym.skills.parse import with_annotations
@@ -122,12 +122,6 @@ def annotate_skill(skill: Skill, taxonomy: Taxonomy, client: LLMClient | None = 
         return rule_annotations(skill, taxonomy, note=f"llm:{client.model} failed: {exc}"[:300])
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8", newline="")
-    os.replace(tmp, path)
-
-
 @dataclass
 class AnnotateReport:
     annotated: dict[str, SkillAnnotations] = field(default_factory=dict)  # name -> what was written
@@ -175,7 +169,7 @@ def annotate_catalog(
     with ThreadPoolExecutor(max_workers=max(1, jobs if client is not None else 1)) as pool:
         for skill, ann in pool.map(one, todo):
             if write:
-                write_text_atomic(skill.path, with_annotations(skill, ann))
+                write_text(skill.path, with_annotations(skill, ann))
             report.annotated[skill.name] = ann
             if on_progress:
                 on_progress(skill.name, ann)

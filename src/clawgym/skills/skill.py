@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from clawgym.core.errors import ClawgymError
+from clawgym.core.errors import RecordError
 
 SKILL_FILE = "SKILL.md"
 SKILL_FILE_NAMES = ("SKILL.md", "skill.md")
@@ -27,16 +27,8 @@ OPENCLAW_KEYS = ("openclaw", "clawdbot", "clawdis", "moltbot")
 """`metadata` keys OpenClaw reads its runtime metadata from (the first is current, the others legacy)."""
 
 
-class SkillError(ClawgymError):
+class SkillError(RecordError):
     """A SKILL.md that cannot be read or whose front matter is invalid, with its file, line and field."""
-
-    def __init__(self, path: str, line: int | None, field: str | None, message: str):
-        self.path = path
-        self.line = line
-        self.field = field
-        self.message = message
-        where = path if line is None else f"{path}:{line}"
-        super().__init__(f"{where}: {field}: {message}" if field else f"{where}: {message}")
 
 
 class SkillAnnotations(BaseModel):

@@ -224,24 +224,21 @@ def first_person_goal(goal: str) -> str:
     return re.sub(r"\b(he|she|they)\b", "I", goal)
 
 
-def write_request(persona: Persona, plans: list[StepPlan], rng: random.Random) -> str:
-    """The whole request, in the persona's register, with the step fragments in order."""
-    reg = register(persona)
-    # persona goals are written about the persona ("...in her inbox"); the request is in the first person
+def persona_context(persona: Persona, rng: random.Random) -> str:
+    """One line of who is asking and why, in the first person (persona goals are written about the persona:
+    "...in her inbox")."""
     goal = first_person_goal(rng.choice(persona.goals))
-    city = persona.location.split(",")[0]
-    context = rng.choice(CONTEXT).format(
+    return rng.choice(CONTEXT).format(
         a=_article(persona.occupation), occupation=persona.occupation,
-        city=city, goal=f"I'm trying to {goal}" if not goal.startswith(("I ", "my ")) else goal,
+        city=persona.location.split(",")[0],
+        goal=f"I'm trying to {goal}" if not goal.startswith(("I ", "my ")) else goal,
         domain=persona.domain, name=persona.name,
     )
-    parts: list[str] = []
-    greet = rng.choice(GREETINGS[reg])
-    if greet:
-        parts.append(greet)
-    if reg != "terse" or rng.random() < 0.3:
-        parts.append(context)
-    frags = [p.instruction.strip() for p in plans]
+
+
+def add_steps_and_closing(parts: list[str], frags: list[str], reg: str, rng: random.Random) -> None:
+    """Append the step fragments in order (one, a numbered list when terse, else joined by connectives) and a
+    closing line of the register."""
     if len(frags) == 1:
         parts.append(frags[0])
     elif reg == "terse":
@@ -254,11 +251,29 @@ def write_request(persona: Persona, plans: list[StepPlan], rng: random.Random) -
     close = rng.choice(CLOSINGS[reg])
     if close:
         parts.append(close)
+
+
+def join_request(parts: list[str], frags: list[str], reg: str) -> str:
+    sep = "\n\n" if reg in ("formal", "anxious") or len(frags) > 2 else "\n"
+    return sep.join(parts)
+
+
+def write_request(persona: Persona, plans: list[StepPlan], rng: random.Random) -> str:
+    """The whole request, in the persona's register, with the step fragments in order."""
+    reg = register(persona)
+    context = persona_context(persona, rng)
+    parts: list[str] = []
+    greet = rng.choice(GREETINGS[reg])
+    if greet:
+        parts.append(greet)
+    if reg != "terse" or rng.random() < 0.3:
+        parts.append(context)
+    frags = [p.instruction.strip() for p in plans]
+    add_steps_and_closing(parts, frags, reg, rng)
     if reg == "terse" and "lowercase" in persona.tone.casefold():
         # the persona's own words in lowercase; the step fragments keep their exact paths and values
         parts = [p if any(p.endswith(f) for f in frags) or p in frags else p.lower() for p in parts]
-    sep = "\n\n" if reg in ("formal", "anxious") or len(frags) > 2 else "\n"
-    return sep.join(parts)
+    return join_request(parts, frags, reg)
 
 
 # --------------------------------------------------------------------------------------------- chains

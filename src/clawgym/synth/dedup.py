@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
 import os
 import threading
 import time
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from clawgym.core.atomic import write_json
 from clawgym.core.errors import ClawgymError
 from clawgym.core.jsonl import read_records, write_records
 from clawgym.core.records import Task
@@ -339,12 +339,6 @@ def dedup_tasks(tasks: Sequence[Task], embedder: Embedder | None = None, thresho
     return kept, report
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
 def report_path(output: Path) -> Path:
     return output.with_name(output.name + ".dedup.json")
 
@@ -370,5 +364,5 @@ def dedup_files(inputs: Iterable[Path], output: Path, threshold: float = DEFAULT
     report.precision = embedder.precision
     report.embedded = embedder.computed
     write_records(output, kept)
-    write_json_atomic(report_path(output), report.as_dict())
+    write_json(report_path(output), report.as_dict())
     return report

@@ -709,9 +709,9 @@ def generate_tasks(
     finally:
         appender.close()
         rejects.close()
-        from clawgym.synth.dedup import write_json_atomic
+        from clawgym.core.atomic import write_json
 
-        write_json_atomic(yield_path(output), report.as_dict())
+        write_json(yield_path(output), report.as_dict())
     return report
 
 

@@ -152,6 +152,8 @@ def split_personas(path: Path | str | None, out_dir: Path | str) -> tuple[Path, 
     Returns both paths and sizes. Files already holding the same text are left alone (reruns resume)."""
     import yaml
 
+    from clawgym.core.atomic import write_text
+
     src = Path(path) if path else default_personas_path()
     load_personas(src)  # a bad file fails here with its file:line: field message
     data = yaml.safe_load(src.read_text())
@@ -164,7 +166,5 @@ def split_personas(path: Path | str | None, out_dir: Path | str) -> tuple[Path, 
         text = yaml.safe_dump({"version": data.get("version", 1), "personas": half}, sort_keys=False,
                               allow_unicode=True)
         if not dest.exists() or dest.read_text() != text:
-            tmp = dest.with_suffix(".tmp")
-            tmp.write_text(text)
-            os.replace(tmp, dest)
+            write_text(dest, text)
     return paths[0], paths[1], len(halves[0]), len(halves[1])

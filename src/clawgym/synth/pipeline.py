@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import os
 import random
 from collections import Counter
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from clawgym.core.atomic import write_json
 from clawgym.core.errors import ClawgymError
 from clawgym.core.jsonl import JsonlAppender, read_records_lenient
 from clawgym.core.records import Task
@@ -349,7 +349,5 @@ def synthesize(
         finally:
             appender.close()
     report_path = output.with_name(output.name + ".report.json")
-    tmp = report_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(report.as_dict(), indent=2) + "\n")
-    os.replace(tmp, report_path)
+    write_json(report_path, report.as_dict())
     return report

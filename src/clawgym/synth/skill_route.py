@@ -18,13 +18,13 @@ import base64
 import functools
 import hashlib
 import json
-import os
 import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from clawgym.core.atomic import write_json
 from clawgym.core.errors import ClawgymError
 from clawgym.core.jsonl import read_records_lenient
 from clawgym.core.records import (
@@ -36,14 +36,12 @@ from clawgym.core.records import (
     WorkspaceSpec,
 )
 from clawgym.synth.compose import (
-    CLOSINGS,
-    CONNECT,
-    CONTEXT,
     GREETINGS,
     Candidate,
-    _article,
     _lowerfirst,
-    first_person_goal,
+    add_steps_and_closing,
+    join_request,
+    persona_context,
     register,
     render_grade,
 )
@@ -238,13 +236,7 @@ def write_skill_request(persona: Persona, plans: list[StepPlan], primary, suppor
                         rng: random.Random) -> str:
     """The request in the persona's register: context, the skill(s) to follow, the steps in order."""
     reg = register(persona)
-    goal = first_person_goal(rng.choice(persona.goals))
-    context = rng.choice(CONTEXT).format(
-        a=_article(persona.occupation), occupation=persona.occupation,
-        city=persona.location.split(",")[0],
-        goal=f"I'm trying to {goal}" if not goal.startswith(("I ", "my ")) else goal,
-        domain=persona.domain, name=persona.name,
-    )
+    context = persona_context(persona, rng)
     parts: list[str] = []
     greet = rng.choice(GREETINGS[reg])
     if greet:
@@ -256,20 +248,8 @@ def write_skill_request(persona: Persona, plans: list[StepPlan], primary, suppor
     for s in support:
         parts.append(_fill(rng.choice(SUPPORT_LINES), s))
     frags = [p.instruction.strip() for p in plans]
-    if len(frags) == 1:
-        parts.append(frags[0])
-    elif reg == "terse":
-        parts.append("\n".join(f"{i}. {_lowerfirst(f)}" for i, f in enumerate(frags, start=1)))
-    else:
-        conn = CONNECT[reg]
-        for i, f in enumerate(frags):
-            lead = conn[0] if i == 0 else (conn[3] if i == len(frags) - 1 else conn[1 + (i - 1) % 2])
-            parts.append(lead + _lowerfirst(f))
-    close = rng.choice(CLOSINGS[reg])
-    if close:
-        parts.append(close)
-    sep = "\n\n" if reg in ("formal", "anxious") or len(frags) > 2 else "\n"
-    return sep.join(parts)
+    add_steps_and_closing(parts, frags, reg, rng)
+    return join_request(parts, frags, reg)
 
 
 # --------------------------------------------------------------------------------------------- candidates
@@ -406,7 +386,5 @@ def synthesize_skill_tasks(
     if report_path.exists():
         data = json.loads(report_path.read_text())
         data.update(_skill_counts(output))
-        tmp = report_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, report_path)
+        write_json(report_path, data)
     return report

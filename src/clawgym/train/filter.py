@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clawgym.core.atomic import write_json, write_lines
 from clawgym.core.errors import ClawgymError, RecordError
 from clawgym.core.jsonl import read_records_lenient
 from clawgym.core.records import DEFAULT_MOUNT_DIR, Trajectory
@@ -247,23 +247,8 @@ def filter_trajectories(paths: Sequence[str | os.PathLike], options: FilterOptio
 
 
 def write_jsonl_atomic(path: str | os.PathLike, rows: Iterable[dict[str, Any]]) -> int:
-    """Write dicts as JSON lines to a temp file next to `path`, fsync, rename over `path`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    n = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-                n += 1
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return n
+    """Write JSON rows, one per line, atomically (temp file, fsync, rename); returns the row count."""
+    return write_lines(path, (json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
 def filter_to_file(paths: Sequence[str | os.PathLike], output: str | os.PathLike,
@@ -276,11 +261,7 @@ def filter_to_file(paths: Sequence[str | os.PathLike], output: str | os.PathLike
     report_path = Path(str(output) + ".report.json")
     settings = {"min_score": opts.min_score, "statuses": list(opts.statuses or ["any"]),
                 "max_per_task": opts.max_per_task, "token_ids": opts.token_ids, "inputs": [str(p) for p in paths]}
-    fd, tmp = tempfile.mkstemp(prefix=f".{report_path.name}.", suffix=".tmp", dir=report_path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump({**rep.as_dict(), "options": settings}, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, report_path)
+    write_json(report_path, {**rep.as_dict(), "options": settings})
     return rep
 
 

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clawgym.core.atomic import write_json
 from clawgym.core.errors import ClawgymError
 from clawgym.train.masks import IGNORE, TokenizedExample, tokenize_record
 
@@ -550,7 +551,7 @@ def prepare_training(examples: list[TokenizedExample], output_dir: str | os.Path
         "data_source": data_source, "compact_loss": trainer.compact_loss,
         "packed_rows": len(trainer.train_dataset), "status": "training",
     }
-    _write_json(meta_path, meta)
+    write_json(meta_path, meta, default=str)
     return PreparedTraining(trainer, progress, tokenizer, out, meta, stats, resume_from)
 
 
@@ -583,16 +584,8 @@ def run_training(prep: PreparedTraining) -> SFTResult:
         resumed_from=str(resume_from) if resume_from else None, log=rows,
     )
     meta.update(status="done", result={k: v for k, v in asdict(res).items() if k not in ("log", "data")})
-    _write_json(out / TRAIN_META, meta)
+    write_json(out / TRAIN_META, meta, default=str)
     return res
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=2, default=str)
-        fh.write("\n")
-    os.replace(tmp, path)
 
 
 # --------------------------------------------------------------------------------------------- export

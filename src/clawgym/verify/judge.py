@@ -31,7 +31,6 @@ import math
 import os
 import re
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -40,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from clawgym.core.atomic import write_json
 from clawgym.core.records import Rubric, RubricRule, Task
 
 if TYPE_CHECKING:  # the client pulls in openai; keep `import clawgym.verify` light
@@ -409,15 +409,7 @@ class JudgeCache:
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:12]}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({**entry, "key": key}, fh, ensure_ascii=False)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_json(path, {**entry, "key": key}, indent=None, fsync=False, ensure_ascii=False)
 
     def count(self) -> int:
         return sum(1 for _ in self.root.glob("*/*.json"))

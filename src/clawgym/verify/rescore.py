@@ -37,6 +37,7 @@ from typing import Any
 
 from pydantic import Field
 
+from clawgym.core.atomic import write_json
 from clawgym.core.errors import ClawgymError
 from clawgym.core.jsonl import read_records_lenient, write_records
 from clawgym.core.records import Record, Task, Trajectory, Verdict
@@ -203,16 +204,6 @@ def summarize_rescore(records: Iterable[RescoredEpisode], judge: Judge | None = 
     return out
 
 
-def _write_json(path: Path, data: Any) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, default=str)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def rescore_run(
@@ -289,7 +280,7 @@ def rescore_run(
         merged.update({r.id: r for r in records})
         write_records(run_dir / VERDICTS, [merged[i] for i in order if i in merged])
         summary["episodes_in_file"] = sum(1 for i in order if i in merged)
-        _write_json(run_dir / SUMMARY, summary)
+        write_json(run_dir / SUMMARY, summary, default=str)
     return RescoreReport(run_dir=run_dir, records=records, summary=summary, not_rescored=not_rescored,
                          task_errors=task_errors)
 
