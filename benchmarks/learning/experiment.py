@@ -69,7 +69,28 @@ def evaluate(tasks_path: Path, agent: str, model: str, run_dir: Path, args, back
     overall = report["overall"]
     return {"tasks": len(suite.tasks), "mean_score": overall.get("mean_score"),
             "pass_rate": overall.get("pass_rate"), "infra_errors": overall.get("infra_errors"),
-            "report": str(run_dir / "report.json")}
+            "per_operation": per_operation(tasks_path, run_dir), "report": str(run_dir / "report.json")}
+
+
+def per_operation(tasks_path: Path, run_dir: Path) -> dict[str, dict]:
+    """Mean score and success rate per operation family (a task's first operation), from the run's verdicts."""
+    ops = {}
+    with tasks_path.open() as f:
+        for line in f:
+            if line.strip():
+                t = json.loads(line)
+                ops[t["id"]] = (t.get("operations") or ["?"])[0]
+    scores: dict[str, list[float]] = {}
+    with (run_dir / "trajectories.jsonl").open() as f:
+        for line in f:
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            v = r.get("verdict") or {}
+            if r.get("task_id") in ops and v.get("status") != "infra_error":
+                scores.setdefault(ops[r["task_id"]], []).append(float(v.get("score") or 0.0))
+    return {op: {"tasks": len(s), "mean_score": round(sum(s) / len(s), 4),
+                 "pass_rate": round(sum(x >= 1.0 for x in s) / len(s), 4)} for op, s in sorted(scores.items())}
 
 
 def readme_block(res: dict) -> str:
@@ -86,6 +107,16 @@ def readme_block(res: dict) -> str:
         f"| {res['settings']['model']} (base) | {b['mean_score']:.3f} | {b['pass_rate']:.3f} |",
         f"| fine-tuned on {t['conversations']} oracle trajectories | {s['mean_score']:.3f} | {s['pass_rate']:.3f} |",
         "",
+    ]
+    if s.get("per_operation") and b.get("per_operation"):
+        lines += ["| operation family | tasks | base mean score | student mean score | student success |",
+                  "|---|---:|---:|---:|---:|"]
+        for op, so in s["per_operation"].items():
+            bo = b["per_operation"].get(op, {})
+            lines.append(f"| {op} | {so['tasks']} | {bo.get('mean_score', 0.0):.3f} | {so['mean_score']:.3f} | "
+                         f"{so['pass_rate']:.3f} |")
+        lines.append("")
+    lines += [
         f"Mean score {res['delta_mean_score']:+.3f} (goal +0.30: {'met' if res['meets_goal'] else 'not met'}). "
         f"Training: {t['tokens']:,} tokens ({t['trained_tokens']:,} trained) in {t['seconds']:.0f} s "
         f"({t['tokens_per_s']:.0f} tokens/s), loss {t['first_loss']:.3f} -> {t['last_loss']:.3f}. "
@@ -113,14 +144,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="smollm2-135m", help="Base model: embedded name or local HF model dir.")
     ap.add_argument("--operations", nargs="+", default=DEFAULT_OPERATIONS, help="Operation families.")
     ap.add_argument("--max-ops", type=int, default=1, help="Operations per task.")
-    ap.add_argument("--train-tasks", type=int, default=50)
+    ap.add_argument("--train-tasks", type=int, default=180)
     ap.add_argument("--test-tasks", type=int, default=25)
     ap.add_argument("--train-seed", type=int, default=101)
     ap.add_argument("--test-seed", type=int, default=202)
     ap.add_argument("--personas", type=Path, default=REPO / "personas" / "personas.yaml")
     ap.add_argument("--min-score", type=float, default=1.0, help="Teacher trajectories kept at or above this.")
     ap.add_argument("--full", action="store_true", help="Fine-tune every weight instead of a LoRA adapter.")
-    ap.add_argument("--epochs", type=float, default=3.0)
+    ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--lr", type=float, default=None, help="Default: 1e-3 LoRA, 1e-4 full.")
     ap.add_argument("--lora-r", type=int, default=32)
     ap.add_argument("--max-len", type=int, default=3072)

@@ -1,0 +1,77 @@
+"""benchmarks/learning/experiment.py: the per-operation breakdown and the README block it writes.
+
+The experiment itself takes about an hour here (its figures are in the README); these tests cover the bookkeeping
+around it: scores grouped by operation family, infrastructure errors left out, and the README rewritten between
+its markers only.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _experiment():
+    spec = importlib.util.spec_from_file_location("learning_experiment",
+                                                  REPO / "benchmarks" / "learning" / "experiment.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_per_operation_groups_scores_and_skips_infra_errors(tmp_path):
+    exp = _experiment()
+    tasks = tmp_path / "tasks.jsonl"
+    _write_jsonl(tasks, [{"id": "a", "operations": ["convert_format"]},
+                         {"id": "b", "operations": ["convert_format", "draft_message"]},
+                         {"id": "c", "operations": ["edit_config"]},
+                         {"id": "d", "operations": ["edit_config"]}])
+    run = tmp_path / "run"
+    run.mkdir()
+    _write_jsonl(run / "trajectories.jsonl", [
+        {"task_id": "a", "verdict": {"status": "scored", "score": 1.0}},
+        {"task_id": "b", "verdict": {"status": "scored", "score": 0.5}},
+        {"task_id": "c", "verdict": {"status": "scored", "score": 0.25}},
+        {"task_id": "d", "verdict": {"status": "infra_error", "score": 0.0}},
+    ])
+    out = exp.per_operation(tasks, run)
+    assert out == {"convert_format": {"tasks": 2, "mean_score": 0.75, "pass_rate": 0.5},
+                   "edit_config": {"tasks": 1, "mean_score": 0.25, "pass_rate": 0.0}}
+
+
+def test_readme_block_is_written_between_markers_only(tmp_path):
+    exp = _experiment()
+    side = {"mean_score": 0.1, "pass_rate": 0.0,
+            "per_operation": {"convert_format": {"tasks": 2, "mean_score": 0.1, "pass_rate": 0.0}}}
+    student = {"mean_score": 0.5, "pass_rate": 0.25,
+               "per_operation": {"convert_format": {"tasks": 2, "mean_score": 0.5, "pass_rate": 0.25}}}
+    res = {"date": "2026-11-22", "machine": "2 CPU cores", "base": side, "student": student,
+           "settings": {"train_tasks": 4, "test_tasks": 2, "operations": ["convert_format"], "full": False,
+                        "lora_r": 8, "epochs": 1.0, "lr": 1e-3, "model": "tiny"},
+           "training": {"conversations": 4, "tokens": 1000, "trained_tokens": 200, "seconds": 10.0,
+                        "tokens_per_s": 100.0, "first_loss": 1.0, "last_loss": 0.5},
+           "delta_mean_score": 0.4, "meets_goal": True, "total_seconds": 120.0,
+           "stage_seconds": {"train": 10.0}}
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# head\n\n{exp.README_START}\nold figures\n{exp.README_END}\n\ntail text\n")
+    assert exp.write_readme(readme, exp.readme_block(res))
+    text = readme.read_text()
+    assert text.startswith("# head\n\n") and text.endswith("\n\ntail text\n")
+    assert "old figures" not in text
+    assert "| tiny (base) | 0.100 | 0.000 |" in text
+    assert "| convert_format | 2 | 0.100 | 0.500 | 0.250 |" in text
+    assert "Mean score +0.400 (goal +0.30: met)" in text
+    once = text
+    assert exp.write_readme(readme, exp.readme_block(res)) and readme.read_text() == once  # idempotent
+
+    bare = tmp_path / "OTHER.md"
+    bare.write_text("no markers\n")
+    assert not exp.write_readme(bare, exp.readme_block(res))
+    assert bare.read_text() == "no markers\n"
