@@ -103,3 +103,25 @@ def test_eval_with_a_judge_rescores_the_hybrid_tasks(bwrap_backend, tmp_path):
         assert v["rubric_score"] == 0.5 and v["score"] == pytest.approx(wc * 1.0 + wr * 0.5)
     # code-only tasks keep 1.0; the hybrid ones now carry the judged rubric: the mean drops accordingly
     assert report["overall"]["mean_score"] < 1.0
+
+
+def test_eval_cli_episode_timeout_overrides_the_tasks_limit(bwrap_backend, tmp_path):
+    """A reference that needs 2 s fails under the task's own 1 s limit and passes under --episode-timeout 60."""
+    first = json.loads((REPO / "examples" / "tasks.jsonl").read_text().splitlines()[0])
+    first["timeout_seconds"] = 1.0
+    first["reference"]["steps"].insert(0, {"name": "exec", "arguments": {"command": "sleep 2"}})
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(first) + "\n")
+    scores = {}
+    for name, extra in (("own", []), ("raised", ["--episode-timeout", "60"])):
+        out = tmp_path / name
+        done = subprocess.run(
+            [sys.executable, "-m", "clawgym.cli.app", "eval", "--bench", str(tasks), "--agent", "oracle",
+             "--sandbox", "bwrap", "-o", str(out), *extra],
+            capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        traj = json.loads((out / "trajectories.jsonl").read_text().splitlines()[-1])
+        scores[name] = (traj["status"], (traj["verdict"] or {}).get("score"))
+    assert scores["own"][0] == "timeout" and scores["own"][1] != 1.0
+    assert scores["raised"] == ("completed", 1.0)

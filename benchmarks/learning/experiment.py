@@ -60,6 +60,8 @@ def evaluate(tasks_path: Path, agent: str, model: str, run_dir: Path, args, back
     from clawgym.sandbox.base import SandboxLimits
 
     suite = load_suite(str(tasks_path))
+    if args.episode_timeout:
+        suite.tasks = [t.model_copy(update={"timeout_seconds": args.episode_timeout}) for t in suite.tasks]
     spec = AgentSpec(name=agent, model=model, max_turns=args.max_turns, max_tokens=args.max_tokens,
                      temperature=0.0, llm_concurrency=args.concurrency, request_timeout=args.request_timeout,
                      policy_version=Path(model).name if agent == "llm" else None)
@@ -160,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tokens", type=int, default=768, help="Completion tokens per model call at evaluation.")
     ap.add_argument("--concurrency", type=int, default=13, help="Episodes (model requests) at once at evaluation.")
     ap.add_argument("--request-timeout", type=float, default=1800.0)
+    ap.add_argument("--episode-timeout", type=float, default=3600.0,
+                    help="Wall time of one episode. The tasks' own limits (900 s) assume a model that answers at "
+                         "once; here --concurrency episodes share one CPU model server, and an episode cut short "
+                         "by waiting its turn would be retried from scratch.")
     ap.add_argument("-j", "--jobs", type=int, default=2, help="Worker processes for synthesis and oracle runs.")
     ap.add_argument("--sandbox", default="bwrap")
     ap.add_argument("--readme", type=Path, default=REPO / "README.md")

@@ -519,6 +519,7 @@ def eval_cmd(
     max_tokens: int = typer.Option(1024, min=1),
     temperature: float = typer.Option(0.0, min=0.0),
     limit: int | None = typer.Option(None, min=1, help="Only the first N tasks of the suite."),
+    episode_timeout: float | None = typer.Option(None, min=1.0, help="Wall time of one episode (default: the task's). Raise it when many episodes share a slow local model."),
     gateway: bool = typer.Option(True, help="llm agent: record every model call in RUN_DIR/pool."),
     judge_model: list[str] | None = typer.Option(None, help="Judge model(s) for rubric rules (hybrid and judge-only tasks)."),
     judge_base_url: str | None = typer.Option(None, help="Endpoint of the judge (else the embedded server for a local judge model)."),
@@ -542,6 +543,8 @@ def eval_cmd(
         fail(str(exc), 2)
     if limit:
         suite.tasks = suite.tasks[:limit]
+    if episode_timeout:
+        suite.tasks = [t.model_copy(update={"timeout_seconds": episode_timeout}) for t in suite.tasks]
     for note in suite.notes:
         err.print(f"note: {note}", highlight=False)
     spec = AgentSpec(agent, model, base_url, max_turns=max_turns, max_tokens=max_tokens, temperature=temperature,
