@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="smollm2-135m", help="Base model: embedded name or local HF model dir.")
     ap.add_argument("--operations", nargs="+", default=DEFAULT_OPERATIONS, help="Operation families.")
     ap.add_argument("--max-ops", type=int, default=1, help="Operations per task.")
-    ap.add_argument("--train-tasks", type=int, default=180)
+    ap.add_argument("--train-tasks", type=int, default=150)
     ap.add_argument("--test-tasks", type=int, default=25)
     ap.add_argument("--train-seed", type=int, default=101)
     ap.add_argument("--test-seed", type=int, default=202)
