@@ -81,7 +81,7 @@ def sft_cmd(
     warmup_ratio: float = typer.Option(0.03, "--warmup-ratio", min=0.0, max=0.99),
     weight_decay: float = typer.Option(0.0, "--weight-decay", min=0.0),
     seed: int = typer.Option(0, "--seed"),
-    save_steps: int = typer.Option(200, "--save-steps", min=1, help="Checkpoint every N steps."),
+    save_steps: int = typer.Option(200, "--save-steps", min=0, help="Checkpoint every N steps (0: none, only the final model; no --resume)."),
     save_total_limit: int = typer.Option(2, "--save-total-limit", min=1),
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in OUTPUT."),
     precision: str = typer.Option("auto", "--precision", help="auto (bf16 where the hardware is fast at it), fp32, bf16."),
