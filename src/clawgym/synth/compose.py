@@ -258,8 +258,9 @@ def join_request(parts: list[str], frags: list[str], reg: str) -> str:
     return sep.join(parts)
 
 
-def write_request(persona: Persona, plans: list[StepPlan], rng: random.Random) -> str:
-    """The whole request, in the persona's register, with the step fragments in order."""
+def open_request(persona: Persona, rng: random.Random) -> tuple[str, list[str]]:
+    """The register and the request's opening: a greeting and the persona's context line (a terse persona often
+    skips it; one who writes in lowercase writes "i'm ..."). Shared by the persona and skill routes."""
     reg = register(persona)
     context = persona_context(persona, rng)
     parts: list[str] = []
@@ -267,7 +268,13 @@ def write_request(persona: Persona, plans: list[StepPlan], rng: random.Random) -
     if greet:
         parts.append(greet)
     if reg != "terse" or rng.random() < 0.3:
-        parts.append(context)
+        parts.append(context.lower() if reg == "terse" and "lowercase" in persona.tone.casefold() else context)
+    return reg, parts
+
+
+def write_request(persona: Persona, plans: list[StepPlan], rng: random.Random) -> str:
+    """The whole request, in the persona's register, with the step fragments in order."""
+    reg, parts = open_request(persona, rng)
     frags = [p.instruction.strip() for p in plans]
     add_steps_and_closing(parts, frags, reg, rng)
     if reg == "terse" and "lowercase" in persona.tone.casefold():

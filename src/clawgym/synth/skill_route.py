@@ -36,13 +36,11 @@ from clawgym.core.records import (
     WorkspaceSpec,
 )
 from clawgym.synth.compose import (
-    GREETINGS,
     Candidate,
     _lowerfirst,
     add_steps_and_closing,
     join_request,
-    persona_context,
-    register,
+    open_request,
     render_grade,
 )
 from clawgym.synth.ops.base import OpContext, OperationGenerator, StepPlan, read
@@ -235,15 +233,7 @@ def _fill(template: str, skill) -> str:
 def write_skill_request(persona: Persona, plans: list[StepPlan], primary, support: list,
                         rng: random.Random) -> str:
     """The request in the persona's register: context, the skill(s) to follow, the steps in order."""
-    reg = register(persona)
-    context = persona_context(persona, rng)
-    parts: list[str] = []
-    greet = rng.choice(GREETINGS[reg])
-    if greet:
-        parts.append(greet)
-    if reg != "terse" or rng.random() < 0.3:
-        # only a persona who writes in lowercase writes "i'm ..." (as in compose.write_request)
-        parts.append(context.lower() if reg == "terse" and "lowercase" in persona.tone.casefold() else context)
+    reg, parts = open_request(persona, rng)
     parts.append(_fill(rng.choice(SKILL_LINES[reg]), primary))
     for s in support:
         parts.append(_fill(rng.choice(SUPPORT_LINES), s))
