@@ -9,7 +9,11 @@ Stages (each resumes from what an earlier, interrupted run left in --work):
    seed and the other half, both from the same operation families (``--operations``, chains of ``--max-ops``).
    Every task is validated in a sandbox (reference 1.0, no-op 0).
 2. The oracle agent (the reference solutions, replayed as OpenClaw-style transcripts) is the teacher: its
-   trajectories on the train tasks are rolled out and verified like any agent's.
+   trajectories on the train tasks are rolled out and verified like any agent's. By default the references are
+   the synthesizers' program solutions (``--teacher-solution program``): where an operation has one, the step is
+   solved by `exec` of a fixed short Python script whose only task-specific parts are constants copied from the
+   request, instead of the answer written out; a 135M model can reproduce the one, not the arithmetic, date
+   counting and sorting of the other.
 3. ``clawgym filter`` keeps the trajectories that score at least ``--min-score`` and turns them into the built-in
    agent's conversations (system prompt, tool schemas, tool calls and results).
 4. ``clawgym train sft`` fine-tunes the base model (LoRA by default; ``--full`` for every weight), loss on the
@@ -102,7 +106,8 @@ def readme_block(res: dict) -> str:
         f"Measured {res['date']} on {res['machine']} ({res['settings']['train_tasks']} train tasks, "
         f"{res['settings']['test_tasks']} held-out tasks; operations: {', '.join(res['settings']['operations'])}; "
         f"{'full fine-tuning' if res['settings']['full'] else 'LoRA r=' + str(res['settings']['lora_r'])}, "
-        f"{res['settings']['epochs']} epochs, lr {res['settings']['lr']}):",
+        f"{res['settings']['epochs']} epochs, lr {res['settings']['lr']}; teacher solutions: "
+        f"{res['settings'].get('teacher_solution', 'direct')}):",
         "",
         "| model | held-out mean score | success rate (score 1.0) |",
         "|---|---:|---:|",
@@ -151,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--train-seed", type=int, default=101)
     ap.add_argument("--test-seed", type=int, default=202)
     ap.add_argument("--personas", type=Path, default=REPO / "personas" / "personas.yaml")
+    ap.add_argument("--teacher-solution", choices=["program", "direct"], default="program",
+                    help="Reference solutions the teacher replays: program (compute with a short script where the "
+                         "operation has one; what a small model can imitate) or direct (the answer written out).")
     ap.add_argument("--min-score", type=float, default=1.0, help="Teacher trajectories kept at or above this.")
     ap.add_argument("--full", action="store_true", help="Fine-tune every weight instead of a LoRA adapter.")
     ap.add_argument("--epochs", type=float, default=1.0)
@@ -194,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     for n, seed, personas, out in ((args.train_tasks, args.train_seed, p_train, train_tasks),
                                    (args.test_tasks, args.test_seed, p_test, test_tasks)):
         synthesize(n, seed, out, jobs=args.jobs, personas_path=personas, sandbox=args.sandbox,
-                   operations=args.operations, max_ops=args.max_ops)
+                   operations=args.operations, max_ops=args.max_ops, solution=args.teacher_solution)
     stage["synth"] = time.perf_counter() - t0
 
     # 2. teacher trajectories
@@ -255,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                      "train_tasks": args.train_tasks, "test_tasks": args.test_tasks,
                      "train_seed": args.train_seed, "test_seed": args.test_seed,
                      "personas_train": n_ptrain, "personas_test": n_ptest, "full": args.full,
+                     "teacher_solution": args.teacher_solution,
                      "epochs": args.epochs, "lr": lr, "lora_r": args.lora_r, "max_len": args.max_len,
                      "max_turns": args.max_turns, "max_tokens": args.max_tokens, "min_score": args.min_score},
         "teacher": teacher,

@@ -283,6 +283,7 @@ def synth_persona(
     personas: Path | None = typer.Option(None, help="Personas YAML (default: personas/personas.yaml)."),
     operations: list[str] | None = typer.Option(None, "--operations", help="Only tasks made of these atomic operation ids (repeatable)."),
     max_ops: int | None = typer.Option(None, "--max-ops", min=1, max=4, help="At most this many operations per task (default: 1-4)."),
+    solution: str = typer.Option("direct", help="template generator: reference solutions that write the answer out (direct) or compute it with a script where the operation has one (program: teacher demonstrations a small model can imitate)."),
     generator: str = typer.Option("template", help="template (offline, deterministic) or llm (a model writes each task; -n counts candidates)."),
     model: str = typer.Option("smollm2-135m", help="llm generator: a served model name, an embedded model or a local model dir."),
     base_url: str | None = typer.Option(None, help="llm generator: OpenAI-compatible endpoint (else $OPENAI_BASE_URL; else the embedded server for a local --model)."),
@@ -322,7 +323,7 @@ def synth_persona(
     with progress:
         report = synthesize(
             n, seed, output, jobs=jobs, categories=categories, taxonomy_path=taxonomy, personas_path=personas,
-            sandbox=sandbox, validate=validate, operations=operations, max_ops=max_ops,
+            sandbox=sandbox, validate=validate, operations=operations, max_ops=max_ops, solution=solution,
             on_progress=lambda done, total: progress.update(bar, completed=done),
         )
     for title, counts in (("category", report.by_category), ("subcategory", report.by_subcategory),

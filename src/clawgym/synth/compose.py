@@ -313,6 +313,9 @@ class Candidate:
     fingerprint: str
 
 
+SOLUTIONS = ("direct", "program")
+
+
 def compose_task(
     task_id: str,
     persona: Persona,
@@ -321,7 +324,13 @@ def compose_task(
     ops: dict[str, OperationGenerator],
     rng: random.Random,
     length: int,
+    solution: str = "direct",
 ) -> Candidate:
+    """One task. `solution` picks the reference: "direct" (the answer written out) or "program" (each step's
+    :attr:`StepPlan.program` where it has one, computed in the sandbox; validation proves it scores 1.0 as well).
+    Both draw the same random numbers, so a seed gives the same tasks either way."""
+    if solution not in SOLUTIONS:
+        raise ValueError(f"solution must be one of {', '.join(SOLUTIONS)}, not {solution!r}")
     chain = choose_chain(sub, ops, rng, length)
     plans: list[StepPlan] = []
     used: set[str] = set()
@@ -337,7 +346,7 @@ def compose_task(
             break
     instruction = write_request(persona, plans, rng)
     files = [f for p in plans for f in p.files]
-    steps = [s for p in plans for s in p.steps]
+    steps = [s for p in plans for s in (p.program if solution == "program" and p.program else p.steps)]
     category = taxonomy.category_of(sub.id)
     final = "Done. " + "; ".join(p.summary for p in plans if p.summary) + "."
     fingerprint = hashlib.sha256(

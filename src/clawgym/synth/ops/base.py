@@ -66,6 +66,11 @@ class StepPlan:
     checks: list[Check]
     steps: list[ToolCall]  # reference solution of this step
     partial: list[ToolCall]  # a partial/wrong solution of this step: its checks score strictly in (0, 1)
+    # the same step solved by computing: a fixed script whose only step-specific parts are constants copied
+    # verbatim from the request (paths, dates, names). Empty if the generator has none. Tasks synthesized with
+    # solution="program" use it as the reference, so teacher trajectories show a small model a pattern it can
+    # reproduce instead of arithmetic, date counting and sorting it cannot do in its head.
+    program: list[ToolCall] = field(default_factory=list)
     files: list[WorkspaceFile] = field(default_factory=list)
     outputs: list[Artifact] = field(default_factory=list)
     summary: str = ""  # short label of what the step does, for the task's metadata
@@ -117,6 +122,13 @@ def write(path: str, content: str) -> ToolCall:
 
 def exec_(command: str) -> ToolCall:
     return ToolCall(name="exec", arguments={"command": command})
+
+
+def python(script: str) -> ToolCall:
+    """`exec` of a python3 script given inline (a quoted here-document: the shell expands nothing in it)."""
+    if not script.endswith("\n"):
+        script += "\n"
+    return exec_(f"python3 - <<'PY'\n{script}PY")
 
 
 def read(path: str) -> ToolCall:

@@ -31,6 +31,7 @@ from clawgym.synth.ops.base import (
     Check,
     OpContext,
     StepPlan,
+    python,
     read,
     to_csv,
     write,
@@ -48,6 +49,43 @@ PHASES = {
     "general": ["Scope", "Budget approval", "Vendor selection", "Procurement", "Setup", "Training", "Testing",
                 "Communication", "Launch"],
 }
+
+
+# The program solution of a project plan: the dates are the request's own words (any of the ways
+# _docs_common.dated writes them), the task list order is copied from the request and is the dependency order.
+PROGRAM = """import csv, json, datetime as dt
+SRC, OUT = {src!r}, {out!r}
+START, HOLIDAYS = {start!r}, {holidays!r}
+ORDER = {order!r}.split(', ')
+def day(s):
+    for f in ('%Y-%m-%d', '%A %d %B %Y', '%d %B %Y', '%B %d, %Y', '%a %d/%m/%Y'):
+        try:
+            return dt.datetime.strptime(s, f).date()
+        except ValueError:
+            pass
+off = [day(h) for h in HOLIDAYS]
+def work(d, n):
+    while d.weekday() > 4 or d in off or n > 0:
+        n -= d.weekday() < 5 and d not in off and n > 0
+        d += dt.timedelta(1)
+    return d
+tasks = {{t['task']: t for t in (json.load(open(SRC)) if SRC.endswith('.json') else csv.DictReader(open(SRC)))}}
+end, rows = {{}}, []
+for n in ORDER:
+    t = tasks[n]
+    deps = t['depends_on'] if SRC.endswith('.json') else [x for x in t['depends_on'].split('; ') if x]
+    s = max([work(day(START), 0)] + [work(end[d], 1) for d in deps])
+    end[n] = work(s, int(t['duration_days']) - 1)
+    rows.append([n, t['owner'], str(s), str(end[n])])
+rows.sort(key=lambda r: r[2])
+if OUT.endswith('.csv'):
+    text = ''.join(','.join(r) + '\\n' for r in [['task', 'owner', 'start', 'end']] + rows)
+else:
+    text = '# Project plan\\n\\nStart: %s\\n\\n| task | owner | start | end |\\n|---|---|---|---|\\n' % day(START)
+    text += ''.join('| ' + ' | '.join(r) + ' |\\n' for r in rows) + '\\nProject finish: %s\\n' % max(end.values())
+open(OUT, 'w').write(text)
+print('wrote', len(rows), 'tasks to', OUT)
+"""
 
 
 def schedule(tasks: list[dict], start: dt.date, holidays: set[dt.date]) -> dict[str, tuple[dt.date, dt.date]]:
@@ -124,10 +162,11 @@ class BuildPlan:
                     f"\nProject finish: {finish.isoformat()}\n")
         else:
             text = to_csv(header, rows)
-        hol = ""
+        hol, hol_words = "", []
         if holidays:
             hd = sorted(holidays)[0]
-            hol = f" {dated(rng, hd)} is a public holiday (no work that day)."
+            hol_words = [dated(rng, hd)]
+            hol = f" {hol_words[0]} is a public holiday (no work that day)."
         fmt = (f"a markdown table with the columns {' | '.join(header)} followed by a line `Project finish: "
                "YYYY-MM-DD`" if as_md else f"a CSV with the columns {','.join(header)}")
         rules = ("Each task starts on the first working day after all the tasks it depends on have ended (tasks "
@@ -135,12 +174,15 @@ class BuildPlan:
                  f"the start day counts).{hol} Dates as YYYY-MM-DD; rows sorted by start date, ties in the order of "
                  "the task list below.")
         order_hint = ", ".join(chosen)
-        instruction = rng.choice([
-            f"Turn `{in_path}` into a schedule starting {dated(rng, start)}: write `{out}` as {fmt}. {rules} "
+        starts = [dated(rng, start), dated(rng, start)]  # drawn in this order, as before (same tasks per seed)
+        k = rng.choice([0, 1])
+        instruction = [
+            f"Turn `{in_path}` into a schedule starting {starts[0]}: write `{out}` as {fmt}. {rules} "
             f"(Task list order: {order_hint}.)",
-            f"Please plan the project in `{in_path}` from {dated(rng, start)} onwards and save it as `{out}` - "
+            f"Please plan the project in `{in_path}` from {starts[1]} onwards and save it as `{out}` - "
             f"{fmt}. {rules} (Task list order: {order_hint}.)",
-        ]) + from_source
+        ][k] + from_source
+        program = PROGRAM.format(src=in_path, out=out, start=starts[k], holidays=hol_words, order=order_hint)
         pairs = [[d, t["name"]] for t in tasks for d in t["deps"]]
         checks = [
             Check("dates_correct", "docs_table_rows", {"path": out, "header": ["task", "start", "end"],
@@ -174,6 +216,7 @@ class BuildPlan:
             files=[WorkspaceFile(path=in_path, content=in_text)],
             steps=[read(in_path), write(out, text)],
             partial=[write(out, bad_text)],
+            program=[read(in_path), python(program)],
             outputs=[Artifact(out, DOCUMENT, text, f"the project plan ({out})"),
                      Artifact(out, EVENTS, events, f"the project plan's tasks ({out})")],
             summary=f"schedule {len(tasks)} tasks into {out}",

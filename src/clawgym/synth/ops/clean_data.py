@@ -8,9 +8,30 @@ import hashlib
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, read, to_csv, write
+from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, python, read, to_csv, write
 
 HEADER = ["date", "payee", "category", "amount"]
+
+# The program solution: the date formats of flavor.messy_date, money without signs or separators, exact
+# duplicates gone once normalised (the clean rows are distinct by construction), sorted on all four columns.
+PROGRAM = """import csv, datetime as dt
+SRC, OUT = {src!r}, {out!r}
+def day(s):
+    for f in ('%Y-%m-%d', '%d/%m/%Y', '%b %d, %Y', '%d.%m.%Y', '%Y/%m/%d'):
+        try:
+            return dt.datetime.strptime(s.strip(), f).date().isoformat()
+        except ValueError:
+            pass
+    raise ValueError(s)
+rows = set()
+for r in csv.DictReader(open(SRC, newline='')):
+    a = r['amount'].strip().replace('$', '').replace(',', '')
+    if a:
+        rows.add((day(r['date']), r['payee'].strip(), r['category'].strip(), '%.2f' % float(a)))
+with open(OUT, 'w', newline='') as f:
+    csv.writer(f, lineterminator='\\n').writerows([['date', 'payee', 'category', 'amount']] + sorted(rows))
+print('wrote', len(rows), 'rows to', OUT)
+"""
 
 
 class CleanData:
@@ -81,6 +102,7 @@ class CleanData:
                 write(out, to_csv(HEADER, rows)),
             ],
             partial=[write(out, to_csv(HEADER, partial_rows))],
+            program=[read(src), python(PROGRAM.format(src=src, out=out))],
             outputs=[Artifact(out, TABLE, {"header": HEADER, "rows": rows}, f"the cleaned {what} ({out})",
                               roles={"date": "date", "name": "payee", "group": "category", "value": "amount"})],
             summary=f"clean {src} into {out}",

@@ -20,12 +20,110 @@ from clawgym.synth.ops.base import (
     Check,
     OpContext,
     StepPlan,
+    python,
     read,
     to_csv,
     write,
 )
 
 _NUM = re.compile(r"^-?(0|[1-9]\d*)(\.\d+)?$")
+
+# The program solutions: fixed scripts whose only step-specific parts are the paths (and sheet name) of the
+# request. The numeric columns are found the way numeric_columns() finds them, output formats by extension.
+CSV_RECORDS = """import csv, json, re, yaml
+SRC, OUT = {src!r}, {out!r}
+rows = list(csv.reader(open(SRC, newline='')))
+head = rows[0]
+rows = [r + [''] * (len(head) - len(r)) for r in rows[1:] if r]
+def isnum(v):
+    return re.fullmatch(r'-?(0|[1-9]\\d*)(\\.\\d+)?', v.strip())
+num = [i for i in range(len(head)) if any(r[i].strip() for r in rows)
+       and all(isnum(r[i]) for r in rows if r[i].strip())]
+def value(i, v):
+    if i not in num:
+        return v
+    if not v.strip():
+        return None
+    return float(v) if '.' in v else int(v)
+recs = [{{h: value(i, r[i]) for i, h in enumerate(head)}} for r in rows]
+with open(OUT, 'w') as f:
+    if OUT.endswith('.json'):
+        json.dump(recs, f, indent=2)
+    else:
+        yaml.safe_dump(recs, f, sort_keys=False)
+print('wrote', len(recs), 'records to', OUT)
+"""
+
+_CELL = """def cell(v):
+    if v is None:
+        return ''
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+"""
+
+RECORDS_CSV = """import csv, json, yaml
+SRC, OUT = {src!r}, {out!r}
+recs = json.load(open(SRC)) if SRC.endswith('.json') else yaml.safe_load(open(SRC))
+head = []
+for r in recs:
+    head += [k for k in r if k not in head]
+""" + _CELL + """with open(OUT, 'w', newline='') as f:
+    w = csv.writer(f, lineterminator='\\n')
+    w.writerow(head)
+    w.writerows([cell(r.get(k)) for k in head] for r in recs)
+print('wrote', len(recs), 'rows to', OUT)
+"""
+
+XLSX_CSV = """import csv, openpyxl
+SRC, SHEET, OUT = {src!r}, {sheet!r}, {out!r}
+rows = list(openpyxl.load_workbook(SRC)[SHEET].iter_rows(values_only=True))
+""" + _CELL + """with open(OUT, 'w', newline='') as f:
+    csv.writer(f, lineterminator='\\n').writerows([cell(v) for v in r] for r in rows)
+print('wrote', len(rows) - 1, 'rows to', OUT)
+"""
+
+_SAVE = """with open(OUT, 'w') as f:
+    if OUT.endswith('.json'):
+        json.dump(data, f, indent=2)
+    else:
+        yaml.safe_dump(data, f, sort_keys=False)
+print('wrote', len(data), 'settings to', OUT)
+"""
+
+STRUCTURED_CONFIG = """import json, yaml
+SRC, OUT = {src!r}, {out!r}
+data = json.load(open(SRC)) if SRC.endswith('.json') else yaml.safe_load(open(SRC))
+""" + _SAVE
+
+_TYPED = """def typed(v):
+    t = v.strip()
+    if re.fullmatch(r'-?(0|[1-9]\\d*)(\\.\\d+)?', t):
+        return float(t) if '.' in t else int(t)
+    if t.lower() in ('true', 'false'):
+        return t.lower() == 'true'
+    return v
+"""
+
+INI_CONFIG = """import configparser, json, re, yaml
+SRC, OUT = {src!r}, {out!r}
+""" + _TYPED + """c = configparser.ConfigParser(interpolation=None)
+c.optionxform = str
+c.read(SRC)
+data = {{s: {{k: typed(v) for k, v in c[s].items()}} for s in c.sections()}}
+""" + _SAVE
+
+ENV_CONFIG = """import json, re, yaml
+SRC, OUT = {src!r}, {out!r}
+""" + _TYPED + """data = {{}}
+for line in open(SRC):
+    k, eq, v = line.strip().partition('=')
+    if eq and not k.startswith('#'):
+        v = v.strip()
+        data[k.strip()] = typed(v[1:-1] if v[:1] == '"' else v)
+""" + _SAVE
 
 
 def _json(data) -> str:
@@ -127,13 +225,14 @@ class ConvertFormat:
         return StepPlan(
             operation=self.id, instruction=instruction, files=files, checks=checks,
             steps=reads + [write(out, text)], partial=[write(out, partial_text)],
+            program=reads + [python(CSV_RECORDS.format(src=src_path, out=out))],
             outputs=[Artifact(out, RECORDS, recs, f"the {fmt.upper()} version of {src_path} ({out})", roles=roles)],
             summary=f"convert {src_path} to {fmt.upper()} ({out})", fingerprint=digest([header, rows, fmt]),
         )
 
     # ----------------------------------------------------------------------------------------- records -> csv
     def _records_to_csv(self, ctx: OpContext, recs: list[dict], src_path, src_words, files, roles, reads,
-                        sheet_note=""):
+                        sheet=None):
         rng = ctx.rng
         header: list[str] = []
         for r in recs:
@@ -143,6 +242,9 @@ class ConvertFormat:
         rows = [[_cell(r.get(h)) for h in header] for r in recs]
         stem = src_path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
         out = ctx.path(f"{stem}.csv")
+        sheet_note = f" (only the sheet named \"{sheet}\")" if sheet is not None else ""
+        program = python(XLSX_CSV.format(src=src_path, sheet=sheet, out=out) if sheet is not None else
+                         RECORDS_CSV.format(src=src_path, out=out))
         instruction = rng.choice([
             f"Convert {src_words}{sheet_note} to CSV at `{out}`: header row {','.join(header)} (in that order), "
             "then one row per record in the original order; missing or null values as empty cells, numbers "
@@ -161,6 +263,7 @@ class ConvertFormat:
         return StepPlan(
             operation=self.id, instruction=instruction, files=files, checks=checks,
             steps=reads + [write(out, to_csv(header, rows))], partial=[write(out, partial)],
+            program=reads + [program],
             outputs=[Artifact(out, TABLE, {"header": header, "rows": rows}, f"the CSV version of {src_path} ({out})",
                               roles=roles)],
             summary=f"convert {src_path} to CSV ({out})", fingerprint=digest([header, rows]),
@@ -215,6 +318,8 @@ class ConvertFormat:
         return StepPlan(
             operation=self.id, instruction=instruction, files=files, checks=checks,
             steps=reads + [write(out, text)], partial=[write(out, _yaml(half) if to_yaml else _json(half))],
+            program=reads + [python((ENV_CONFIG if src_path.endswith(".env") else INI_CONFIG if ini else STRUCTURED_CONFIG)
+                                    .format(src=src_path, out=out))],
             outputs=[Artifact(out, CONFIG, data, f"the {fmt} version of the config ({out})")],
             summary=f"convert {src_path} to {fmt} ({out})", fingerprint=digest(data),
         )
@@ -284,7 +389,7 @@ class ConvertFormat:
             src = ctx.path(f"{kind}.xlsx")
             files = [WorkspaceFile(path=src, generate=GeneratedContent(kind="xlsx", params={"sheets": sheets}))]
             return self._records_to_csv(ctx, recs, src, f"the workbook `{src}`", files, roles, [],
-                                        sheet_note=f" (only the sheet named \"{sheet}\")")
+                                        sheet=sheet)
         data = self._own_config(ctx)
         ext = rng.choice(["yaml", "json"])
         src = ctx.path(rng.choice(["settings", "config", "app_config", "sync_settings"]) + f".{ext}")

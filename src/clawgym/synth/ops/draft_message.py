@@ -33,6 +33,7 @@ from clawgym.synth.ops.base import (
     Check,
     OpContext,
     StepPlan,
+    python,
     read,
     to_csv,
     write,
@@ -40,6 +41,29 @@ from clawgym.synth.ops.base import (
 
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
           "November", "December"]
+
+
+# The program solution of a reply with figures: addresses, subject, category and month copied from the request
+# and the question; the figures computed from the order sheet.
+REPLY_PROGRAM = """import csv, os, datetime as dt
+DATA, OUT = %r, %r
+FROM, TO, CC = %r, %r, %r
+SUBJECT = %r
+CATEGORY, MONTH = %r, %r
+m = dt.datetime.strptime(MONTH, '%%B %%Y').strftime('%%Y-%%m')
+rows = [r for r in csv.DictReader(open(DATA)) if r['category'] == CATEGORY and r['date'].startswith(m)]
+by = {}
+for r in rows:
+    by[r['supplier']] = by.get(r['supplier'], 0) + float(r['amount'])
+top = min(by, key=lambda k: (-by[k], k))
+total = sum(float(r['amount']) for r in rows)
+os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
+text = 'From: %%s\\nTo: %%s\\n' %% (FROM, TO) + ('Cc: %%s\\n' %% CC if CC else '') + 'Subject: %%s\\n\\n' %% SUBJECT
+text += 'Hello,\\n\\nIn %%s we spent %%.2f on %%s, across %%d orders. The biggest supplier was %%s (%%.2f).\\n' %% (
+    MONTH, total, CATEGORY, len(rows), top, by[top])
+open(OUT, 'w').write(text)
+print('wrote', OUT)
+"""
 
 
 def _f(v: str) -> float:
@@ -149,6 +173,8 @@ class DraftMessage:
             operation=self.id, instruction=instruction, checks=checks, files=files,
             steps=[read(ask_path), read(data_path), write(out, text)],
             partial=[write(out, partial)],
+            program=[read(ask_path), read(data_path), python(REPLY_PROGRAM % (
+                data_path, out, my_addr, asker_addr, cc[1] if cc else "", f"Re: {subject}", cat, f"{mname} 2026"))],
             outputs=[],
             summary=f"draft a reply to {ask_path} with the {cat} figures",
             fingerprint=digest(rows, cat, month),

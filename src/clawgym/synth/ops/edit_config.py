@@ -11,7 +11,7 @@ import yaml
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.ops.base import CONFIG, Artifact, Check, OpContext, StepPlan, read, write
+from clawgym.synth.ops.base import CONFIG, Artifact, Check, OpContext, StepPlan, python, read, write
 
 FORMATS = ("yaml", "json", "ini", "env")
 FILE_NAMES = {
@@ -172,6 +172,87 @@ def _name(fmt: str, s: str, k: str) -> str:
     return env_key(s, k) if fmt == "env" else f"{s}.{k}"
 
 
+# ------------------------------------------------------------------------------------------ program
+# The reference solution by computing: PATH and EDITS (one line per bullet of the request, keys and values
+# copied as the request writes them) on top of a fixed body per format. Text formats are edited line by line
+# so comments and key order stay; JSON (no comments) is loaded and dumped with the original indentation.
+
+_LINE_HEAD = """L = open(PATH).read().splitlines()
+"""
+_LINE_LOOP = """for e in EDITS:
+    if e[0] == 'set':
+        i = find(e[1])
+        L[i] = {set_}
+    elif e[0] == 'rename':
+        i = find(e[1])
+        L[i] = L[i].replace({rename}, 1)
+    elif e[0] == 'drop':
+        for key in e[1:]:
+            i = find(key)
+            del L[i]
+            if L[i - 1].lstrip().startswith('#'):
+                del L[i - 1]
+    elif e[0] == 'add':
+        {add}
+open(PATH, 'w').write('\\n'.join(L) + '\\n')
+print('applied', len(EDITS), 'changes to', PATH)
+"""
+_KEY_RENAME = "e[1].split('.')[1], e[2].split('.')[1]"
+_SECTIONED = _LINE_HEAD + """def find(key):
+    s, k = key.split('.')
+    i = L.index({head}) + 1
+    while L[i].split('{sep}')[0].strip() != k:
+        assert not {stop}, key
+        i += 1
+    return i
+"""
+BODIES = {
+    "yaml": _SECTIONED.format(head="s + ':'", sep=":", stop="L[i][:1].isalnum()") + _LINE_LOOP.format(
+        set_="L[i].split(':')[0] + ': ' + e[2]", rename=_KEY_RENAME,
+        add="L += ['', e[1] + ':'] + ['  %s: %s' % kv for kv in e[2].items()]"),
+    "ini": _SECTIONED.format(head="'[' + s + ']'", sep="=", stop="L[i].startswith('[')") + _LINE_LOOP.format(
+        set_="L[i].split('=')[0] + '= ' + e[2]", rename=_KEY_RENAME,
+        add="L += ['', '[' + e[1] + ']'] + ['%s = %s' % kv for kv in e[2].items()]"),
+    "env": _LINE_HEAD + """def find(key):
+    return [x.split('=')[0].strip() for x in L].index(key)
+def q(v):
+    return '"' + v + '"' if any(c in v for c in ' #*') else v
+""" + _LINE_LOOP.format(
+        set_="e[1] + '=' + q(e[2])", rename="e[1], e[2]",
+        add="L += [''] + [x.split('=')[0] + '=' + q(x.split('=', 1)[1]) for x in e[1:]]"),
+    "json": """import json
+def val(x):
+    try:
+        return json.loads(x)
+    except ValueError:
+        return x
+C = json.load(open(PATH))
+for e in EDITS:
+    s, _, k = e[1].partition('.')
+    if e[0] == 'set':
+        C[s][k] = val(e[2])
+    elif e[0] == 'rename':
+        n = e[2].split('.')[1]
+        C[s] = {n if a == k else a: b for a, b in C[s].items()}
+    elif e[0] == 'drop':
+        for key in e[1:]:
+            s, k = key.split('.')
+            del C[s][k]
+    elif e[0] == 'add':
+        C[e[1]] = {a: val(b) for a, b in e[2].items()}
+open(PATH, 'w').write(json.dumps(C, indent=2) + '\\n')
+print('applied', len(EDITS), 'changes to', PATH)
+""",
+}
+
+
+def program(fmt: str, path: str, edits: list[tuple]) -> str:
+    """The python3 script applying `edits` (('set', key, value), ('rename', key, new_key), ('drop', key, ...),
+    ('add', section, {key: value}) or for .env ('add', 'KEY=value', ...)) to the config at `path`."""
+    lines = "".join(f"    {e!r},\n" for e in edits)
+    return f"PATH = {path!r}\nEDITS = [\n{lines}]\n" + BODIES[fmt]
+
+
 class EditConfig:
     id = "edit_config"
     consumes: tuple[str, ...] = ()
@@ -247,31 +328,35 @@ class EditConfig:
         before = render(fmt, cfg, header, sec_notes, key_notes)
         after = render(fmt, new, header, new_sec_notes, new_key_notes)
 
-        # the change request
-        changes: list[str] = []
+        # the change request, each bullet with its line in the program's EDITS
+        changes: list[tuple[str, tuple]] = []
         for (s, k), v in new_vals.items():
             old = cfg[s][k]
             verb = rng.choice(["raise", "bump", "change"])
-            changes.append(f"{verb} `{_name(fmt, s, k)}` from {_flat(old)} to {_flat(v)}")
+            changes.append((f"{verb} `{_name(fmt, s, k)}` from {_flat(old)} to {_flat(v)}",
+                            ("set", _name(fmt, s, k), _flat(v))))
         for s, k in renames:
-            changes.append(rng.choice([
+            changes.append((rng.choice([
                 f"rename `{_name(fmt, s, k)}` to `{_name(fmt, s, RENAMES[k])}` (same value)",
                 f"the new schema calls `{_name(fmt, s, k)}` `{_name(fmt, s, RENAMES[k])}`: rename it, keeping its value",
-            ]))
+            ]), ("rename", _name(fmt, s, k), _name(fmt, s, RENAMES[k]))))
         if fmt == "env":
-            adds = ", ".join(f"`{env_key(add_name, k)}={_flat(v)}`" for k, v in add_kv.items())
-            changes.append(f"add the {add_name.replace('_', ' ')} settings {adds}")
+            pairs = [f"{env_key(add_name, k)}={_flat(v)}" for k, v in add_kv.items()]
+            adds = ", ".join(f"`{p}`" for p in pairs)
+            changes.append((f"add the {add_name.replace('_', ' ')} settings {adds}", ("add", *pairs)))
         else:
             lit = {"yaml": _yaml_scalar, "json": json.dumps, "ini": _flat}[fmt]
             adds = ", ".join(f"`{k}` = `{lit(v)}`" for k, v in add_kv.items())
-            changes.append(f"add a new `{add_name}` section with {adds}")
+            changes.append((f"add a new `{add_name}` section with {adds}",
+                            ("add", add_name, {k: lit(v) for k, v in add_kv.items()})))
         dep_names = ", ".join(f"`{_name(fmt, s, k)}`" for s, k in dep_items)
-        changes.append(rng.choice([f"remove the deprecated {'key' if len(dep_items) == 1 else 'keys'} {dep_names}",
-                                   f"drop {dep_names} - the new version no longer supports "
-                                   f"{'it' if len(dep_items) == 1 else 'them'}"]))
+        changes.append((rng.choice([f"remove the deprecated {'key' if len(dep_items) == 1 else 'keys'} {dep_names}",
+                                    f"drop {dep_names} - the new version no longer supports "
+                                    f"{'it' if len(dep_items) == 1 else 'them'}"]),
+                        ("drop", *(_name(fmt, s, k) for s, k in dep_items))))
         rng.shuffle(changes)
         kind = {"yaml": "YAML", "json": "JSON", "ini": "INI", "env": ".env"}[fmt]
-        bullets = "\n".join(f"- {c}" for c in changes)
+        bullets = "\n".join(f"- {c}" for c, _ in changes)
         things = "other keys and values" if fmt == "json" else "other keys, values and comments"
         keep = rng.choice([
             f"Leave everything else ({things}) exactly as it is, and keep the file valid {kind}.",
@@ -316,6 +401,7 @@ class EditConfig:
             files=[WorkspaceFile(path=path, content=before)],
             checks=checks,
             steps=[read(path), write(path, after)],
+            program=[read(path), python(program(fmt, path, [e for _, e in changes]))],
             partial=[write(path, partial_text)],
             outputs=[Artifact(path, CONFIG, as_parsed(fmt, new), f"the updated {service} config ({path})",
                               roles={"format": fmt})],

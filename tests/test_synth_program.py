@@ -1,0 +1,81 @@
+"""Program solutions (``synthesize(..., solution="program")``): the same tasks, with references that compute.
+
+* the tasks are those of ``solution="direct"`` byte for byte, bar the reference solutions;
+* where an operation has a program, the reference is an ``exec`` of ``python3`` and validation in a real bwrap
+  sandbox accepted it (reference 1.0, no-op 0), i.e. the script really produces what the checks want;
+* the script's task-specific constants (UPPER_CASE assignments at its top) are words of the request or of the
+  files it reads (or a verb the fixed part of the script dispatches on): what a student model has to copy,
+  never something it has to compute;
+* an unknown solution kind is one clear error.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+
+import pytest
+
+from clawgym.core.errors import ClawgymError
+from clawgym.synth.pipeline import synthesize
+
+# operations with a program solution for their standalone variants
+PROGRAM_OPS = ["clean_data", "build_plan", "convert_format", "edit_config"]
+HEREDOC = re.compile(r"^python3 - <<'PY'\n(.*)PY$", re.S)
+
+
+def _tasks(path):
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _constants(script: str) -> tuple[list[str], str]:
+    """String constants assigned to UPPER_CASE names at the top (the part of a program that differs between
+    tasks), and the source of the rest (the same for every task of its kind)."""
+    out = []
+    body = ast.parse(script).body
+    rest = ""
+    for i, node in enumerate(body):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        names = [n for t in getattr(node, "targets", []) for n in ast.walk(t) if isinstance(n, ast.Name)]
+        if not isinstance(node, ast.Assign) or not all(n.id.isupper() for n in names):
+            rest = "\n".join(ast.unparse(n) for n in body[i:])
+            break
+        out += [n.value for n in ast.walk(node.value) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    assert out, "a program without task-specific constants"
+    return out, rest
+
+
+def test_program_references_compute_the_same_tasks(tmp_path, bwrap_backend):
+    direct, program = tmp_path / "direct.jsonl", tmp_path / "program.jsonl"
+    for path, solution in ((direct, "direct"), (program, "program")):
+        report = synthesize(24, 9, path, jobs=2, operations=PROGRAM_OPS + ["draft_message"], max_ops=1,
+                            solution=solution)
+        assert report.written == 24
+    a, b = _tasks(direct), _tasks(program)
+    assert [dict(t, reference=None) for t in a] == [dict(t, reference=None) for t in b]
+    seen = set()
+    for t in b:
+        steps = t["reference"]["steps"]
+        execs = [s for s in steps if s["name"] == "exec"]
+        if t["operations"][0] in PROGRAM_OPS:
+            assert execs and steps[-1]["name"] == "exec", (t["id"], [s["name"] for s in steps])
+        if not execs:
+            continue
+        seen.add(t["operations"][0])
+        m = HEREDOC.match(execs[-1]["arguments"]["command"])
+        assert m, execs[-1]["arguments"]["command"][:80]
+        script = m.group(1)
+        assert "write" not in {s["name"] for s in steps}  # the answer is computed, not written out
+        sources = t["instruction"] + "".join((f.get("content") or "") + json.dumps(f.get("generate"), ensure_ascii=False)
+                                             for f in t["workspace"]["files"])
+        consts, rest = _constants(script)
+        for c in consts:  # copied from the request or the files, or a word the fixed part dispatches on
+            assert c.removeprefix("Re: ") in sources or repr(c) in rest, (t["id"], c)
+    assert seen >= {"clean_data", "build_plan"}, seen
+
+
+def test_unknown_solution_kind_is_one_clear_error(tmp_path):
+    with pytest.raises(ClawgymError, match="--solution"):
+        synthesize(1, 0, tmp_path / "x.jsonl", validate=False, solution="magic")
