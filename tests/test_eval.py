@@ -125,3 +125,25 @@ def test_eval_cli_episode_timeout_overrides_the_tasks_limit(bwrap_backend, tmp_p
         scores[name] = (traj["status"], (traj["verdict"] or {}).get("score"))
     assert scores["own"][0] == "timeout" and scores["own"][1] != 1.0
     assert scores["raised"] == ("completed", 1.0)
+
+
+def test_rollout_options_episode_timeout_replaces_the_tasks_limit(bwrap_backend, tmp_path):
+    """The library form of --episode-timeout: the runner reads RolloutOptions.episode_timeout; the tasks stay
+    as they are."""
+    from clawgym.agent.baselines import OracleAgent
+    from clawgym.core.records import Task
+    from clawgym.rollout import run_rollout
+
+    first = json.loads((REPO / "examples" / "tasks.jsonl").read_text().splitlines()[0])
+    first["timeout_seconds"] = 1.0
+    first["reference"]["steps"].insert(0, {"name": "exec", "arguments": {"command": "sleep 2"}})
+    task = Task.model_validate(first)
+    got = {}
+    for limit in (None, 60.0):
+        report = run_rollout([task], OracleAgent, bwrap_backend, tmp_path / str(limit),
+                             RolloutOptions(episode_timeout=limit, infra_retries=0))
+        (t,) = report.ran
+        got[limit] = (t.status, t.verdict.score if t.verdict else None)
+    assert got[None][0] == "timeout" and got[None][1] != 1.0
+    assert got[60.0] == ("completed", 1.0)
+    assert task.timeout_seconds == 1.0

@@ -120,3 +120,18 @@ def test_oracle_without_reference_is_skipped(clawgym_tasks, bwrap_backend, tmp_p
     report = run_rollout(clawgym_tasks[:1], lambda: get_agent("oracle"), bwrap_backend, tmp_path / "run")
     (t,) = report.ran
     assert t.status == "skipped" and t.error.kind == "no_reference"
+
+
+def test_summary_keeps_a_base_model_and_its_student_apart():
+    def traj(i: int, model: str, score: float) -> Trajectory:
+        return Trajectory.model_validate({
+            "id": f"t{i}#0", "task_id": f"t{i}", "agent": "llm", "model": model, "sandbox": "bwrap",
+            "status": "completed", "started_at": "2026-11-22T00:00:00Z", "duration_s": 1.0,
+            "verdict": {"status": "scored", "score": score, "passed": score == 1.0},
+        })
+
+    trajs = [traj(1, "smollm2-135m", 0.0), traj(2, "smollm2-135m", 0.5), traj(1, "runs/x/student", 1.0)]
+    base, student = summarize(trajs, run="runs/x")
+    assert (base.model, base.episodes, base.mean_score) == ("smollm2-135m", 2, 0.25)
+    assert (student.model, student.episodes, student.mean_score, student.pass_rate) == ("runs/x/student", 1, 1.0, 1.0)
+    assert base.as_dict()["run"] == "runs/x" and student.as_dict()["model"] == "runs/x/student"

@@ -64,13 +64,12 @@ def evaluate(tasks_path: Path, agent: str, model: str, run_dir: Path, args, back
     from clawgym.sandbox.base import SandboxLimits
 
     suite = load_suite(str(tasks_path))
-    if args.episode_timeout:
-        suite.tasks = [t.model_copy(update={"timeout_seconds": args.episode_timeout}) for t in suite.tasks]
     spec = AgentSpec(name=agent, model=model, max_turns=args.max_turns, max_tokens=args.max_tokens,
                      temperature=0.0, llm_concurrency=args.concurrency, request_timeout=args.request_timeout,
                      policy_version=Path(model).name if agent == "llm" else None)
     options = RolloutOptions(samples=1, jobs=args.concurrency if agent == "llm" else args.jobs,
-                             limits=SandboxLimits(memory_mb=1024), keep_workspaces=True)
+                             limits=SandboxLimits(memory_mb=1024), keep_workspaces=True,
+                             episode_timeout=args.episode_timeout or None)
     report = run_eval(suite, spec, backend, run_dir, options, chart=False)
     overall = report["overall"]
     return {"tasks": len(suite.tasks), "mean_score": overall.get("mean_score"),
@@ -107,7 +106,7 @@ def readme_block(res: dict) -> str:
         f"{res['settings']['test_tasks']} held-out tasks; operations: {', '.join(res['settings']['operations'])}; "
         f"{'full fine-tuning' if res['settings']['full'] else 'LoRA r=' + str(res['settings']['lora_r'])}, "
         f"{res['settings']['epochs']} epochs, lr {res['settings']['lr']}; teacher solutions: "
-        f"{res['settings'].get('teacher_solution', 'direct')}):",
+        f"{_teacher(res['settings'])}):",
         "",
         "| model | held-out mean score | success rate (score 1.0) |",
         "|---|---:|---:|",
@@ -134,6 +133,13 @@ def readme_block(res: dict) -> str:
     return "\n".join(lines)
 
 
+def _teacher(settings: dict) -> str:
+    kind = settings.get("teacher_solution", "direct")
+    ops = settings.get("program_ops")
+    return f"program for {', '.join(ops)}, direct for the others" if kind == "program" and isinstance(ops, list) \
+        else kind
+
+
 def write_readme(path: Path, block: str) -> bool:
     text = path.read_text()
     if README_START not in text or README_END not in text:
@@ -154,11 +160,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--train-tasks", type=int, default=150)
     ap.add_argument("--test-tasks", type=int, default=25)
     ap.add_argument("--train-seed", type=int, default=101)
-    ap.add_argument("--test-seed", type=int, default=202)
+    ap.add_argument("--test-seed", type=int, default=303,
+                    help="Held-out tasks' seed. Runs before the program solutions used 202; the choice of --program-ops "
+                         "was made from results on 202, so the default moved to a seed nothing was chosen on.")
     ap.add_argument("--personas", type=Path, default=REPO / "personas" / "personas.yaml")
     ap.add_argument("--teacher-solution", choices=["program", "direct"], default="program",
                     help="Reference solutions the teacher replays: program (compute with a short script where the "
                          "operation has one; what a small model can imitate) or direct (the answer written out).")
+    ap.add_argument("--program-ops", nargs="*", default=["clean_data", "convert_format"],
+                    help="With --teacher-solution program: the operations whose references are programs (the others "
+                         "write their answers out). Default: the two whose scripts are short (150-350 tokens); the "
+                         "500-650-token scripts of build_plan, draft_message and edit_config were reproduced with "
+                         "errors by the 135M student (a run with all five: 0.240, every long-script family 0). "
+                         "Give no operation to use every program.")
     ap.add_argument("--min-score", type=float, default=1.0, help="Teacher trajectories kept at or above this.")
     ap.add_argument("--full", action="store_true", help="Fine-tune every weight instead of a LoRA adapter.")
     ap.add_argument("--epochs", type=float, default=1.0)
@@ -202,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     for n, seed, personas, out in ((args.train_tasks, args.train_seed, p_train, train_tasks),
                                    (args.test_tasks, args.test_seed, p_test, test_tasks)):
         synthesize(n, seed, out, jobs=args.jobs, personas_path=personas, sandbox=args.sandbox,
-                   operations=args.operations, max_ops=args.max_ops, solution=args.teacher_solution)
+                   operations=args.operations, max_ops=args.max_ops, solution=args.teacher_solution,
+                   program_ops=args.program_ops or None)
     stage["synth"] = time.perf_counter() - t0
 
     # 2. teacher trajectories
@@ -264,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                      "train_seed": args.train_seed, "test_seed": args.test_seed,
                      "personas_train": n_ptrain, "personas_test": n_ptest, "full": args.full,
                      "teacher_solution": args.teacher_solution,
+                     "program_ops": (args.program_ops or "all") if args.teacher_solution == "program" else None,
                      "epochs": args.epochs, "lr": lr, "lora_r": args.lora_r, "max_len": args.max_len,
                      "max_turns": args.max_turns, "max_tokens": args.max_tokens, "min_score": args.min_score},
         "teacher": teacher,

@@ -284,6 +284,7 @@ def synth_persona(
     operations: list[str] | None = typer.Option(None, "--operations", help="Only tasks made of these atomic operation ids (repeatable)."),
     max_ops: int | None = typer.Option(None, "--max-ops", min=1, max=4, help="At most this many operations per task (default: 1-4)."),
     solution: str = typer.Option("direct", help="template generator: reference solutions that write the answer out (direct) or compute it with a script where the operation has one (program: teacher demonstrations a small model can imitate)."),
+    program_ops: list[str] | None = typer.Option(None, "--program-ops", help="With --solution program: only these operations get program references (repeatable; default: every operation that has one)."),
     generator: str = typer.Option("template", help="template (offline, deterministic) or llm (a model writes each task; -n counts candidates)."),
     model: str = typer.Option("smollm2-135m", help="llm generator: a served model name, an embedded model or a local model dir."),
     base_url: str | None = typer.Option(None, help="llm generator: OpenAI-compatible endpoint (else $OPENAI_BASE_URL; else the embedded server for a local --model)."),
@@ -324,7 +325,7 @@ def synth_persona(
         report = synthesize(
             n, seed, output, jobs=jobs, categories=categories, taxonomy_path=taxonomy, personas_path=personas,
             sandbox=sandbox, validate=validate, operations=operations, max_ops=max_ops, solution=solution,
-            on_progress=lambda done, total: progress.update(bar, completed=done),
+            program_ops=program_ops, on_progress=lambda done, total: progress.update(bar, completed=done),
         )
     for title, counts in (("category", report.by_category), ("subcategory", report.by_subcategory),
                           ("operation", report.by_operation)):
@@ -458,11 +459,9 @@ def rollout(
             fail(f"{run_dir} holds a run of agent {prev!r}; use another run dir for agent {agent!r}", 2)
     if sandbox == "local":
         err.print("[bold yellow]warning:[/] sandbox 'local' runs commands on this host with NO isolation")
-    if episode_timeout:
-        tasks = [t.model_copy(update={"timeout_seconds": episode_timeout}) for t in tasks]
     options = RolloutOptions(
         samples=samples, jobs=jobs, keep_workspaces=keep_workspaces, base_dir=tasks_path.parent.resolve(),
-        infra_retries=infra_retries,
+        infra_retries=infra_retries, episode_timeout=episode_timeout,
         limits=SandboxLimits(memory_mb=memory_mb, max_processes=max_processes, exec_timeout_s=exec_timeout,
                              network=network),
     )
@@ -544,13 +543,11 @@ def eval_cmd(
         fail(str(exc), 2)
     if limit:
         suite.tasks = suite.tasks[:limit]
-    if episode_timeout:
-        suite.tasks = [t.model_copy(update={"timeout_seconds": episode_timeout}) for t in suite.tasks]
     for note in suite.notes:
         err.print(f"note: {note}", highlight=False)
     spec = AgentSpec(agent, model, base_url, max_turns=max_turns, max_tokens=max_tokens, temperature=temperature,
                      gateway=gateway)
-    options = RolloutOptions(samples=samples, jobs=jobs)
+    options = RolloutOptions(samples=samples, jobs=jobs, episode_timeout=episode_timeout)
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=err)
     bar = {}
@@ -628,7 +625,8 @@ def summary(
     run_dirs: list[Path] = typer.Argument(..., help="Run directories (or trajectories.jsonl files)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
-    """Summarize one or more runs: episodes, mean score, pass rate, errors by kind."""
+    """Summarize one or more runs: one row per run, agent and model, with episodes, mean score, pass rate and
+    errors by kind."""
     from clawgym.core.jsonl import read_records
     from clawgym.core.records import Trajectory
     from clawgym.rollout import TRAJECTORIES, render_table, summarize
@@ -639,7 +637,7 @@ def summary(
         if not path.exists():
             fail(f"{path}: no such file")
         latest = {t.id: t for t in read_records(path, Trajectory)}
-        summaries += summarize(list(latest.values()))
+        summaries += summarize(list(latest.values()), run=str(rd))
     if as_json:
         sys.stdout.write(json.dumps([s.as_dict() for s in summaries], indent=2) + "\n")
     else:

@@ -65,6 +65,12 @@ class RolloutOptions:
     on_attempt: Callable[[Trajectory], None] | None = None
     # extra directories bound into every sandbox (a black-box agent's runtime, its state); set by the agent session
     mounts: list[Mount] = field(default_factory=list)
+    # wall time of one episode in place of the tasks' own limits (None: each task's timeout_seconds). Raise it
+    # when many episodes share one slow model: an episode cut short while waiting its turn is retried from scratch
+    episode_timeout: float | None = None
+
+    def timeout_of(self, task: Task) -> float:
+        return self.episode_timeout or task.timeout_seconds
 
 
 @dataclass
@@ -175,9 +181,10 @@ def run_episode(
         sandbox.stop()
         return infra("interrupted", "the run was interrupted before this episode started")
     try:
+        limit = options.timeout_of(task)
         ctx = EpisodeContext(
-            deadline=time.monotonic() + task.timeout_seconds, sample=sample,
-            exec_timeout=min(options.limits.exec_timeout_s, task.timeout_seconds), episode_id=eid, attempt=attempt,
+            deadline=time.monotonic() + limit, sample=sample,
+            exec_timeout=min(options.limits.exec_timeout_s, limit), episode_id=eid, attempt=attempt,
         )
         try:
             outcome = agent.run(task, sandbox, ctx)

@@ -158,7 +158,7 @@ def openclaw_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options:
         sock_dir.chmod(0o755)
         budget = Budget(max_steps=spec.budget_steps or spec.max_turns,
                         max_tokens=spec.budget_tokens or spec.max_total_tokens,
-                        max_wall_s=spec.budget_wall_s or max((t.timeout_seconds for t in tasks), default=None))
+                        max_wall_s=spec.budget_wall_s or max((options.timeout_of(t) for t in tasks), default=None))
         gw = stack.enter_context(GatewayThread(url, pool, policy_version=spec.policy_version, budget=budget,
                                                upstream_key=os.environ.get("OPENAI_API_KEY"),
                                                uds=sock_dir / SOCKET_NAME))

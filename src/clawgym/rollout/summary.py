@@ -11,6 +11,8 @@ from clawgym.core.records import Trajectory
 @dataclass
 class Summary:
     agent: str
+    model: str | None = None  # the model the agent ran (None for agents without one: oracle, noop)
+    run: str | None = None  # where the trajectories came from, when the caller says
     episodes: int = 0
     scored: int = 0
     mean_score: float | None = None
@@ -22,20 +24,22 @@ class Summary:
 
     def as_dict(self) -> dict:
         return {
-            "agent": self.agent, "episodes": self.episodes, "scored": self.scored, "mean_score": self.mean_score,
+            "agent": self.agent, "model": self.model, "run": self.run, "episodes": self.episodes, "scored": self.scored, "mean_score": self.mean_score,
             "pass_rate": self.pass_rate, "infra_errors": self.infra_errors, "skipped": self.skipped,
             "statuses": dict(self.statuses), "errors": dict(self.errors),
         }
 
 
-def summarize(trajectories: list[Trajectory]) -> list[Summary]:
-    """One summary per agent. Scores average over episodes with a verdict; infrastructure errors and
-    skipped episodes are counted apart and never as a model failure."""
-    by_agent: dict[str, Summary] = {}
-    scores: dict[str, list[float]] = {}
-    passes: dict[str, int] = {}
+def summarize(trajectories: list[Trajectory], run: str | None = None) -> list[Summary]:
+    """One summary per agent and model (a base model and its fine-tuned student are two rows). Scores average
+    over episodes with a verdict; infrastructure errors and skipped episodes are counted apart and never as a
+    model failure."""
+    by_agent: dict[tuple, Summary] = {}
+    scores: dict[tuple, list[float]] = {}
+    passes: dict[tuple, int] = {}
     for t in trajectories:
-        s = by_agent.setdefault(t.agent, Summary(agent=t.agent))
+        key = (t.agent, t.model)
+        s = by_agent.setdefault(key, Summary(agent=t.agent, model=t.model, run=run))
         s.episodes += 1
         s.statuses[t.status] += 1
         if t.status == "infra_error":
@@ -54,14 +58,14 @@ def summarize(trajectories: list[Trajectory]) -> list[Summary]:
             continue
         if v.status == "checker_failed":
             s.errors["checker_failed"] += 1
-        scores.setdefault(t.agent, []).append(v.score)
-        passes[t.agent] = passes.get(t.agent, 0) + int(v.passed)
-    for agent, s in by_agent.items():
-        vals = scores.get(agent, [])
+        scores.setdefault(key, []).append(v.score)
+        passes[key] = passes.get(key, 0) + int(v.passed)
+    for key, s in by_agent.items():
+        vals = scores.get(key, [])
         s.scored = len(vals)
         if vals:
             s.mean_score = sum(vals) / len(vals)
-            s.pass_rate = passes.get(agent, 0) / len(vals)
+            s.pass_rate = passes.get(key, 0) / len(vals)
     return list(by_agent.values())
 
 
@@ -69,12 +73,14 @@ def render_table(summaries: list[Summary], title: str = "rollout summary"):
     from rich.table import Table
 
     table = Table(title=title)
-    for col in ("agent", "episodes", "scored", "mean", "pass", "infra", "skipped", "errors by kind"):
-        table.add_column(col, justify="left" if col in ("agent", "errors by kind") else "right",
-                         no_wrap=col != "errors by kind")
+    runs = any(s.run for s in summaries)
+    left = ("run", "agent", "model", "errors by kind")
+    for col in ("run",) * runs + ("agent", "model", "episodes", "scored", "mean", "pass", "infra", "skipped",
+                                  "errors by kind"):
+        table.add_column(col, justify="left" if col in left else "right", no_wrap=col != "errors by kind")
     for s in summaries:
         table.add_row(
-            s.agent, str(s.episodes), str(s.scored),
+            *((s.run or "-",) if runs else ()), s.agent, s.model or "-", str(s.episodes), str(s.scored),
             "-" if s.mean_score is None else f"{s.mean_score:.3f}",
             "-" if s.pass_rate is None else f"{s.pass_rate:.1%}",
             str(s.infra_errors), str(s.skipped),

@@ -325,10 +325,12 @@ def compose_task(
     rng: random.Random,
     length: int,
     solution: str = "direct",
+    program_ops: frozenset[str] | None = None,
 ) -> Candidate:
     """One task. `solution` picks the reference: "direct" (the answer written out) or "program" (each step's
-    :attr:`StepPlan.program` where it has one, computed in the sandbox; validation proves it scores 1.0 as well).
-    Both draw the same random numbers, so a seed gives the same tasks either way."""
+    :attr:`StepPlan.program` where it has one, computed in the sandbox; validation proves it scores 1.0 as well),
+    for the operations in `program_ops` only if it is given. Both draw the same random numbers, so a seed gives
+    the same tasks either way."""
     if solution not in SOLUTIONS:
         raise ValueError(f"solution must be one of {', '.join(SOLUTIONS)}, not {solution!r}")
     chain = choose_chain(sub, ops, rng, length)
@@ -346,7 +348,10 @@ def compose_task(
             break
     instruction = write_request(persona, plans, rng)
     files = [f for p in plans for f in p.files]
-    steps = [s for p in plans for s in (p.program if solution == "program" and p.program else p.steps)]
+    def computed(p: StepPlan) -> bool:
+        return solution == "program" and bool(p.program) and (program_ops is None or p.operation in program_ops)
+
+    steps = [s for p in plans for s in (p.program if computed(p) else p.steps)]
     category = taxonomy.category_of(sub.id)
     final = "Done. " + "; ".join(p.summary for p in plans if p.summary) + "."
     fingerprint = hashlib.sha256(

@@ -93,7 +93,7 @@ _W: dict = {}
 
 def _load_worker_state(taxonomy_path: str | None, personas_path: str | None, categories: list[str] | None,
                        validate: bool, operations: list[str] | None = None, max_ops: int | None = None,
-                       solution: str = "direct") -> None:
+                       solution: str = "direct", program_ops: list[str] | None = None) -> None:
     """What workers make candidates from (taxonomy, personas, generators) in _W, and the validation code
     imported. The parent does it before the pool starts, so that forked workers inherit it instead of loading
     and importing it again each (with another start method each worker does it itself)."""
@@ -101,7 +101,8 @@ def _load_worker_state(taxonomy_path: str | None, personas_path: str | None, cat
 
     if solution not in SOLUTIONS:
         raise ClawgymError(f"--solution: unknown {solution!r} (choose {' or '.join(SOLUTIONS)})")
-    key = (taxonomy_path, personas_path, tuple(categories or ()), tuple(operations or ()), max_ops, solution)
+    key = (taxonomy_path, personas_path, tuple(categories or ()), tuple(operations or ()), max_ops, solution,
+           tuple(program_ops or ()))
     if _W.get("key") != key:
         from clawgym.synth.ops import registry
         from clawgym.synth.personas import load_personas
@@ -127,21 +128,26 @@ def _load_worker_state(taxonomy_path: str | None, personas_path: str | None, cat
         lengths = {k: w for k, w in LENGTH_WEIGHTS.items() if max_ops is None or k <= max_ops}
         if not lengths:
             raise ClawgymError(f"--max-ops must be at least 1 (got {max_ops})")
-        _W.update(key=key, taxonomy=tax, personas=personas, subs=subs, ops=ops, lengths=lengths, solution=solution)
+        if program_ops:
+            unknown = sorted(set(program_ops) - set(registry()))
+            if unknown:
+                raise ClawgymError(f"--program-ops: unknown operation(s) {', '.join(unknown)}")
+        _W.update(key=key, taxonomy=tax, personas=personas, subs=subs, ops=ops, lengths=lengths, solution=solution,
+                  program_ops=frozenset(program_ops) if program_ops else None)
     if validate:
         import clawgym.synth.validate  # noqa: F401 - agents, sandboxes, verifiers: heavy imports, done once
 
 
 def _init_worker(taxonomy_path: str | None, personas_path: str | None, categories: list[str] | None,
                  sandbox: str, validate: bool = True, operations: list[str] | None = None,
-                 max_ops: int | None = None, solution: str = "direct") -> None:
+                 max_ops: int | None = None, solution: str = "direct", program_ops: list[str] | None = None) -> None:
     from clawgym.sandbox import get_backend
 
     # validation makes and copies many small workspaces: a RAM-backed tmpfs makes that several times faster
     # than a disk (sandbox temp dirs go where CLAWGYM_SANDBOX_TMP says; /dev/shm when it is there)
     if "CLAWGYM_SANDBOX_TMP" not in os.environ and os.access("/dev/shm", os.W_OK):
         os.environ["CLAWGYM_SANDBOX_TMP"] = "/dev/shm"
-    _load_worker_state(taxonomy_path, personas_path, categories, validate, operations, max_ops, solution)
+    _load_worker_state(taxonomy_path, personas_path, categories, validate, operations, max_ops, solution, program_ops)
     _W["backend"] = get_backend(sandbox)  # made in each worker: a backend may hold connections (Docker)
     # what is loaded now lives as long as the worker: keep the garbage collector from scanning it again and
     # again (several percent of a worker's time otherwise)
@@ -159,7 +165,7 @@ def make_candidate(seed: int, index: int, attempt: int):
     lengths = _W["lengths"]
     length = rng.choices(list(lengths), weights=list(lengths.values()))[0]
     return compose_task(task_id(seed, index), persona, sub, _W["taxonomy"], _W["ops"], rng, length,
-                        solution=_W.get("solution", "direct"))
+                        solution=_W.get("solution", "direct"), program_ops=_W.get("program_ops"))
 
 
 def make_candidates(
@@ -172,6 +178,7 @@ def make_candidates(
     operations: list[str] | None = None,
     max_ops: int | None = None,
     solution: str = "direct",
+    program_ops: list[str] | None = None,
 ) -> Iterator[tuple[int, int, Candidate | Exception]]:
     """Make the candidates `keys` ((index, attempt) pairs) of `seed` again, exactly as :func:`synthesize` with
     the same options makes them, without validating them: `(index, attempt, candidate)` each, in order, or the
@@ -181,7 +188,7 @@ def make_candidates(
     checks); this gives it back, e.g. to `benchmarks/clawgym-bench/build.py`, which finds the attempt that made a
     written task by comparing the candidate's task with it. Lazy: stop iterating once you have what you need."""
     _load_worker_state(str(taxonomy_path) if taxonomy_path else None, str(personas_path) if personas_path else None,
-                       categories, False, operations, max_ops, solution)
+                       categories, False, operations, max_ops, solution, program_ops)
     for index, attempt in keys:
         try:
             cand = make_candidate(seed, index, attempt)
@@ -262,6 +269,7 @@ def synthesize(
     operations: list[str] | None = None,
     max_ops: int | None = None,
     solution: str = "direct",
+    program_ops: list[str] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     make: Callable | None = None,
     id_prefix: str = "persona",
@@ -274,11 +282,11 @@ def synthesize(
     `operations` restricts the atomic operations tasks are made of (and the subcategories to those using one of
     them); `max_ops` caps the length of a task's operation chain. Both change which tasks a seed gives.
     `solution` ("direct" or "program") picks the reference solutions (see :func:`compose_task`); it changes
-    the references only, never the tasks."""
+    the references only, never the tasks; `program_ops` limits programs to those operations."""
     # load here first: bad data files fail with their one-line error before any worker starts, and forked
     # workers inherit what is loaded
     _load_worker_state(str(taxonomy_path) if taxonomy_path else None, str(personas_path) if personas_path else None,
-                       categories, validate, operations, max_ops, solution)
+                       categories, validate, operations, max_ops, solution, program_ops)
     report = SynthReport()
     seen_fp: set[str] = set()
     seen_text: set[str] = set()
@@ -303,7 +311,7 @@ def synthesize(
         return report
     appender = JsonlAppender(output)
     init = (str(taxonomy_path) if taxonomy_path else None, str(personas_path) if personas_path else None,
-            categories, sandbox, validate, operations, max_ops, solution)
+            categories, sandbox, validate, operations, max_ops, solution, program_ops)
     results: dict[int, tuple] = {}
     next_to_write = 0
     queue = list(todo)

@@ -66,6 +66,19 @@ print('wrote', OUT)
 """
 
 
+# The program solution of an announcement: the active people of the team list as recipients, the event as
+# written in the request, and the planning notes themselves as the body (when, where, agenda, RSVP).
+ANNOUNCE_PROGRAM = """import csv, os
+NOTES, TEAM, OUT = %r, %r, %r
+FROM, EVENT = %r, %r
+to = [r['email'] for r in csv.DictReader(open(TEAM)) if r['status'] == 'active']
+os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
+text = 'From: %%s\\nTo: %%s\\nSubject: Invitation: %%s\\n\\n' %% (FROM, ', '.join(to), EVENT) + open(NOTES).read()
+open(OUT, 'w').write(text)
+print('wrote', OUT, 'to', len(to), 'people')
+"""
+
+
 def _f(v: str) -> float:
     try:
         return float(str(v).replace(",", "").strip() or 0)
@@ -242,6 +255,8 @@ class DraftMessage:
                                                                 [[p, e, s] for p, e, s in zip(team, emails, status, strict=False)]))],
             steps=[read(notes_path), read(team_path), write(out, text)],
             partial=[write(out, partial)],
+            program=[read(notes_path), read(team_path),
+                     python(ANNOUNCE_PROGRAM % (notes_path, team_path, out, my_addr, event))],
             outputs=[],
             summary=f"draft the invitation to the {event}",
             fingerprint=digest(notes, active),
