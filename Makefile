@@ -49,15 +49,15 @@ test-slow: install
 # personas), the no-op and oracle baselines in sandboxes, re-verify the teacher's kept workspaces, filter its
 # trajectories, a short LoRA SFT of SmolLM2-135M, then the base model and the student on the held-out tasks
 # (their model servers started and stopped by the commands), and the summary of every run. The train tasks'
-# references are program solutions (--solution program): what the teacher shows is a script a small model can
-# imitate.
+# references for clean_data and convert_format are program solutions (a short script that computes the output,
+# which a small model can imitate; see the learning experiment).
 DEMO      := $(RUNS)/demo
 DEMO_OPS  := --operations convert_format --operations clean_data --operations build_plan --max-ops 1
 DEMO_LLM  := --agent llm -j 4 --max-turns 4 --max-tokens 768
 demo: install image
 	$(BIN)/clawgym sandbox check || true
 	$(BIN)/python benchmarks/learning/split_personas.py personas/personas.yaml $(DEMO)
-	$(BIN)/clawgym synth persona -n 12 --seed 7 $(DEMO_OPS) --solution program --personas $(DEMO)/personas_train.yaml -o $(DEMO)/train_tasks.jsonl
+	$(BIN)/clawgym synth persona -n 12 --seed 7 $(DEMO_OPS) --solution program --program-ops clean_data --program-ops convert_format --personas $(DEMO)/personas_train.yaml -o $(DEMO)/train_tasks.jsonl
 	$(BIN)/clawgym synth persona -n 4 --seed 8 $(DEMO_OPS) --personas $(DEMO)/personas_test.yaml -o $(DEMO)/test_tasks.jsonl
 	$(BIN)/clawgym rollout $(DEMO)/train_tasks.jsonl --agent noop -j 4 -o $(DEMO)/noop
 	$(BIN)/clawgym rollout $(DEMO)/train_tasks.jsonl --agent oracle -j 4 -o $(DEMO)/teacher

@@ -79,3 +79,13 @@ def test_program_references_compute_the_same_tasks(tmp_path, bwrap_backend):
 def test_unknown_solution_kind_is_one_clear_error(tmp_path):
     with pytest.raises(ClawgymError, match="--solution"):
         synthesize(1, 0, tmp_path / "x.jsonl", validate=False, solution="magic")
+
+
+def test_program_ops_limit_programs_to_those_operations(tmp_path):
+    out = tmp_path / "t.jsonl"
+    synthesize(16, 9, out, validate=False, operations=["clean_data", "build_plan"], max_ops=1, solution="program",
+               program_ops=["clean_data"])
+    kinds = {(t["operations"][0], t["reference"]["steps"][-1]["name"]) for t in _tasks(out)}
+    assert kinds == {("clean_data", "exec"), ("build_plan", "write")}
+    with pytest.raises(ClawgymError, match="--program-ops: unknown operation"):
+        synthesize(1, 0, tmp_path / "x.jsonl", validate=False, solution="program", program_ops=["no_such_op"])
