@@ -9,11 +9,11 @@ Stages (each resumes from what an earlier, interrupted run left in --work):
    seed and the other half, both from the same operation families (``--operations``, chains of ``--max-ops``).
    Every task is validated in a sandbox (reference 1.0, no-op 0).
 2. The oracle agent (the reference solutions, replayed as OpenClaw-style transcripts) is the teacher: its
-   trajectories on the train tasks are rolled out and verified like any agent's. By default the references are
-   the synthesizers' program solutions (``--teacher-solution program``): where an operation has one, the step is
-   solved by `exec` of a fixed short Python script whose only task-specific parts are constants copied from the
-   request, instead of the answer written out; a 135M model can reproduce the one, not the arithmetic, date
-   counting and sorting of the other.
+   trajectories on the train tasks are rolled out and verified like any agent's. By default the references of
+   ``--program-ops`` (clean_data, convert_format) are the synthesizers' program solutions (``--teacher-solution
+   program``): the step is solved by `exec` of a fixed short Python script whose only task-specific parts are
+   constants copied from the request, instead of the answer written out, which needs the arithmetic, date
+   handling and sorting a 135M model cannot do; the other operations keep their written-out answers.
 3. ``clawgym filter`` keeps the trajectories that score at least ``--min-score`` and turns them into the built-in
    agent's conversations (system prompt, tool schemas, tool calls and results).
 4. ``clawgym train sft`` fine-tunes the base model (LoRA by default; ``--full`` for every weight), loss on the
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--program-ops", nargs="*", default=["clean_data", "convert_format"],
                     help="With --teacher-solution program: the operations whose references are programs (the others "
                          "write their answers out). Default: the two whose scripts are short (150-350 tokens); the "
-                         "500-650-token scripts of build_plan, draft_message and edit_config were reproduced with "
+                         "420-650-token scripts of build_plan, draft_message and edit_config were reproduced with "
                          "errors by the 135M student (a run with all five: 0.240, every long-script family 0). "
                          "Give no operation to use every program.")
     ap.add_argument("--min-score", type=float, default=1.0, help="Teacher trajectories kept at or above this.")

@@ -24,8 +24,8 @@ class Summary:
 
     def as_dict(self) -> dict:
         return {
-            "agent": self.agent, "model": self.model, "run": self.run, "episodes": self.episodes, "scored": self.scored, "mean_score": self.mean_score,
-            "pass_rate": self.pass_rate, "infra_errors": self.infra_errors, "skipped": self.skipped,
+            "agent": self.agent, "model": self.model, "run": self.run, "episodes": self.episodes,
+            "scored": self.scored, "mean_score": self.mean_score, "pass_rate": self.pass_rate, "infra_errors": self.infra_errors, "skipped": self.skipped,
             "statuses": dict(self.statuses), "errors": dict(self.errors),
         }
 
@@ -34,12 +34,12 @@ def summarize(trajectories: list[Trajectory], run: str | None = None) -> list[Su
     """One summary per agent and model (a base model and its fine-tuned student are two rows). Scores average
     over episodes with a verdict; infrastructure errors and skipped episodes are counted apart and never as a
     model failure."""
-    by_agent: dict[tuple, Summary] = {}
+    by_key: dict[tuple, Summary] = {}
     scores: dict[tuple, list[float]] = {}
     passes: dict[tuple, int] = {}
     for t in trajectories:
         key = (t.agent, t.model)
-        s = by_agent.setdefault(key, Summary(agent=t.agent, model=t.model, run=run))
+        s = by_key.setdefault(key, Summary(agent=t.agent, model=t.model, run=run))
         s.episodes += 1
         s.statuses[t.status] += 1
         if t.status == "infra_error":
@@ -60,13 +60,13 @@ def summarize(trajectories: list[Trajectory], run: str | None = None) -> list[Su
             s.errors["checker_failed"] += 1
         scores.setdefault(key, []).append(v.score)
         passes[key] = passes.get(key, 0) + int(v.passed)
-    for key, s in by_agent.items():
+    for key, s in by_key.items():
         vals = scores.get(key, [])
         s.scored = len(vals)
         if vals:
             s.mean_score = sum(vals) / len(vals)
             s.pass_rate = passes.get(key, 0) / len(vals)
-    return list(by_agent.values())
+    return list(by_key.values())
 
 
 def render_table(summaries: list[Summary], title: str = "rollout summary"):

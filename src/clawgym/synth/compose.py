@@ -348,10 +348,10 @@ def compose_task(
             break
     instruction = write_request(persona, plans, rng)
     files = [f for p in plans for f in p.files]
-    def computed(p: StepPlan) -> bool:
-        return solution == "program" and bool(p.program) and (program_ops is None or p.operation in program_ops)
-
-    steps = [s for p in plans for s in (p.program if computed(p) else p.steps)]
+    programs = solution == "program"
+    steps = [s for p in plans
+             for s in (p.program if programs and p.program and (program_ops is None or p.operation in program_ops)
+                       else p.steps)]
     category = taxonomy.category_of(sub.id)
     final = "Done. " + "; ".join(p.summary for p in plans if p.summary) + "."
     fingerprint = hashlib.sha256(

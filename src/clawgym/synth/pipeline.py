@@ -112,7 +112,7 @@ def _load_worker_state(taxonomy_path: str | None, personas_path: str | None, cat
         personas = load_personas(personas_path, tax)
         subs = [s for c in tax.categories for s in c.subcategories
                 if not categories or c.id in categories or c.name in categories]
-        ops = registry()
+        known = ops = registry()
         if operations:
             unknown = sorted(set(operations) - set(ops))
             if unknown:
@@ -129,7 +129,7 @@ def _load_worker_state(taxonomy_path: str | None, personas_path: str | None, cat
         if not lengths:
             raise ClawgymError(f"--max-ops must be at least 1 (got {max_ops})")
         if program_ops:
-            unknown = sorted(set(program_ops) - set(registry()))
+            unknown = sorted(set(program_ops) - set(known))
             if unknown:
                 raise ClawgymError(f"--program-ops: unknown operation(s) {', '.join(unknown)}")
         _W.update(key=key, taxonomy=tax, personas=personas, subs=subs, ops=ops, lengths=lengths, solution=solution,
