@@ -66,7 +66,7 @@ def evaluate(tasks_path: Path, agent: str, model: str, run_dir: Path, args, back
     suite = load_suite(str(tasks_path))
     spec = AgentSpec(name=agent, model=model, max_turns=args.max_turns, max_tokens=args.max_tokens,
                      temperature=0.0, llm_concurrency=args.concurrency, request_timeout=args.request_timeout,
-                     policy_version=Path(model).name if agent == "llm" else None)
+                     policy_version=Path(model).name if agent == "llm" else None, precision=args.eval_precision)
     options = RolloutOptions(samples=1, jobs=args.concurrency if agent == "llm" else args.jobs,
                              limits=SandboxLimits(memory_mb=1024), keep_workspaces=True,
                              episode_timeout=args.episode_timeout or None)
@@ -183,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-turns", type=int, default=4, help="Model calls per episode at evaluation.")
     ap.add_argument("--max-tokens", type=int, default=768, help="Completion tokens per model call at evaluation.")
     ap.add_argument("--concurrency", type=int, default=13, help="Episodes (model requests) at once at evaluation.")
+    ap.add_argument("--eval-precision", choices=["auto", "fp32", "bf16"], default="auto",
+                    help="Weights of the model server at evaluation (base and student alike). auto: bf16 on CPUs with "
+                         "AMX/AVX512-BF16, where it serves about 1.8x faster than fp32, leaving the time to training.")
     ap.add_argument("--request-timeout", type=float, default=1800.0)
     ap.add_argument("--episode-timeout", type=float, default=3600.0,
                     help="Wall time of one episode. The tasks' own limits (900 s) assume a model that answers at "
@@ -195,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     lr = args.lr if args.lr is not None else (1e-4 if args.full else 1e-3)
 
+    from clawgym.core.precision import resolve_precision
     from clawgym.sandbox import get_backend
     from clawgym.synth.personas import split_personas
     from clawgym.synth.pipeline import synthesize
@@ -281,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
                      "teacher_solution": args.teacher_solution,
                      "program_ops": (args.program_ops or "all") if args.teacher_solution == "program" else None,
                      "epochs": args.epochs, "lr": lr, "lora_r": args.lora_r, "max_len": args.max_len,
-                     "max_turns": args.max_turns, "max_tokens": args.max_tokens, "min_score": args.min_score},
+                     "max_turns": args.max_turns, "max_tokens": args.max_tokens, "min_score": args.min_score,
+                     "eval_precision": resolve_precision(args.eval_precision)},
         "teacher": teacher,
         "filter": fdict,
         "training": training,

@@ -12,11 +12,12 @@ from clawgym.llm.models import is_local_model
 
 @contextmanager
 def model_endpoint(model: str, base_url: str | None = None, *, log_path: Path | None = None,
-                   max_batch: int = 16, on_start=None) -> Iterator[str]:
+                   max_batch: int = 16, on_start=None, precision: str = "fp32") -> Iterator[str]:
     """Yield the base URL to use for `model`.
 
     With a base URL (argument or `$OPENAI_BASE_URL`), that. Otherwise, when `model` is an embedded model name or
-    a local model directory, start `clawgym serve` on a free port of 127.0.0.1 and stop it on exit.
+    a local model directory, start `clawgym serve` on a free port of 127.0.0.1 (weights in `precision`) and stop
+    it on exit.
     """
     url = base_url or os.environ.get("OPENAI_BASE_URL")
     if url:
@@ -28,7 +29,7 @@ def model_endpoint(model: str, base_url: str | None = None, *, log_path: Path | 
         raise LLMError(f"model {model!r} is not a local model; give --base-url (or set OPENAI_BASE_URL)", "config", False)
     from clawgym.serve.server import ServerProcess
 
-    server = ServerProcess(model, max_batch=max_batch, log_path=log_path)
+    server = ServerProcess(model, max_batch=max_batch, log_path=log_path, precision=precision)
     if on_start:
         on_start(server)
     with server:

@@ -39,6 +39,8 @@ class AgentSpec:
     budget_steps: int | None = None
     budget_tokens: int | None = None
     budget_wall_s: float | None = None
+    # the embedded server's precision, when one is started for a local model (see `clawgym serve --precision`)
+    precision: str = "fp32"
 
 
 @dataclass
@@ -54,6 +56,13 @@ class AgentSession:
         u = self.client.usage.as_dict()
         return (f"model calls: {u['requests']} ({u['retries']} retries, {u['failures']} failed attempts), "
                 f"tokens: {u['prompt_tokens']} prompt + {u['completion_tokens']} completion")
+
+
+def _endpoint_settings(spec: AgentSpec) -> dict[str, str]:
+    """What run.json records about where the model ran: a given endpoint, or the embedded server and its precision."""
+    if spec.base_url or os.environ.get("OPENAI_BASE_URL"):
+        return {"endpoint": "given"}
+    return {"endpoint": "embedded", "precision": spec.precision}
 
 
 @contextmanager
@@ -76,7 +85,7 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
     with ExitStack() as stack:
         (run_dir / "logs").mkdir(parents=True, exist_ok=True)
         url = stack.enter_context(model_endpoint(spec.model, spec.base_url, log_path=run_dir / "logs" / "server.log",
-                                                 on_start=announce))
+                                                 on_start=announce, precision=spec.precision))
         settings: dict[str, Any] = {}
         route = None
         if spec.gateway:
@@ -105,8 +114,7 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
         stack.callback(client.close)
         limits = AgentLimits(max_turns=spec.max_turns, max_completion_tokens=spec.max_tokens,
                              max_total_tokens=spec.max_total_tokens, temperature=spec.temperature)
-        settings.update(model=spec.model, base_url=url, limits_agent=limits.__dict__,
-                        endpoint="given" if (spec.base_url or os.environ.get("OPENAI_BASE_URL")) else "embedded")
+        settings.update(model=spec.model, base_url=url, limits_agent=limits.__dict__, **_endpoint_settings(spec))
         yield AgentSession(lambda: LLMAgent(client, limits, route=route), settings, client)
 
 
@@ -147,7 +155,7 @@ def openclaw_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options:
     with ExitStack() as stack:
         (run_dir / "logs").mkdir(parents=True, exist_ok=True)
         url = stack.enter_context(model_endpoint(spec.model, spec.base_url, log_path=run_dir / "logs" / "server.log",
-                                                 on_start=announce))
+                                                 on_start=announce, precision=spec.precision))
         pool = Pool(run_dir / "pool")
         stack.callback(pool.close)
         for t in tasks:
@@ -181,7 +189,7 @@ def openclaw_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options:
                     "openclaw": {"version": inst.version, "node": inst.node_version, "root": str(inst.root)},
                     "budget": {"max_steps": budget.max_steps, "max_tokens": budget.max_tokens,
                                "max_wall_s": budget.max_wall_s},
-                    "endpoint": "given" if (spec.base_url or os.environ.get("OPENAI_BASE_URL")) else "embedded"}
+                    **_endpoint_settings(spec)}
         yield AgentSession(lambda: OpenClawAgent(settings_oc, route=route,
                                                  steps_of=lambda tid: pool.steps(trajectory_id=tid),
                                                  spend_of=gw.gateway.budgets.spend), settings, gateway=gw)

@@ -62,6 +62,48 @@ class EngineError(Exception):
     pass
 
 
+def _growing_layer_class() -> type:
+    """A transformers `DynamicLayer` that keeps spare room after its keys and values and writes each step's new
+    ones into it, instead of concatenating the whole cache anew (which, for a batch of long agent prompts, copies
+    gigabytes per generated token and costs more than the forward pass itself). `keys`/`values` are views of the
+    filled part; the buffers grow by half again when full."""
+    from transformers.cache_utils import DynamicLayer
+
+    class GrowingLayer(DynamicLayer):
+        is_croppable = False
+
+        def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+            self.dtype, self.device = key_states.dtype, key_states.device
+            self._k = self._v = None
+            self._n = 0
+            self.keys = self.values = key_states[:, :, :0]
+            self.is_initialized = True
+
+        def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            n = self._n + key_states.shape[-2]
+            if self._k is None or n > self._k.shape[-2]:
+                cap = n + max(64, n // 2)
+                k = key_states.new_empty((*key_states.shape[:2], cap, key_states.shape[-1]))
+                v = value_states.new_empty((*value_states.shape[:2], cap, value_states.shape[-1]))
+                if self._n:
+                    k[:, :, : self._n] = self._k[:, :, : self._n]
+                    v[:, :, : self._n] = self._v[:, :, : self._n]
+                self._k, self._v = k, v
+            self._k[:, :, self._n : n] = key_states
+            self._v[:, :, self._n : n] = value_states
+            self._n = n
+            self.keys, self.values = self._k[:, :, :n], self._v[:, :, :n]
+            return self.keys, self.values
+
+        def get_seq_length(self) -> int:
+            return self._n if self.is_initialized else 0
+
+    return GrowingLayer
+
+
 class PrefixCache:
     """Key/value caches of finished sequences, so a prompt that starts like an earlier one (the same system
     prompt and tools, the conversation so far in an agent loop) prefills only its new tokens.
@@ -113,14 +155,20 @@ class PrefixCache:
 
 class BatchEngine:
     def __init__(self, model_dir: str | Path, max_batch: int = 16, threads: int | None = None,
-                 prefix_cache_tokens: int = 32_768):
+                 prefix_cache_tokens: int = 32_768, precision: str = "auto"):
+        """`precision`: auto (bf16 where the hardware has native bf16 matmuls, see
+        `clawgym.core.precision`), fp32 or bf16; the weights are loaded in that dtype."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from clawgym.core.precision import resolve_precision
+
+        self.precision = resolve_precision(precision)
         if threads:
             torch.set_num_threads(threads)
         self.model_dir = Path(model_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-        self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+        self.model = AutoModelForCausalLM.from_pretrained(
+            str(model_dir), dtype=torch.bfloat16 if self.precision == "bf16" else torch.float32)
         self.model.eval()
         self.max_batch = max_batch
         cfg = self.model.config
@@ -132,6 +180,7 @@ class BatchEngine:
         self._cache: Any = None
         self._mask: torch.Tensor | None = None
         self._stop = threading.Event()
+        self._layer_class = _growing_layer_class()
         self._thread = threading.Thread(target=self._loop, name="clawgym-engine", daemon=True)
         self.prefix_cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens else None
         self.stats = {"steps": 0, "generated_tokens": 0, "prompt_tokens": 0, "prefix_cached_tokens": 0,
@@ -252,13 +301,18 @@ class BatchEngine:
         return [(layer.keys, layer.values) for layer in cache.layers]
 
     def _new_cache(self, kv: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+        """A cache holding `kv` (copied) with room to grow in place (see `_growing_layer_class`)."""
         from transformers import DynamicCache
 
-        return DynamicCache(ddp_cache_data=kv)
+        cache = DynamicCache()
+        cache.layers = [self._layer_class() for _ in kv]
+        for layer, (k, v) in zip(cache.layers, kv, strict=True):
+            layer.update(k, v)
+        return cache
 
     def _merge(self, new: list[GenerationRequest], cache: Any, mask: torch.Tensor) -> None:
         if not self._active:
-            self._active, self._cache, self._mask = list(new), cache, mask
+            self._active, self._cache, self._mask = list(new), self._new_cache(self._layers(cache)), mask
             return
         t_run, t_new = self._mask.shape[1], mask.shape[1]
         width = max(t_run, t_new)

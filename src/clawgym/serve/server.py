@@ -32,7 +32,8 @@ def quiet_openmp() -> None:
 
 
 def serve(model: str, host: str = "127.0.0.1", port: int = 8000, max_batch: int = 16,
-          served_name: str | None = None, log_level: str = "warning", token_log: Path | None = None) -> None:
+          served_name: str | None = None, log_level: str = "warning", token_log: Path | None = None,
+          precision: str = "fp32") -> None:
     quiet_openmp()
     import uvicorn
 
@@ -40,7 +41,7 @@ def serve(model: str, host: str = "127.0.0.1", port: int = 8000, max_batch: int 
     from clawgym.serve.engine import BatchEngine
 
     model_dir = resolve_model_dir(model)
-    engine = BatchEngine(model_dir, max_batch=max_batch)
+    engine = BatchEngine(model_dir, max_batch=max_batch, precision=precision)
     app = create_app(engine, served_name or model, token_log=token_log)
     try:
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
@@ -76,8 +77,9 @@ class ServerProcess:
     """`clawgym serve` as a child process on 127.0.0.1; a context manager that waits for it and stops it."""
 
     def __init__(self, model: str, port: int | None = None, max_batch: int = 16, log_path: Path | None = None,
-                 startup_timeout: float = 600.0, token_log: Path | None = None):
+                 startup_timeout: float = 600.0, token_log: Path | None = None, precision: str = "fp32"):
         self.token_log = token_log
+        self.precision = precision
         self.model = model
         self.port = port or free_port()
         self.max_batch = max_batch
@@ -94,7 +96,8 @@ class ServerProcess:
         resolve_model_dir(self.model)
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         cmd = [sys.executable, "-m", "clawgym.serve", "--model", self.model, "--port", str(self.port),
-               "--max-batch", str(self.max_batch), "--parent-pid", str(os.getpid())] + (
+               "--max-batch", str(self.max_batch), "--precision", self.precision,
+               "--parent-pid", str(os.getpid())] + (
                    ["--token-log", str(self.token_log)] if self.token_log else [])
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                      env={"OMP_WAIT_POLICY": "PASSIVE", **os.environ, "TOKENIZERS_PARALLELISM": "false"})

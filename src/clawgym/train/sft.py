@@ -38,6 +38,7 @@ from typing import Any
 
 from clawgym.core.atomic import write_json
 from clawgym.core.errors import ClawgymError
+from clawgym.core.precision import resolve_precision
 from clawgym.train.masks import IGNORE, TokenizedExample, tokenize_record
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -171,20 +172,6 @@ def _cuda() -> bool:
     import torch
 
     return torch.cuda.is_available()
-
-
-def resolve_precision(precision: str) -> str:
-    import torch
-
-    if precision != "auto":
-        return precision
-    if _cuda():
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
-    try:  # CPUs with AMX or AVX512-BF16 run bf16 matmuls several times faster than fp32
-        fast = torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported()
-    except AttributeError:
-        fast = False
-    return "bf16" if fast else "fp32"
 
 
 def resolve_attention(attention: str, batching: str) -> str:
