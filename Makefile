@@ -53,7 +53,7 @@ test-slow: install
 # which a small model can imitate; see the learning experiment).
 DEMO      := $(RUNS)/demo
 DEMO_OPS  := --operations convert_format --operations clean_data --operations build_plan --max-ops 1
-DEMO_LLM  := --agent llm -j 4 --max-turns 4 --max-tokens 768
+DEMO_LLM  := --agent llm -j 4 --max-turns 4 --max-tokens 768 --precision auto
 demo: install image
 	$(BIN)/clawgym sandbox check || true
 	$(BIN)/python benchmarks/learning/split_personas.py personas/personas.yaml $(DEMO)

@@ -13,7 +13,7 @@ import pytest
 from clawgym.llm import LLMClient
 from clawgym.llm.models import EMBEDDED, _package_dir
 from clawgym.serve import ServerProcess
-from clawgym.serve.chat_format import _hermes_messages, parse_output, safe_content_prefix
+from clawgym.serve.chat_format import _hermes_messages, parse_output, render_prompt, safe_content_prefix
 from conftest import require
 
 LS_TOOL = {"type": "function", "function": {"name": "ls", "description": "List a directory",
@@ -141,7 +141,7 @@ def test_rollout_starts_and_stops_the_embedded_server_itself(bwrap_backend, tmp_
     # this prompt makes the 135M model emit a real tool call: it went through parsing, the sandbox and the checker
     assert t["tool_calls"] >= 1 and t["verdict"]["checks"] == {"hello_written": 1.0}
     info = json.loads((run / "run.json").read_text())
-    assert info["endpoint"] == "embedded" and (run / "logs" / "server.log").exists()
+    assert info["endpoint"] == "embedded" and info["precision"] == "fp32" and (run / "logs" / "server.log").exists()
     # every model call went through the gateway into the run's pool, token-exact, with the episode's reward
     from clawgym.pool.store import Pool
 
@@ -154,6 +154,66 @@ def test_rollout_starts_and_stops_the_embedded_server_itself(bwrap_backend, tmp_
         assert pool.groups(ready_only=True)[0]["id"] == "smol-copy"
     with pytest.raises(httpx.HTTPError):  # the server went away with the command
         httpx.get(info["base_url"] + "/models", timeout=2)
+
+
+def test_growing_cache_layer_equals_concatenation_and_grows_in_place():
+    """The engine's cache layer returns exactly what concatenating every update would, without a new buffer for
+    each generated token."""
+    import torch
+
+    from clawgym.serve.engine import _growing_layer_class
+
+    layer = _growing_layer_class()()
+    ref_k = ref_v = None
+    buffers = []
+    for n in (5, 1, 1, 3, 1, 200, 1):
+        k, v = torch.randn(2, 3, n, 4), torch.randn(2, 3, n, 4)
+        got_k, got_v = layer.update(k, v)
+        ref_k = k if ref_k is None else torch.cat([ref_k, k], dim=-2)
+        ref_v = v if ref_v is None else torch.cat([ref_v, v], dim=-2)
+        assert torch.equal(got_k, ref_k) and torch.equal(got_v, ref_v)
+        buffers.append(layer._k.data_ptr())
+    assert layer.get_seq_length() == 212 and layer.keys.shape == (2, 3, 212, 4)
+    # one buffer for the first 11 tokens, a second when 200 more arrive at once; single tokens never reallocate
+    assert len(set(buffers)) == 2 and buffers[1:5] == [buffers[0]] * 4 and buffers[6] == buffers[5]
+
+
+def test_bf16_engine_loads_bf16_weights_and_answers_like_fp32():
+    """`precision="bf16"` serves the same model in bfloat16: it still copies a tool call exactly."""
+    import torch
+
+    from clawgym.llm.models import resolve_model_dir
+    from clawgym.serve.engine import BatchEngine, GenerationRequest, SamplingParams
+
+    _model_available()
+    answers = {}
+    for precision in ("fp32", "bf16"):
+        engine = BatchEngine(resolve_model_dir("smollm2-135m"), max_batch=4, precision=precision)
+        try:
+            assert engine.model.dtype == (torch.bfloat16 if precision == "bf16" else torch.float32)
+            ids = render_prompt(engine.tokenizer, [{"role": "user", "content": COPY_LS}], [LS_TOOL])
+            out: list[int] = []
+            done = threading.Event()
+
+            def emit(ev, out=out, done=done):
+                if ev.finish_reason:
+                    done.set()
+                elif ev.token_id is not None:
+                    out.append(ev.token_id)
+
+            engine.submit(GenerationRequest(ids, SamplingParams(max_tokens=32), emit))
+            assert done.wait(120)
+            answers[precision] = engine.tokenizer.decode(out, skip_special_tokens=True)
+        finally:
+            engine.close()
+    calls = {p: [c["function"] for c in parse_output(a, tools_offered=True).tool_calls] for p, a in answers.items()}
+    assert calls["bf16"] == calls["fp32"] and calls["bf16"][0]["name"] == "ls"
+
+
+def test_unknown_precision_is_a_clear_error():
+    done = subprocess.run([sys.executable, "-m", "clawgym.cli.app", "serve", "--precision", "fp8"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--precision: unknown value 'fp8'; use auto, fp32, bf16" in done.stderr
 
 
 # ------------------------------------------------------------------------------------------------ format
