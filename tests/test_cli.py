@@ -138,7 +138,9 @@ def test_ctrl_c_stops_running_sandboxes_at_once(tmp_path, backend, request):
     def sandboxes_alive() -> int:
         if backend == "docker":
             owner = f"clawgym.owner={socket.gethostname()}:{proc.pid}"
-            return len(b.client.containers.list(all=True, filters={"label": owner}))
+            # the low-level listing: `containers.list` inspects each container after listing, and a container the
+            # rollout removes in between makes it raise NotFound
+            return len(b.client.api.containers(all=True, filters={"label": owner}))
         out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
         return len(out.split())
 

@@ -325,9 +325,10 @@ def bench_docker(opts, limits: SandboxLimits) -> dict:
         from clawgym.sandbox.docker import OWNER_LABEL, _owner
 
         for label in (f"{BENCH_LABEL}={os.getpid()}", f"{OWNER_LABEL}={_owner()}"):
-            for c in client.containers.list(all=True, filters={"label": label}):
+            # the low-level listing: `containers.list` inspects each one and races with removals in flight
+            for c in client.api.containers(all=True, filters={"label": label}):
                 try:
-                    c.remove(force=True)
+                    client.api.remove_container(c["Id"], force=True)
                 except Exception:
                     pass
 
