@@ -13,6 +13,7 @@ import pytest
 from clawgym.llm import LLMClient
 from clawgym.llm.models import EMBEDDED, _package_dir
 from clawgym.serve import ServerProcess
+from clawgym.serve.server import default_threads
 from clawgym.serve.chat_format import _hermes_messages, parse_output, render_prompt, safe_content_prefix
 from conftest import require
 
@@ -44,7 +45,21 @@ def _post(server, body: dict, stream: bool = False):
 def test_models_and_health(server):
     models = httpx.get(f"{server.base_url}/models").json()
     assert [m["id"] for m in models["data"]] == ["smollm2-135m"]
-    assert httpx.get(f"http://127.0.0.1:{server.port}/health").json()["status"] == "ok"
+    health = httpx.get(f"http://127.0.0.1:{server.port}/health").json()
+    assert health["status"] == "ok" and health["precision"] == "fp32"
+    # the server leaves a core to the agents and sandboxes beside it (see default_threads)
+    assert health["threads"] == default_threads()
+
+
+def test_default_threads_leave_a_core_unless_told(monkeypatch):
+    import os
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert default_threads() == max(1, len(os.sched_getaffinity(0)) - 1)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert default_threads() == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "junk")
+    assert default_threads() == max(1, len(os.sched_getaffinity(0)) - 1)
 
 
 def test_token_ids_and_logprobs_are_the_engines_own(server):

@@ -60,6 +60,11 @@ def fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+SERVER_PRECISION_HELP = ("Embedded server weights: fp32 (the same greedy answer whatever else is in the batch), bf16 "
+                         "(about 1.8x faster on CPUs with AMX/AVX512-BF16 and GPUs; a batch can change an answer), "
+                         "auto (bf16 where fast).")
+
+
 def _precision(value: str) -> str:
     from clawgym.core.precision import PRECISIONS
 
@@ -425,7 +430,7 @@ def rollout(
     infra_retries: int = typer.Option(2, min=0, help="Fresh attempts of an episode after an infrastructure error."),
     gateway: bool = typer.Option(True, help="llm agent: record every model call in RUN_DIR/pool through the gateway."),
     policy_version: str | None = typer.Option(None, help="Policy version stamped on recorded steps."),
-    precision: str = typer.Option("fp32", help="Embedded server weights: fp32 (the same greedy answer whatever else is in the batch), bf16 (about 1.8x faster on CPUs with AMX/AVX512-BF16 and GPUs; a batch can change an answer), auto (bf16 where fast)."),
+    precision: str = typer.Option("fp32", help=SERVER_PRECISION_HELP),
     sandbox: str = typer.Option("auto", help="Sandbox backend: auto, bwrap, docker, local (NO isolation)."),
     jobs: int = typer.Option(4, "-j", "--jobs", min=1, help="Episodes run at once."),
     samples: int = typer.Option(1, "-k", "--samples", min=1, help="Episodes per task."),
@@ -530,7 +535,7 @@ def eval_cmd(
     limit: int | None = typer.Option(None, min=1, help="Only the first N tasks of the suite."),
     episode_timeout: float | None = typer.Option(None, min=1.0, help="Wall time of one episode (default: the task's). Raise it when many episodes share a slow local model."),
     gateway: bool = typer.Option(True, help="llm agent: record every model call in RUN_DIR/pool."),
-    precision: str = typer.Option("fp32", help="Embedded server weights: fp32 (the same greedy answer whatever else is in the batch), bf16 (about 1.8x faster on CPUs with AMX/AVX512-BF16 and GPUs; a batch can change an answer), auto (bf16 where fast)."),
+    precision: str = typer.Option("fp32", help=SERVER_PRECISION_HELP),
     judge_model: list[str] | None = typer.Option(None, help="Judge model(s) for rubric rules (hybrid and judge-only tasks)."),
     judge_base_url: str | None = typer.Option(None, help="Endpoint of the judge (else the embedded server for a local judge model)."),
     judge_samples: int = typer.Option(1, min=1, help="Judge samples per rule, averaged."),
@@ -595,7 +600,9 @@ def serve(
     max_batch: int = typer.Option(16, min=1, help="Requests decoded together in one batch."),
     served_name: str | None = typer.Option(None, help="Model name reported by the API (default: --model)."),
     token_log: Path | None = typer.Option(None, help="Append each request's prompt and generated token ids here (JSONL)."),
-    precision: str = typer.Option("fp32", help="Embedded server weights: fp32 (the same greedy answer whatever else is in the batch), bf16 (about 1.8x faster on CPUs with AMX/AVX512-BF16 and GPUs; a batch can change an answer), auto (bf16 where fast)."),
+    precision: str = typer.Option("fp32", help=SERVER_PRECISION_HELP),
+    threads: int | None = typer.Option(None, min=1, help="torch threads (default: OMP_NUM_THREADS, else all cores "
+                                       "but one, left to the agents and sandboxes beside the server)."),
 ) -> None:
     """Serve a local model OpenAI-compatibly (/v1/chat/completions with tools and streaming, /v1/models)."""
     from clawgym.serve import serve as run_server
@@ -604,7 +611,7 @@ def serve(
         err.print(f"[bold yellow]warning:[/] serving on {host}: anyone who can reach it can use the model")
     err.print(f"loading {model} ...", highlight=False)
     run_server(model, host, port, max_batch, served_name, log_level="info", token_log=token_log,
-               precision=_precision(precision))
+               precision=_precision(precision), threads=threads)
 
 
 @app.command("gateway")

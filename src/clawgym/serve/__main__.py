@@ -16,13 +16,16 @@ def main() -> None:
     p.add_argument("--max-batch", type=int, default=16)
     p.add_argument("--served-name", default=None)
     p.add_argument("--precision", choices=["fp32", "bf16", "auto"], default="fp32")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads (default: OMP_NUM_THREADS, else all cores but one; see default_threads).")
     p.add_argument("--token-log", default=None, help="Append each request's prompt and generated ids here (JSONL).")
     p.add_argument("--parent-pid", type=int, default=None,
                    help="Exit when this process (the one that started the server) is gone.")
     a = p.parse_args()
     if a.parent_pid:
         exit_with_parent(a.parent_pid)
-    serve(a.model, a.host, a.port, a.max_batch, a.served_name, token_log=a.token_log, precision=a.precision)
+    serve(a.model, a.host, a.port, a.max_batch, a.served_name, token_log=a.token_log, precision=a.precision,
+          threads=a.threads)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,8 @@ def create_app(engine: BatchEngine, served_name: str, token_log: Path | None = N
 
     @app.get("/health")
     async def health() -> dict:
-        return {"status": "ok", "model": served_name, "busy": engine.busy, **engine.stats}
+        return {"status": "ok", "model": served_name, "busy": engine.busy, "precision": engine.precision,
+                "threads": engine.threads, **engine.stats}
 
     @app.get("/v1/models")
     async def models() -> dict:

@@ -164,7 +164,8 @@ class BatchEngine:
 
         self.precision = resolve_precision(precision)
         if threads:
-            torch.set_num_threads(threads)
+            torch.set_num_threads(threads)  # process-wide: every thread applies it on its first torch call
+        self.threads = torch.get_num_threads()
         self.model_dir = Path(model_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         self.model = AutoModelForCausalLM.from_pretrained(

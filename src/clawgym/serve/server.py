@@ -27,13 +27,33 @@ def quiet_openmp() -> None:
 
     Must run before torch is first imported. On a machine whose cores are shared (sandboxes, the gateway, other
     jobs), spinning threads starve each other: measured here, 0.54 tokens/s with spinning threads against 7.2
-    with passive ones, on the same loaded 2 cores."""
+    with passive ones, on the same loaded 2 cores. See :func:`default_threads` for what passive waiting costs
+    when the cores are idle, and why the server then uses fewer threads."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def default_threads() -> int:
+    """The server's torch threads unless told otherwise: ``OMP_NUM_THREADS`` when set, else every core this
+    process may run on but one (at least one).
+
+    The spare core is for what shares the machine with the server -- its own HTTP loop, the agents, the
+    sandboxes. Decoding a batch is a stream of small operations, so a second thread barely helps it, while
+    every operation has to wake the threads that sleep passively (:func:`quiet_openmp`). Measured on 2 cores
+    (a VM; bf16; 13 requests of ~850 prompt tokens, 150 new tokens each, over HTTP): 2 passive threads 73 s,
+    1 thread 52 s, 2 spinning threads 32 s alone but 308 s beside one busy process (1 thread: 46 s there)."""
+    env = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores - 1)
 
 
 def serve(model: str, host: str = "127.0.0.1", port: int = 8000, max_batch: int = 16,
           served_name: str | None = None, log_level: str = "warning", token_log: Path | None = None,
-          precision: str = "fp32") -> None:
+          precision: str = "fp32", threads: int | None = None) -> None:
     quiet_openmp()
     import uvicorn
 
@@ -41,7 +61,7 @@ def serve(model: str, host: str = "127.0.0.1", port: int = 8000, max_batch: int 
     from clawgym.serve.engine import BatchEngine
 
     model_dir = resolve_model_dir(model)
-    engine = BatchEngine(model_dir, max_batch=max_batch, precision=precision)
+    engine = BatchEngine(model_dir, max_batch=max_batch, precision=precision, threads=threads or default_threads())
     app = create_app(engine, served_name or model, token_log=token_log)
     try:
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
@@ -77,8 +97,10 @@ class ServerProcess:
     """`clawgym serve` as a child process on 127.0.0.1; a context manager that waits for it and stops it."""
 
     def __init__(self, model: str, port: int | None = None, max_batch: int = 16, log_path: Path | None = None,
-                 startup_timeout: float = 600.0, token_log: Path | None = None, precision: str = "fp32"):
+                 startup_timeout: float = 600.0, token_log: Path | None = None, precision: str = "fp32",
+                 threads: int | None = None):
         self.token_log = token_log
+        self.threads = threads
         self.precision = precision
         self.model = model
         self.port = port or free_port()
@@ -98,7 +120,8 @@ class ServerProcess:
         cmd = [sys.executable, "-m", "clawgym.serve", "--model", self.model, "--port", str(self.port),
                "--max-batch", str(self.max_batch), "--precision", self.precision,
                "--parent-pid", str(os.getpid())] + (
-                   ["--token-log", str(self.token_log)] if self.token_log else [])
+                   ["--token-log", str(self.token_log)] if self.token_log else []) + (
+                   ["--threads", str(self.threads)] if self.threads else [])
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                      env={"OMP_WAIT_POLICY": "PASSIVE", **os.environ, "TOKENIZERS_PARALLELISM": "false"})
         if log is not subprocess.DEVNULL:
