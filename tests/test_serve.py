@@ -13,8 +13,8 @@ import pytest
 from clawgym.llm import LLMClient
 from clawgym.llm.models import EMBEDDED, _package_dir
 from clawgym.serve import ServerProcess
-from clawgym.serve.server import default_threads
 from clawgym.serve.chat_format import _hermes_messages, parse_output, render_prompt, safe_content_prefix
+from clawgym.serve.server import default_threads
 from conftest import require
 
 LS_TOOL = {"type": "function", "function": {"name": "ls", "description": "List a directory",

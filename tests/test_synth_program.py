@@ -89,3 +89,25 @@ def test_program_ops_limit_programs_to_those_operations(tmp_path):
     assert kinds == {("clean_data", "exec"), ("build_plan", "write")}
     with pytest.raises(ClawgymError, match="--program-ops: unknown operation"):
         synthesize(1, 0, tmp_path / "x.jsonl", validate=False, solution="program", program_ops=["no_such_op"])
+
+
+def test_resume_refuses_a_file_made_with_other_reference_solutions(tmp_path):
+    """Resuming with another --solution (or --program-ops) would mix two kinds of references in one file."""
+    out = tmp_path / "t.jsonl"
+    opts = dict(validate=False, operations=["clean_data", "build_plan"], max_ops=1)
+    synthesize(2, 9, out, solution="program", program_ops=["clean_data"], **opts)
+    assert {(t["metadata"]["solution"], tuple(t["metadata"]["program_ops"])) for t in _tasks(out)} == {
+        ("program", ("clean_data",))}
+    before = out.read_bytes()
+    with pytest.raises(ClawgymError, match=r"made with --solution program --program-ops clean_data; resume with"):
+        synthesize(4, 9, out, **opts)
+    with pytest.raises(ClawgymError, match="made with --solution program"):
+        synthesize(4, 9, out, solution="program", **opts)  # every operation's programs: not the same references
+    assert out.read_bytes() == before
+    report = synthesize(4, 9, out, solution="program", program_ops=["clean_data"], **opts)
+    assert report.resumed == 2 and report.written == 2
+    direct = tmp_path / "d.jsonl"
+    synthesize(1, 9, direct, **opts)
+    assert "solution" not in _tasks(direct)[0]["metadata"]  # the default leaves the bytes as they were
+    with pytest.raises(ClawgymError, match="made with --solution direct; resume with"):
+        synthesize(2, 9, direct, solution="program", **opts)

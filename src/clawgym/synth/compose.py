@@ -372,6 +372,9 @@ def compose_task(
         metadata={
             "persona_id": persona.id, "category_id": category.id, "subcategory_id": sub.id,
             "steps": [p.summary for p in plans], "fingerprint": fingerprint,
+            # only when not the default, so that direct-solution tasks keep their bytes
+            **({"solution": solution} | ({"program_ops": sorted(program_ops)} if program_ops is not None else {})
+               if programs else {}),
         },
     )
     return Candidate(task=task, plans=plans, fingerprint=fingerprint)

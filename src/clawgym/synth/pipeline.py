@@ -91,6 +91,11 @@ def task_info(task: Task) -> dict:
 _W: dict = {}
 
 
+def _solution_of(task: Task) -> tuple[str, list[str] | None]:
+    """The --solution (and --program-ops) a persona task was made with, from what compose_task records."""
+    return task.metadata.get("solution", "direct"), task.metadata.get("program_ops")
+
+
 def _load_worker_state(taxonomy_path: str | None, personas_path: str | None, categories: list[str] | None,
                        validate: bool, operations: list[str] | None = None, max_ops: int | None = None,
                        solution: str = "direct", program_ops: list[str] | None = None) -> None:
@@ -299,6 +304,12 @@ def synthesize(
             prefix = f"{id_prefix}-s{seed}-"
             if not t.id.startswith(prefix):
                 raise ClawgymError(f"{output}: holds task {t.id!r} of another seed; use another output file")
+            made_with = _solution_of(t)
+            if made_with != (solution, sorted(set(program_ops)) if solution == "program" and program_ops else None):
+                raise ClawgymError(
+                    f"{output}: holds task {t.id!r} made with --solution {made_with[0]}"
+                    + (f" --program-ops {','.join(made_with[1])}" if made_with[1] else "")
+                    + "; resume with the same options or use another output file")
             done.add(int(t.id[len(prefix):]))
             seen_fp.add(t.metadata.get("fingerprint", ""))
             seen_text.add(t.instruction)
