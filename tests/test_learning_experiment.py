@@ -8,7 +8,6 @@ its markers only.
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,27 +21,29 @@ def _experiment():
     return mod
 
 
-def _write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-
 def test_per_operation_groups_scores_and_skips_infra_errors(tmp_path):
+    from clawgym.core.jsonl import read_records
+    from clawgym.core.records import Task, Trajectory, Verdict
+
     exp = _experiment()
+    example = read_records(REPO / "examples" / "tasks.jsonl", Task)[0]
     tasks = tmp_path / "tasks.jsonl"
-    _write_jsonl(tasks, [{"id": "a", "operations": ["convert_format"]},
-                         {"id": "b", "operations": ["convert_format", "draft_message"]},
-                         {"id": "c", "operations": ["edit_config"]},
-                         {"id": "d", "operations": ["edit_config"]}])
+    ops = {"a": ["convert_format"], "b": ["convert_format", "draft_message"], "c": ["edit_config"],
+           "d": ["edit_config"], "e": ["build_plan"]}
+    tasks.write_text("".join(example.model_copy(update={"id": i, "operations": o}).model_dump_json() + "\n"
+                             for i, o in ops.items()))
     run = tmp_path / "run"
     run.mkdir()
-    _write_jsonl(run / "trajectories.jsonl", [
-        {"task_id": "a", "verdict": {"status": "scored", "score": 1.0}},
-        {"task_id": "b", "verdict": {"status": "scored", "score": 0.5}},
-        {"task_id": "c", "verdict": {"status": "scored", "score": 0.25}},
-        {"task_id": "d", "verdict": {"status": "infra_error", "score": 0.0}},
-    ])
+    verdicts = {"a": Verdict(status="scored", score=1.0), "b": Verdict(status="scored", score=0.5),
+                "c": Verdict(status="scored", score=0.25), "d": Verdict(status="infra_error", score=0.0),
+                "e": None}
+    (run / "trajectories.jsonl").write_text("".join(
+        Trajectory(id=f"{t}#0", task_id=t, agent="llm", sandbox="bwrap", status="completed", verdict=v,
+                   started_at="2026-11-22T00:00:00+00:00", duration_s=1.0).model_dump_json() + "\n"
+        for t, v in verdicts.items()))
     out = exp.per_operation(tasks, run)
-    assert out == {"convert_format": {"tasks": 2, "mean_score": 0.75, "pass_rate": 0.5},
+    assert out == {"build_plan": {"tasks": 1, "mean_score": 0.0, "pass_rate": 0.0},  # no verdict: counts 0
+                   "convert_format": {"tasks": 2, "mean_score": 0.75, "pass_rate": 0.5},
                    "edit_config": {"tasks": 1, "mean_score": 0.25, "pass_rate": 0.0}}
 
 

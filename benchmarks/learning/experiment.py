@@ -79,21 +79,14 @@ def evaluate(tasks_path: Path, agent: str, model: str, run_dir: Path, args, back
 
 def per_operation(tasks_path: Path, run_dir: Path) -> dict[str, dict]:
     """Mean score and success rate per operation family (a task's first operation), from the run's verdicts."""
-    ops = {}
-    with tasks_path.open() as f:
-        for line in f:
-            if line.strip():
-                t = json.loads(line)
-                ops[t["id"]] = (t.get("operations") or ["?"])[0]
+    from clawgym.core.jsonl import read_records
+    from clawgym.core.records import Task, Trajectory
+
+    ops = {t.id: (t.operations or ["?"])[0] for t in read_records(tasks_path, Task)}
     scores: dict[str, list[float]] = {}
-    with (run_dir / "trajectories.jsonl").open() as f:
-        for line in f:
-            if not line.strip():
-                continue
-            r = json.loads(line)
-            v = r.get("verdict") or {}
-            if r.get("task_id") in ops and v.get("status") != "infra_error":
-                scores.setdefault(ops[r["task_id"]], []).append(float(v.get("score") or 0.0))
+    for r in read_records(run_dir / "trajectories.jsonl", Trajectory):
+        if r.task_id in ops and (r.verdict is None or r.verdict.status != "infra_error"):  # unscored counts 0
+            scores.setdefault(ops[r.task_id], []).append(r.verdict.score if r.verdict else 0.0)
     return {op: {"tasks": len(s), "mean_score": round(sum(s) / len(s), 4),
                  "pass_rate": round(sum(x >= 1.0 for x in s) / len(s), 4)} for op, s in sorted(scores.items())}
 
