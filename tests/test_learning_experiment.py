@@ -58,7 +58,8 @@ def test_readme_block_is_written_between_markers_only(tmp_path):
                         "lora_r": 8, "epochs": 1.0, "lr": 1e-3, "model": "tiny"},
            "training": {"conversations": 4, "tokens": 1000, "trained_tokens": 200, "seconds": 10.0,
                         "tokens_per_s": 100.0, "first_loss": 1.0, "last_loss": 0.5},
-           "delta_mean_score": 0.4, "meets_goal": True, "total_seconds": 120.0,
+           "delta_mean_score": 0.4, "meets_score_goal": True, "meets_time_goal": False, "total_seconds": 3720.0,
+           "goal": {"delta_mean_score": 0.30, "total_seconds": 3600},
            "stage_seconds": {"train": 10.0}}
     readme = tmp_path / "README.md"
     readme.write_text(f"# head\n\n{exp.README_START}\nold figures\n{exp.README_END}\n\ntail text\n")
@@ -69,6 +70,7 @@ def test_readme_block_is_written_between_markers_only(tmp_path):
     assert "| tiny (base) | 0.100 | 0.000 |" in text
     assert "| convert_format | 2 | 0.100 | 0.500 | 0.250 |" in text
     assert "Mean score +0.400 (goal +0.30: met)" in text
+    assert "Whole experiment: 62.0 min (goal under 60 min: not met; train 10 s)." in text
     once = text
     assert exp.write_readme(readme, exp.readme_block(res)) and readme.read_text() == once  # idempotent
 
