@@ -195,8 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-score", type=float, default=1.0, help="Teacher trajectories kept at or above this.")
     ap.add_argument("--full", action="store_true", help="Fine-tune every weight instead of a LoRA adapter.")
     ap.add_argument("--epochs", type=float, default=1.35,
-                    help="Passes over the teacher's conversations. 1.5 (run 6): +0.348 in 62.9 min; 1.35 (run 7): +0.528 "
-                         "in 64.9 min, still over the hour here.")
+                    help="Passes over the teacher's conversations. 1.5 (run 6): +0.348 in 62.9 min; 1.35: +0.528 in "
+                         "64.9 min (run 7), +0.547 in 54.2 min with the one-thread model server (run 8).")
     ap.add_argument("--lr", type=float, default=None, help="Default: 1e-3 LoRA, 1e-4 full.")
     ap.add_argument("--lora-r", type=int, default=32)
     ap.add_argument("--max-len", type=int, default=3072)
