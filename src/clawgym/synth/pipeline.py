@@ -306,10 +306,12 @@ def synthesize(
                 raise ClawgymError(f"{output}: holds task {t.id!r} of another seed; use another output file")
             made_with = _solution_of(t)
             if made_with != (solution, sorted(set(program_ops)) if solution == "program" and program_ops else None):
-                raise ClawgymError(
-                    f"{output}: holds task {t.id!r} made with --solution {made_with[0]}"
-                    + (f" --program-ops {','.join(made_with[1])}" if made_with[1] else "")
-                    + "; resume with the same options or use another output file")
+                made = (f"made with --solution {made_with[0]}"
+                        + (f" --program-ops {','.join(made_with[1])}" if made_with[1] else ""))
+                if "solution" not in t.metadata:  # direct, or a file from before program tasks recorded theirs
+                    made = "made with --solution direct (or by an older clawgym, which did not record it)"
+                raise ClawgymError(f"{output}: holds task {t.id!r} {made}; resume with the same options or use "
+                                   "another output file")
             done.add(int(t.id[len(prefix):]))
             seen_fp.add(t.metadata.get("fingerprint", ""))
             seen_text.add(t.instruction)
