@@ -61,7 +61,7 @@ def fail(message: str, code: int = 1) -> None:
 
 
 SERVER_PRECISION_HELP = ("Embedded server weights: fp32 (the same greedy answer whatever else is in the batch), bf16 "
-                         "(about 1.8x faster on CPUs with AMX/AVX512-BF16 and GPUs; a batch can change an answer), "
+                         "(about 2x faster on CPUs with AMX/AVX512-BF16 and GPUs; a batch can change an answer), "
                          "auto (bf16 where fast).")
 
 
