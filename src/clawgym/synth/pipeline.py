@@ -300,12 +300,13 @@ def synthesize(
         read = read_records_lenient(output, Task)
         if read.errors:
             raise ClawgymError(f"cannot resume: {read.errors[0]}")
+        prefix = f"{id_prefix}-s{seed}-"
+        wanted = (solution, sorted(set(program_ops)) if solution == "program" and program_ops else None)
         for t in read.records:
-            prefix = f"{id_prefix}-s{seed}-"
             if not t.id.startswith(prefix):
                 raise ClawgymError(f"{output}: holds task {t.id!r} of another seed; use another output file")
             made_with = _solution_of(t)
-            if made_with != (solution, sorted(set(program_ops)) if solution == "program" and program_ops else None):
+            if made_with != wanted:
                 made = (f"made with --solution {made_with[0]}"
                         + (f" --program-ops {','.join(made_with[1])}" if made_with[1] else ""))
                 if "solution" not in t.metadata:  # direct, or a file from before program tasks recorded theirs
