@@ -624,6 +624,8 @@ def gateway_cmd(
     upstream_key: str | None = typer.Option(None, envvar="OPENAI_API_KEY", help="API key sent to the upstream."),
     tokenizer: str | None = typer.Option(None, help="Model dir (or embedded name) to re-tokenize with when the upstream gives no ids."),
     policy_version: str | None = typer.Option(None, help="Policy version stamped on every step."),
+    max_body_mb: float = typer.Option(16.0, min=0.001, help="Largest request body accepted, in MiB; larger ones "
+                                      "are answered 413 and neither stored nor forwarded."),
 ) -> None:
     """Proxy an OpenAI-compatible server and record every model call as a token-exact step in a pool.
 
@@ -636,7 +638,8 @@ def gateway_cmd(
         token = new_token()
         err.print(f"binding {host}: agents must send 'Authorization: Bearer {token}'", highlight=False)
     err.print(f"gateway on http://{host}:{port}/v1 -> {upstream}, pool {pool_dir}", highlight=False)
-    run_gateway(upstream, pool_dir, host, port, token, upstream_key, tokenizer, policy_version, log_level="info")
+    run_gateway(upstream, pool_dir, host, port, token, upstream_key, tokenizer, policy_version, log_level="info",
+                max_body_bytes=int(max_body_mb * 1024 * 1024))
 
 
 @app.command()

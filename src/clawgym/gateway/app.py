@@ -15,6 +15,10 @@ A step is written to the pool before the response's last byte (the `[DONE]` of a
 a response an agent has completely received is never lost, even to `kill -9`. Pool writes go through one writer
 thread that commits what has queued up together.
 
+Agents authenticate with `Authorization: Bearer TOKEN` when the gateway has a token (compared in constant time,
+the scheme in any case); a request body over `max_body_bytes` (16 MiB by default) is refused with a 413 while it
+is being read, before anything of it is stored or forwarded (see clawgym.httpguard).
+
 It is a bare ASGI application (no framework routing) and talks to the upstream with aiohttp, because it sits
 on the hot path of every model call.
 """
@@ -32,6 +36,7 @@ from urllib.parse import unquote
 
 import aiohttp
 
+from clawgym import httpguard
 from clawgym.gateway.budget import BUDGET_ERROR_TYPE, Budget, BudgetBook
 from clawgym.gateway.capture import Assembled, dumps, loads, retokenize, strip_added
 
@@ -112,9 +117,11 @@ class Gateway:
         policy_version: str | None = None,
         timeout: float = 900.0,
         budget: Budget | None = None,
+        max_body_bytes: int | None = httpguard.DEFAULT_MAX_BODY_BYTES,
     ):
         """`budget`: per-trajectory limits (model calls, tokens, wall time); a trajectory past them has its
-        calls refused (see clawgym.gateway.budget). Calls without a trajectory id are not budgeted."""
+        calls refused (see clawgym.gateway.budget). Calls without a trajectory id are not budgeted.
+        `max_body_bytes`: larger request bodies are answered 413, neither stored nor forwarded (None: no limit)."""
         self.upstream = upstream.rstrip("/")
         if not self.upstream.endswith("/v1"):
             self.upstream += "/v1"
@@ -125,12 +132,14 @@ class Gateway:
         self.upstream_token_ids = request_token_ids  # cleared when the upstream refuses the fields
         self.policy_version = policy_version
         self.timeout = timeout
+        self.max_body_bytes = max_body_bytes
         self._session: aiohttp.ClientSession | None = None
         self._writer = PoolWriter(pool)
         self._next_index: dict[str, int] = {}
         self._index_lock = threading.Lock()
         self.budgets = BudgetBook(budget)
-        self.stats = {"requests": 0, "steps": 0, "upstream_errors": 0, "retokenized": 0, "budget_refused": 0}
+        self.stats = {"requests": 0, "steps": 0, "upstream_errors": 0, "retokenized": 0, "budget_refused": 0,
+                      "body_refused": 0}
 
     # -- plumbing -------------------------------------------------------------------------------------------
     def session(self) -> aiohttp.ClientSession:
@@ -177,14 +186,22 @@ class Gateway:
         if path == "/health":
             await _respond(send, 200, dumps({"status": "ok", "upstream": self.upstream, **self.stats}))
             return
-        if self.token and headers.get("authorization", "") != f"Bearer {self.token}":
-            await _respond(send, 401, dumps({"error": {"message": "missing or wrong bearer token", "code": 401}}))
+        if self.token and not httpguard.token_ok(headers.get("authorization"), self.token):
+            await _respond(send, 401, dumps({"error": {"message": "missing or wrong bearer token", "code": 401}}),
+                           extra=[(b"www-authenticate", b"Bearer")])
             return
         trajectory, group, rest = _route(path)
         if rest is None:
             await _respond(send, 404, dumps({"error": {"message": f"no route for {path}", "code": 404}}))
             return
-        body = await _read_body(receive)
+        try:
+            body = await httpguard.read_body(scope, receive, self.max_body_bytes)
+        except httpguard.BodyTooLarge as exc:
+            self.stats["body_refused"] += 1
+            await _respond(send, 413, httpguard.too_large_body(exc))
+            return
+        except httpguard.ClientDisconnected:
+            return
         trajectory = trajectory or headers.get("x-clawgym-trajectory")
         group = group or headers.get("x-clawgym-group")
         if method == "POST" and rest == "/chat/completions":
@@ -416,18 +433,11 @@ def _route(path: str) -> tuple[str | None, str | None, str | None]:
     return trajectory, group, None
 
 
-async def _read_body(receive: Any) -> bytes:
-    chunks = []
-    while True:
-        msg = await receive()
-        chunks.append(msg.get("body", b""))
-        if not msg.get("more_body"):
-            return b"".join(chunks)
-
-
-async def _respond(send: Any, status: int, body: bytes, ctype: str = "application/json") -> None:
+async def _respond(send: Any, status: int, body: bytes, ctype: str = "application/json",
+                   extra: list[tuple[bytes, bytes]] | None = None) -> None:
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", ctype.encode()), (b"content-length", str(len(body)).encode())]})
+                "headers": [(b"content-type", ctype.encode()), (b"content-length", str(len(body)).encode()),
+                            *(extra or [])]})
     await send({"type": "http.response.body", "body": body})
 
 

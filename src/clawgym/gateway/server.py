@@ -15,6 +15,7 @@ from urllib.parse import quote
 from clawgym.core.errors import ClawgymError
 from clawgym.gateway.app import Gateway
 from clawgym.gateway.budget import Budget
+from clawgym.httpguard import DEFAULT_MAX_BODY_BYTES
 
 
 class GatewayError(ClawgymError):
@@ -40,12 +41,12 @@ def open_pool(pool_dir: Path):
 
 def run_gateway(upstream: str, pool_dir: Path, host: str = "127.0.0.1", port: int = 8100, token: str | None = None,
                 upstream_key: str | None = None, tokenizer: str | None = None, policy_version: str | None = None,
-                log_level: str = "warning") -> None:
+                log_level: str = "warning", max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES) -> None:
     import uvicorn
 
     pool = open_pool(pool_dir)
     gw = Gateway(upstream, pool, token=token, upstream_key=upstream_key, tokenizer=load_tokenizer(tokenizer),
-                 policy_version=policy_version)
+                 policy_version=policy_version, max_body_bytes=max_body_bytes)
     try:
         uvicorn.run(gw, host=host, port=port, log_level=log_level, access_log=False, lifespan="on")
     finally:
@@ -61,13 +62,15 @@ class GatewayThread:
 
     def __init__(self, upstream: str, pool: Any, *, port: int | None = None, upstream_key: str | None = None,
                  tokenizer: Any = None, policy_version: str | None = None, token: str | None = None,
-                 budget: Budget | None = None, uds: Path | None = None):
+                 budget: Budget | None = None, uds: Path | None = None,
+                 max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES):
         from clawgym.serve.server import free_port
 
         self.port = port or free_port()
         self.uds = Path(uds) if uds is not None else None
         self.gateway = Gateway(upstream, pool, upstream_key=upstream_key, tokenizer=tokenizer,
-                               policy_version=policy_version, token=token, budget=budget)
+                               policy_version=policy_version, token=token, budget=budget,
+                               max_body_bytes=max_body_bytes)
         self._server = None
         self._thread: threading.Thread | None = None
 

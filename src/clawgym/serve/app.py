@@ -4,6 +4,10 @@
 `GET /v1/models`, `GET /health`. Field names follow OpenAI and, for token ids, vLLM: `prompt_token_ids` at the
 top level and `token_ids` per choice (per chunk when streaming), so a gateway can record exactly what the
 engine saw and produced.
+
+A request body over `max_body_bytes` (16 MiB by default) is answered 413 while it is read, before it is parsed
+(clawgym.httpguard.BodyLimitMiddleware, shared with the gateway). The server has no token: it binds loopback
+unless told otherwise.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from clawgym.httpguard import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
 from clawgym.serve.chat_format import parse_output, render_prompt, safe_content_prefix
 from clawgym.serve.engine import BatchEngine, EngineError, GenerationRequest, SamplingParams, TokenEvent
 
@@ -80,8 +85,11 @@ class TokenLog:
             self._fh.flush()
 
 
-def create_app(engine: BatchEngine, served_name: str, token_log: Path | None = None) -> FastAPI:
+def create_app(engine: BatchEngine, served_name: str, token_log: Path | None = None,
+               max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+    """`max_body_bytes`: larger request bodies are answered 413 and never parsed (None: no limit)."""
     app = FastAPI(title="clawgym serve", docs_url=None, redoc_url=None)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes)
     created = int(time.time())
     tokenizer = engine.tokenizer
     tlog = TokenLog(token_log)
