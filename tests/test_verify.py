@@ -145,10 +145,10 @@ def test_checker_is_copied_in_only_after_the_agent(bwrap_backend):
 @pytest.mark.parametrize(
     "entry, reason",
     [
-        ("echo high", "last line is not a number: 'high'"),
+        ("echo high", "last line is not a plain decimal score: 'high'"),
         ("true", "printed nothing"),
         ("exit 2", "printed nothing (exit code 2)"),
-        ("echo inf", "printed inf"),
+        ("echo inf", "not a plain decimal score: 'inf'"),
     ],
 )
 def test_shell_checker_bad_output_scores_zero(run, entry, reason):

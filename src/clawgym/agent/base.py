@@ -34,7 +34,9 @@ class EpisodeContext:
 class AgentOutcome:
     transcript: list[dict[str, Any]]
     final_message: str = ""
-    status: str = "completed"  # completed | agent_error | timeout | skipped | infra_error
+    # completed | agent_error | timeout | skipped | infra_error | sandbox_lost (the sandbox failed under the
+    # agent; the runner tells whether from inside, the agent's failure, or from the infrastructure)
+    status: str = "completed"
     error_kind: str | None = None
     error: str | None = None
     tool_calls: int = 0

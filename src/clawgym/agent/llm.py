@@ -25,7 +25,7 @@ from clawgym.agent.tools import ToolExecutor
 from clawgym.agent.transcript import TranscriptBuilder
 from clawgym.core.records import Task
 from clawgym.llm.client import LLMClient, LLMError
-from clawgym.sandbox.base import Sandbox
+from clawgym.sandbox.base import Sandbox, SandboxError
 
 SYSTEM_PROMPT = (
     "You are a personal assistant agent working for the user in their workspace, the directory {workdir}. "
@@ -177,7 +177,10 @@ class LLMAgent:
                     break
                 t_tools = time.monotonic()
                 for cid, name, raw in parsed_calls:
-                    text, is_error, malformed = self._run_tool(tools, name, raw)
+                    try:
+                        text, is_error, malformed = self._run_tool(tools, name, raw)
+                    except SandboxError as exc:  # the runner decides whose fault it is; the steps are kept
+                        return outcome("sandbox_lost", "sandbox_lost", str(exc))
                     state["calls"] += 1
                     state["errors"] += is_error
                     state["malformed"] += malformed

@@ -16,9 +16,12 @@ an episode wins when reading.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import platform
 import re
+import signal
 import threading
 import time
 import traceback
@@ -35,6 +38,8 @@ from clawgym.core.jsonl import JsonlAppender, read_records_lenient
 from clawgym.core.records import ErrorInfo, Task, Trajectory, Verdict
 from clawgym.sandbox.base import Mount, Sandbox, SandboxBackend, SandboxError, SandboxLimits
 from clawgym.verify import verify_episode
+from clawgym.verify.code import CodeResult
+from clawgym.verify.scoring import combine
 from clawgym.workspace.materialize import snapshot_archive
 
 TRAJECTORIES = "trajectories.jsonl"
@@ -48,7 +53,25 @@ def episode_id(task_id: str, sample: int) -> str:
 
 
 def _safe_name(eid: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", eid)
+    """A file name for an episode: its id with unsafe characters replaced, and a long id cut and completed by
+    a hash of the whole (ids are limited at load, but a file name must never fail as too long)."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", eid)
+    if len(name) > 120 or name.startswith("."):
+        name = f"{name[:80].lstrip('.')}-{hashlib.sha256(eid.encode()).hexdigest()[:16]}"
+    return name
+
+
+def _self_inflicted(sandbox: Sandbox, live: _LiveSandboxes | None) -> bool:
+    """Whether a sandbox that failed under the agent or the checker failed from inside: nobody here stopped it
+    (an interrupt does) and its engine still works. Then the failure is the agent's (a `kill -9 -1`, a killed
+    supervisor, a flooded channel), not infrastructure: an infrastructure error is never scored and is retried,
+    so a policy could otherwise erase its failures from the mean by breaking its sandbox."""
+    if sandbox.stopped or (live is not None and live.closed):
+        return False
+    try:
+        return sandbox.engine_ok()
+    except Exception:
+        return False
 
 
 @dataclass
@@ -189,10 +212,23 @@ def run_episode(
         try:
             outcome = agent.run(task, sandbox, ctx)
         except SandboxError as exc:
-            return infra("sandbox_died", f"during the agent: {exc}")
+            outcome = AgentOutcome(transcript=[], status="sandbox_lost", error_kind="sandbox_lost", error=str(exc))
         except Exception as exc:  # an agent bug is the agent's failure, not the task's
             tb = traceback.format_exc().strip().splitlines()[-1]
             outcome = AgentOutcome(transcript=[], status="agent_error", error_kind=type(exc).__name__, error=tb)
+        if outcome.status == "sandbox_lost":
+            if not _self_inflicted(sandbox, live):
+                return infra("sandbox_died", f"during the agent: {outcome.error}", outcome)
+            message = f"the sandbox failed from inside while the agent ran: {outcome.error}"
+            log(f"{eid} agent_error sandbox_killed: {outcome.error}")
+            return Trajectory(
+                **base, status="agent_error", error=ErrorInfo(kind="sandbox_killed", message=message),
+                transcript=outcome.transcript, final_message=outcome.final_message, model=outcome.model,
+                tool_calls=outcome.tool_calls, tool_errors=outcome.tool_errors,
+                verdict=combine(task.verifier, CodeResult(status="checker_failed", error=message)),
+                duration_s=time.monotonic() - t0, metadata=outcome.metadata, messages=outcome.messages,
+                tools=outcome.tools, steps=outcome.steps, usage=outcome.usage,
+            )
         if outcome.status == "infra_error":
             return infra(outcome.error_kind or "agent_infra", outcome.error or "", outcome)
         if outcome.status == "skipped":
@@ -209,7 +245,11 @@ def run_episode(
                 snapshot_rel = str(rel)
             verdict = verify_episode(task, sandbox, outcome.transcript, outcome.final_message)
         except SandboxError as exc:
-            return infra("sandbox_died", f"during verification: {exc}", outcome)
+            if not _self_inflicted(sandbox, live):
+                return infra("sandbox_died", f"during verification: {exc}", outcome)
+            # what the agent left (or the checker itself) broke the sandbox: the checker's failure, scored 0
+            verdict = combine(task.verifier, CodeResult(
+                status="checker_failed", error=f"the sandbox failed from inside during verification: {exc}"))
         except Exception as exc:  # a bug in clawgym itself: keep the run going, retry on resume
             return infra("internal", f"verification crashed: {type(exc).__name__}: {exc}", outcome)
         status = outcome.status if outcome.status in ("completed", "agent_error", "timeout") else "agent_error"
@@ -267,6 +307,25 @@ def write_run_info(run_dir: Path, settings: dict) -> None:
     tmp.replace(run_dir / "run.json")
 
 
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """While a run goes on in the main thread, SIGTERM (a scheduler's stop, `kill`) raises KeyboardInterrupt
+    there, so the run stops its sandboxes and removes their directories as it does on Ctrl-C; the default
+    SIGTERM ends the process on the spot and leaves them behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):  # noqa: ARG001 - the signal handler signature
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def run_rollout(
     tasks: Iterable[Task],
     agent_factory: Callable[[], Agent],
@@ -279,8 +338,23 @@ def run_rollout(
 ) -> RolloutReport:
     """Run every (task, sample) episode not yet finished in `run_dir`, `options.jobs` at a time.
 
-    `on_start(total_to_run, skipped)` and `on_done(trajectory)` let a caller show progress.
+    `on_start(total_to_run, skipped)` and `on_done(trajectory)` let a caller show progress. SIGTERM ends the
+    run as Ctrl-C does (see :func:`terminate_as_interrupt`).
     """
+    with terminate_as_interrupt():
+        return _run_rollout(tasks, agent_factory, backend, run_dir, options, on_start, on_done, settings)
+
+
+def _run_rollout(
+    tasks: Iterable[Task],
+    agent_factory: Callable[[], Agent],
+    backend: SandboxBackend,
+    run_dir: Path,
+    options: RolloutOptions | None = None,
+    on_start: Callable[[int, int], None] | None = None,
+    on_done: Callable[[Trajectory], None] | None = None,
+    settings: dict | None = None,
+) -> RolloutReport:
     options = options or RolloutOptions()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)

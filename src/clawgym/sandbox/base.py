@@ -159,6 +159,18 @@ class Sandbox(ABC):
         """Kill everything and release the sandbox; idempotent."""
 
     @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called (by the owner: an interrupted run stops its sandboxes)."""
+        return bool(getattr(self, "_stopped", False))
+
+    def engine_ok(self) -> bool:
+        """Whether what runs the sandbox (the container engine, the host) still works. Asked when the sandbox
+        failed under the agent or the checker: if the engine is fine and nobody here stopped the sandbox, the
+        failure came from inside it, and is the agent's (or the checker's), never an infrastructure error.
+        Process backends have nothing outside the host to ask; engine backends override this."""
+        return True
+
+    @property
     def workdir(self) -> str:
         """Where the workspace is seen by commands in the sandbox (the mount dir, except for `local`)."""
         return self.mount_dir
@@ -318,10 +330,12 @@ class Sandbox(ABC):
                 os.fchmod(fd, mode)
 
     def copy_in(self, files: Sequence[WorkspaceFile], assets_dir: Path | None = None) -> None:
-        """Write task files (e.g. a checker) into the live workspace, after the agent has ended."""
-        from clawgym.workspace.materialize import write_files
+        """Write trusted task files (e.g. a checker) into the live workspace, after the agent has ended:
+        whatever the agent left at their paths (links, FIFOs, device nodes, directories) is removed, never
+        followed or opened (see :mod:`clawgym.sandbox.trusted_copy`)."""
+        from clawgym.sandbox.trusted_copy import place_files
 
-        write_files(list(files), self.host_workspace, assets_dir)
+        place_files(self.host_workspace, list(files), assets_dir=assets_dir)
 
     def snapshot(self, dest: Path, max_bytes: int | None = None) -> dict:
         from clawgym.workspace.materialize import snapshot

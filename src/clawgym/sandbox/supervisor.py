@@ -21,6 +21,11 @@ Robustness against the commands it runs:
 * SIGPIPE keeps its default disposition: an ignored signal would be inherited by every command. Commands
   run as background jobs (so the supervisor knows their pid, which `timeout` makes their process group);
   the SIGINT / SIGQUIT that sh ignores in background jobs are caught by `timeout`, so reset by its exec.
+* Commands can write to the supervisor's stdout (`/proc/$CLAWGYM_SUPERVISOR_PID/fd/1`) and stdin. So every
+  request carries a fresh random token, sent only through the supervisor's stdin and never written to a file,
+  and only an answer line carrying it counts: forged answers are ignored, never taken for a garbled channel
+  (which would turn the agent's mischief into an infrastructure error). A newline before each request ends
+  any partial line pushed into stdin.
 * The host reads the output files through a directory fd with O_NOFOLLOW | O_NONBLOCK and only takes regular
   files, so a command that swaps its output file for a symlink (to a host path) or a FIFO gets nothing.
 """
@@ -31,6 +36,7 @@ import errno
 import itertools
 import os
 import re
+import secrets
 import select
 import shlex
 import shutil
@@ -47,20 +53,26 @@ SUPERVISOR_SH = r"""
 S="$1"; C="$2"
 export CLAWGYM_SUPERVISOR_PID=$$
 id=
+tok=
 eof=
-trap '[ -z "$id" ] || echo "$id nofork"; [ -n "$eof" ] || exec sh -c "$S" supervisor "$S" "$C"' EXIT
+trap '[ -z "$id" ] || echo "$tok $id nofork"; [ -n "$eof" ] || exec sh -c "$S" supervisor "$S" "$C"' EXIT
 while :; do
   id=
-  IFS= read -r id || { eof=1; id=; break; }
+  tok=
+  IFS=' ' read -r id tok || { eof=1; id=; break; }
   case "$id" in
-    ''|*[!0-9]*) id=; echo "bad 2"; continue ;;
+    ''|*[!0-9]*) id=; continue ;;
+  esac
+  case "$tok" in
+    ''|*[!0-9a-f]*) id=; continue ;;
   esac
   sh "$C/$id.run" </dev/null >"$C/out/$id.out" 2>"$C/out/$id.err" &
   p=$!
   wait "$p"
-  echo "$id $? $p"
+  echo "$tok $id $? $p"
 done
 """
+_MAX_LINE = 1 << 20  # longest line kept from the supervisor's channel
 OUT_SUBDIR = "out"  # the writable part of the control directory (captured output)
 NOFORK_EXIT = 126  # reported exit code of a command the supervisor could not start (process limit)
 
@@ -186,6 +198,9 @@ class SupervisorChannel:
             if not chunk:
                 raise SandboxError("the sandbox died (supervisor closed its channel)")
             self._buf += self._demux(chunk) if self._demux else chunk
+            if len(self._buf) > _MAX_LINE and b"\n" not in self._buf[-_MAX_LINE:]:
+                # a command flooding the channel without newlines: keep only what an answer could be part of
+                self._buf = self._buf[-4096:]
         line, _, self._buf = self._buf.partition(b"\n")
         return line
 
@@ -244,27 +259,33 @@ class SupervisorChannel:
                     _write_new(ctl_fd, f"{rid}.in", stdin.encode("utf-8") if isinstance(stdin, str) else stdin)
                 _write_new(ctl_fd, f"{rid}.run", script.encode())
                 t0 = time.monotonic()
+                token = secrets.token_hex(16)
                 try:
-                    self._write(f"{rid}\n".encode())
+                    # the leading newline ends whatever partial line a command may have pushed into the
+                    # supervisor's stdin, so that this request is read whole
+                    self._write(f"\n{rid} {token}\n".encode())
                 except OSError as exc:
                     raise SandboxError(f"the sandbox died ({exc})") from None
                 # the command's own timeout fires first; the margin covers process teardown
+                mark = token.encode() + b" "
                 while True:
                     line = self._readline(t0 + timeout + 15.0)
-                    # skip the late answer of an earlier request the host stopped waiting for
-                    head = line.split(b" ", 1)[0]
-                    if not (head.isdigit() and int(head) < rid):
+                    # only the answer carrying this request's token counts: a late answer of an earlier request
+                    # has another token, and a command writing to the supervisor's stdout (/proc/PID/fd/1)
+                    # cannot know the token, which never appears in any file of the sandbox
+                    at = line.rfind(mark)
+                    if at >= 0:
                         break
                 elapsed = time.monotonic() - t0
                 nofork = False
                 try:
-                    got_id, code, *pgid = line.decode().split()
+                    got_id, code, *pgid = line[at + len(mark):].decode().split()
                     if int(got_id) != rid or len(pgid) > 1:
                         raise ValueError
                     nofork = code == "nofork"
                     exit_code = NOFORK_EXIT if nofork else int(code)
                     group = int(pgid[0]) if pgid else None
-                except ValueError:
+                except (ValueError, UnicodeDecodeError):
                     raise SandboxError(f"garbled answer from the sandbox supervisor: {line[:100]!r}") from None
                 if group is not None and exit_code in (124, 137) and elapsed >= timeout * 0.98:
                     self._wait_group(group)
@@ -298,8 +319,9 @@ class SupervisorChannel:
 
 
 def _read_capped(dir_fd: int, name: str, cap: int) -> tuple[str, bool, int]:
-    """The first `cap` bytes of a captured stream, whether it was longer, and its full size. Only a regular
-    file counts: never follows a symlink, never blocks on a FIFO."""
+    """A captured stream cut to `cap` bytes, whether it was longer, and its full size. A longer stream keeps
+    its head AND its tail (what a checker prints last, its score, is at the end), joined by a line saying how
+    much was left out. Only a regular file counts: never follows a symlink, never blocks on a FIFO."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError as exc:
@@ -310,18 +332,32 @@ def _read_capped(dir_fd: int, name: str, cap: int) -> tuple[str, bool, int]:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return "", False, 0
-        chunks, left = [], cap + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
+        if st.st_size <= cap:
+            data = _read_at(fd, 0, cap + 1)
+            if len(data) <= cap:
+                return data.decode("utf-8", errors="replace"), False, st.st_size
+        tail_n = cap // 2
+        head = _read_at(fd, 0, cap - tail_n)
+        size = max(st.st_size, os.fstat(fd).st_size)
+        tail = _read_at(fd, max(len(head), size - tail_n), tail_n)
     finally:
         os.close(fd)
-    data = b"".join(chunks)
-    truncated = len(data) > cap
-    return data[:cap].decode("utf-8", errors="replace"), truncated, st.st_size
+    omitted = size - len(head) - len(tail)
+    text = (head.decode("utf-8", errors="replace") + f"\n[... {omitted} bytes omitted ...]\n"
+            + tail.decode("utf-8", errors="replace"))
+    return text, True, size
+
+
+def _read_at(fd: int, offset: int, n: int) -> bytes:
+    chunks = []
+    while n > 0:
+        chunk = os.pread(fd, min(n, 1 << 20), offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
 
 
 # -- host-side process control ---------------------------------------------------------------------------

@@ -9,22 +9,25 @@ Two kinds (see :class:`clawgym.core.records.CodeCheck`):
   runs from the workspace root with `OPENCLAW_REWARD_PAYLOAD` pointing at a JSON payload, and its last stdout
   line is the score. An optional sub-score command (ClawGym's `check.py`) names the individual checks.
 
-A crash, a timeout, or output that is not a number scores 0 with status `checker_failed` and the reason; a
-failure of the sandbox itself raises SandboxError, which the caller records as an infrastructure error.
+A crash, a timeout, or output that is not a plain decimal score in [0, 1] scores 0 with status `checker_failed`
+and the reason. The checker files replace whatever the agent left at their paths (:mod:`clawgym.sandbox.
+trusted_copy`), Python in shell checks never imports from the workspace (CHECKER_ENV), and the whole check runs
+against one deadline. A failure of the sandbox itself raises SandboxError; the rollout tells whether it came
+from inside (the checker's failure) or from the infrastructure.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from clawgym.core.records import CodeCheck, Task, WorkspaceFile
 from clawgym.sandbox.base import Sandbox
+from clawgym.sandbox.trusted_copy import checker_only_dirs, place_files
 
 RESULT_MARKER = "__CLAWGYM_GRADE_RESULT__"
 VERIFY_SUBDIR = "verify"
@@ -185,7 +188,7 @@ def _parse_subscores(stdout: str) -> dict[str, float] | None:
     for candidate in (text, text.splitlines()[-1]):
         try:
             data = json.loads(candidate)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             continue
         if isinstance(data, dict):
             out = {}
@@ -198,75 +201,87 @@ def _parse_subscores(stdout: str) -> dict[str, float] | None:
     return None
 
 
-def _clear_planted_links(root, rel_path: str) -> None:
-    """Make way for a checker file: remove symlinks the agent may have planted on its path (so the copy can
-    neither fail nor write through them), non-directories where a directory must be, and a directory where
-    the file goes. The checker always wins, as ClawGym copies reward/ over the workspace."""
-    parts = rel_path.split("/")
-    cur = str(root)
-    for i, part in enumerate(parts):
-        cur = os.path.join(cur, part)
-        last = i == len(parts) - 1
-        if os.path.islink(cur):
-            os.unlink(cur)
-        elif not os.path.exists(cur):
-            return
-        elif not last and not os.path.isdir(cur):
-            os.unlink(cur)
-            return
-        elif last and os.path.isdir(cur):
-            shutil.rmtree(cur)
+# What a shell checker may print as its score: a plain decimal (as Python prints a float: 1, 0.5, 1.0,
+# 0.3333333333333333, 5e-05), nothing else. float() alone would also take `0_5` (= 5), ` +.5`, `nan`, `1e3`.
+_SCORE = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\Z", re.ASCII)
+
+
+def parse_score(line: str) -> tuple[float | None, str]:
+    """(score, "") for a plain decimal in [0, 1]; (None, why) for anything else, which is then the checker's
+    failure (`checker_failed`), never clamped into a passing score."""
+    text = line.strip()
+    if not _SCORE.match(text):
+        return None, f"checker's last line is not a plain decimal score: {text[:80]!r}"
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        return None, f"checker printed {text[:80]}, outside [0, 1]"
+    return value, ""
+
+
+# The environment of shell checkers: Python must not import from the workspace (`python3 -c 'import json'`
+# run from the workspace root would import an agent's json.py; a script's own folder, such as reward/, is
+# searched first) nor from a user site-packages the agent may have filled under $HOME.
+CHECKER_ENV = {"PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+VERIFY_MARGIN_S = 30.0  # beyond the checker's own time limits: copying it in, reading its output
 
 
 def run_shell_check(
-    check: CodeCheck, task: Task, sandbox: Sandbox, transcript: list[dict[str, Any]], final_message: str
+    check: CodeCheck, task: Task, sandbox: Sandbox, transcript: list[dict[str, Any]], final_message: str,
+    deadline: float | None = None,
 ) -> CodeResult:
+    """Copy the checker in (over whatever the agent left at its paths), run it, parse its score.
+
+    `deadline` (monotonic): when the whole verification must be over; each command gets what is left of it.
+    """
     t0 = time.monotonic()
+    if deadline is None:
+        deadline = t0 + check.timeout_seconds * (2 if check.subscores_entry else 1) + VERIFY_MARGIN_S
     files = [
         WorkspaceFile(path=f.path, content=_rewrite(f.content, task, sandbox), mode=f.mode)
         if f.content is not None else f
         for f in check.files
     ]
-    for f in files:
-        _clear_planted_links(sandbox.host_workspace, f.path)
-    sandbox.copy_in(files)
+    initial = [f.path for f in task.workspace.files] + list(task.workspace.directories)
+    place_files(sandbox.host_workspace, files, empty_dirs=checker_only_dirs(files, initial))
     host_dir, inside = _control_dir(sandbox)
     payload = {
         "task_id": task.id, "user_query": task.instruction, "metadata": task.metadata,
         "final_message": final_message, "transcript": transcript,
     }
     (host_dir / "payload.json").write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
-    env = {"OPENCLAW_REWARD_PAYLOAD": f"{inside}/payload.json", "WORKSPACE": sandbox.workdir}
-    res = sandbox.exec(
-        _rewrite(check.entry or "", task, sandbox), cwd=sandbox.workdir, env=env, timeout=check.timeout_seconds
-    )
-    out = CodeResult(status="checker_failed", output_tail=_tail(res.stdout + "\n" + res.stderr))
+    env = {"OPENCLAW_REWARD_PAYLOAD": f"{inside}/payload.json", "WORKSPACE": sandbox.workdir, **CHECKER_ENV}
+    out = CodeResult(status="checker_failed")
+
+    def left(limit: float) -> float:
+        return min(limit, deadline - time.monotonic())
+
+    budget = left(check.timeout_seconds)
+    if budget <= 0:
+        out.error = "verification ran out of time before the checker started"
+        return out
+    res = sandbox.exec(_rewrite(check.entry or "", task, sandbox), cwd=sandbox.workdir, env=env, timeout=budget)
+    out.output_tail = _tail(res.stdout + "\n" + res.stderr)
     if check.subscores_entry:
-        sub = sandbox.exec(check.subscores_entry, cwd=sandbox.workdir, env=env, timeout=check.timeout_seconds)
-        parsed = _parse_subscores(sub.stdout) if not sub.timed_out else None
+        budget = left(check.timeout_seconds)
+        sub = sandbox.exec(check.subscores_entry, cwd=sandbox.workdir, env=env, timeout=budget) if budget > 0 else None
+        parsed = _parse_subscores(sub.stdout) if sub is not None and not sub.timed_out else None
         if parsed:
             out.checks = _clamp(parsed, out.notes)
         else:
-            out.notes.append("sub-score command printed no JSON object of scores")
+            out.notes.append("sub-score command printed no JSON object of scores"
+                             if sub is not None else "no time was left for the sub-score command")
     out.duration_s = time.monotonic() - t0
     if res.timed_out:
-        out.error = f"checker timed out after {check.timeout_seconds:g}s"
+        out.error = f"checker timed out after {res.duration_s:.3g}s"
         return out
     lines = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
     if not lines:
         out.error = f"checker printed nothing (exit code {res.exit_code})"
         return out
-    try:
-        value = float(lines[-1])
-    except ValueError:
-        out.error = f"checker's last line is not a number: {lines[-1][:80]!r} (exit code {res.exit_code})"
+    value, why = parse_score(lines[-1])
+    if value is None:
+        out.error = f"{why} (exit code {res.exit_code})"
         return out
-    if not math.isfinite(value):
-        out.error = f"checker printed {value}"
-        return out
-    if not 0.0 <= value <= 1.0:
-        out.notes.append(f"checker printed {value}, clamped to [0, 1]")
-        value = min(1.0, max(0.0, value))
     if res.exit_code != 0:
         out.notes.append(f"checker exited with code {res.exit_code} after printing its score")
     out.status, out.score = "scored", value
@@ -274,8 +289,9 @@ def run_shell_check(
 
 
 def run_code_check(
-    check: CodeCheck, task: Task, sandbox: Sandbox, transcript: list[dict[str, Any]], final_message: str = ""
+    check: CodeCheck, task: Task, sandbox: Sandbox, transcript: list[dict[str, Any]], final_message: str = "",
+    deadline: float | None = None,
 ) -> CodeResult:
     if check.kind == "python":
         return run_python_check(check, task, sandbox, transcript)
-    return run_shell_check(check, task, sandbox, transcript, final_message)
+    return run_shell_check(check, task, sandbox, transcript, final_message, deadline)
