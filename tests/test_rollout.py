@@ -88,7 +88,7 @@ def test_resume_skips_finished_episodes_and_retries_infra_errors(clawgym_tasks, 
 def test_sandbox_start_failure_is_an_infra_error_not_a_score(bwrap_backend, tmp_path):
     task = Task.model_validate({
         "id": "bad-mount", "instruction": "x",
-        "workspace": {"mount_dir": "/usr/lib/somewhere"},  # under the image's read-only /usr
+        "workspace": {"mount_dir": "/srv/somewhere"},  # under the image's read-only /srv (/usr is refused at load)
         "verifier": {"code": {"kind": "python", "source": "def grade(t, w): return {'a': 1}"}},
     })
     report = run_rollout([task], lambda: get_agent("noop"), bwrap_backend, tmp_path / "run")
@@ -108,8 +108,9 @@ def test_missing_asset_is_reported_per_task(bwrap_backend, tmp_path):
     bad.workspace.files = []
     bad = Task.model_validate({**json.loads(bad.model_dump_json()),
                                "workspace": {"files": [{"path": "a.pdf", "source": "missing.pdf"}],
-                                             "assets_dir": str(tmp_path)}})
-    report = run_rollout([good, bad], lambda: get_agent("noop"), bwrap_backend, tmp_path / "run")
+                                             "assets_dir": "."}})
+    report = run_rollout([good, bad], lambda: get_agent("noop"), bwrap_backend, tmp_path / "run",
+                         RolloutOptions(base_dir=tmp_path))
     by_id = {t.task_id: t for t in report.ran}
     assert by_id["good"].status == "completed"
     assert by_id["bad"].status == "infra_error" and "missing.pdf" in by_id["bad"].error.message

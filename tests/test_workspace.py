@@ -363,18 +363,24 @@ def test_write_through_planted_symlink_is_refused(tmp_path: Path) -> None:
 def test_symlinked_asset_dir_is_copied_without_following(tmp_path: Path) -> None:
     assets, secret = tmp_path / "assets", tmp_path / "secret"
     (assets / "tree").mkdir(parents=True)
+    (assets / "tree" / "a.txt").write_text("a")
+    (assets / "tree" / "inner").symlink_to("a.txt")  # relative, inside the assets dir: copied as a symlink
     secret.mkdir()
     (secret / "key").write_text("s3cret")
-    (assets / "tree" / "leak").symlink_to(secret)
+    (assets / "leaky").mkdir()
+    (assets / "leaky" / "leak").symlink_to(secret)  # leads out of the assets dir: refused
     (assets / "escape").symlink_to(secret / "key")
     ws = tmp_path / "ws"
     write_files([WorkspaceFile(path="t", source="tree")], ws, assets)
-    assert (ws / "t" / "leak").is_symlink()
+    assert (ws / "t" / "inner").is_symlink() and os.readlink(ws / "t" / "inner") == "a.txt"
+    with pytest.raises(WorkspaceError, match="leaky/leak' is a symbolic link .* out of the assets dir"):
+        write_files([WorkspaceFile(path="l", source="leaky")], tmp_path / "ws1", assets)
     with pytest.raises(WorkspaceError, match="leaves the assets dir"):
         write_files([WorkspaceFile(path="k", source="escape")], tmp_path / "ws2", assets)
-    with pytest.raises(WorkspaceError, match="leaves the assets dir"):
-        write_files([WorkspaceFile(path="k", source="../secret/key")], tmp_path / "ws3", assets)
-    # merging a second copy into the tree must not write through the copied symlink
+    with pytest.raises(ValueError, match="must not leave"):  # refused by the record already
+        WorkspaceFile(path="k", source="../secret/key")
+    # merging a second copy into the tree must not write through a symlink already there
+    (ws / "t" / "leak").symlink_to(secret)
     (assets / "other" / "leak").mkdir(parents=True)
     (assets / "other" / "leak" / "key").write_text("overwrite")
     with pytest.raises(WorkspaceError, match="outside the workspace"):
@@ -415,14 +421,14 @@ def test_build_workspaces_is_atomic_per_task(tmp_path: Path) -> None:
     tasks = [
         make_task("good-1", [WorkspaceFile(path="a.txt", content="a")]),
         make_task("bad", [WorkspaceFile(path="ok.txt", content="written first"),
-                          WorkspaceFile(path="missing.txt", source="nope.txt")], assets_dir=str(tmp_path)),
-        make_task("dir/good 2", [gen_file("d.json", "json", data=[1])]),
+                          WorkspaceFile(path="missing.txt", source="nope.txt")], assets_dir="."),
+        make_task("good 2?", [gen_file("d.json", "json", data=[1])]),
     ]
-    results = dict(build_workspaces(tasks, out))
+    results = dict(build_workspaces(tasks, out, base_dir=tmp_path))
     assert results["good-1"] == out / "good-1"
     assert (out / "good-1" / "a.txt").read_text() == "a"
     assert isinstance(results["bad"], WorkspaceError) and "nope.txt" in str(results["bad"])
-    good2 = results["dir/good 2"]
+    good2 = results["good 2?"]
     assert isinstance(good2, Path) and good2.parent == out and json.loads((good2 / "d.json").read_text()) == [1]
     assert sorted(p.name for p in out.iterdir()) == sorted(["good-1", good2.name]), "no temp or partial dirs"
 

@@ -191,7 +191,8 @@ def import_clawgym_cmd(
 def import_pinchbench_cmd(
     root: Path = typer.Argument(..., help="A PinchBench checkout (with tasks/ and assets/) or its tasks/ folder."),
     output: Path = typer.Option(..., "-o", "--output", help="tasks.jsonl to write."),
-    link_assets: bool = typer.Option(False, help="Reference assets by path instead of inlining them."),
+    link_assets: bool = typer.Option(False, help="Reference assets by path (relative to the output's directory, "
+                                     "which must contain the checkout's assets/) instead of inlining them."),
     offline_only: bool = typer.Option(False, help="Leave out tasks that need the network or outside services."),
     strict: bool = typer.Option(False, help="Exit non-zero if any task could not be imported."),
 ) -> None:
@@ -200,7 +201,8 @@ def import_pinchbench_cmd(
 
     if not root.is_dir():
         fail(f"{root}: not a directory")
-    result = import_pinchbench(root, inline_assets=not link_assets)
+    # linked assets are referenced relative to the tasks file's directory, the only place they may come from
+    result = import_pinchbench(root, inline_assets=not link_assets, assets_base=output.parent)
     if offline_only:
         dropped = [t.id for t in result.tasks if t.metadata.get("requires_network")]
         result.tasks = [t for t in result.tasks if not t.metadata.get("requires_network")]

@@ -31,14 +31,45 @@ def _format_loc(loc: tuple) -> str:
     return out or "<record>"
 
 
+MAX_NESTING = 100
+"""Deepest nesting of arrays and objects accepted in a record: far beyond any real record, and well inside what
+the JSON parser (about 1,000 levels, then RecursionError) and pydantic's serializer (about 250) handle."""
+
+
+def _too_deep(data: object, limit: int) -> bool:
+    """Whether `data` nests arrays and objects more than `limit` levels deep (iterative: no recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        obj, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = obj.values() if isinstance(obj, dict) else obj
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
 def parse_line(line: str, model: type[M], path: str | os.PathLike, lineno: int) -> M:
-    """Parse and validate one JSONL line, raising RecordError that names file, line and field."""
+    """Parse and validate one JSONL line, raising RecordError that names file, line and field.
+
+    `line` may hold bytes that were not UTF-8, decoded with ``errors="surrogateescape"`` (as the readers here
+    do): such a line is refused as not UTF-8 instead of being misread."""
+    if not line.isascii():
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            bad = ord(line[exc.start])
+            byte = f"byte 0x{bad - 0xDC00:02x}" if 0xDC80 <= bad <= 0xDCFF else "a lone surrogate"
+            raise RecordError(str(path), lineno, None, f"not valid UTF-8 ({byte} at column {exc.start + 1})") from None
     try:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
         raise RecordError(str(path), lineno, None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise RecordError(str(path), lineno, None, f"nested too deeply (more than {MAX_NESTING} levels)") from None
     if not isinstance(data, dict):
         raise RecordError(str(path), lineno, None, f"expected a JSON object, got {type(data).__name__}")
+    if (line.count("[") + line.count("{") > MAX_NESTING) and _too_deep(data, MAX_NESTING):
+        raise RecordError(str(path), lineno, None, f"nested too deeply (more than {MAX_NESTING} levels)")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -48,12 +79,48 @@ def parse_line(line: str, model: type[M], path: str | os.PathLike, lineno: int) 
         raise RecordError(str(path), lineno, field, f"{err['msg']}{more}") from None
 
 
+def _lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each non-blank line. Bytes that are not UTF-8 are kept as surrogate escapes, for
+    parse_line to report that line alone; a path that cannot be read as a file is one RecordError."""
+    try:
+        fh = open(path, encoding="utf-8", errors="surrogateescape")
+    except IsADirectoryError:
+        raise RecordError(str(path), None, None, "is a directory, not a JSONL file") from None
+    with fh:
+        try:
+            for lineno, line in enumerate(fh, start=1):
+                if line.strip():
+                    yield lineno, line
+        except IsADirectoryError:  # some systems only fail at the first read
+            raise RecordError(str(path), None, None, "is a directory, not a JSONL file") from None
+
+
+class _UniqueKeys:
+    """Refuses a record whose unique key (``model.unique_key``, e.g. a task's id) an earlier line already has."""
+
+    def __init__(self, model: type[BaseModel], path: str | os.PathLike):
+        self.key = getattr(model, "unique_key", None)
+        self.path = str(path)
+        self.seen: dict[object, int] = {}
+
+    def check(self, record: BaseModel, lineno: int) -> None:
+        if self.key is None:
+            return
+        value = getattr(record, self.key)
+        first = self.seen.setdefault(value, lineno)
+        if first != lineno:
+            raise RecordError(self.path, lineno, self.key, f"{value!r} already defined at line {first}")
+
+
 def iter_records(path: str | os.PathLike, model: type[M]) -> Iterator[M]:
-    """Yield validated records; stop with RecordError at the first bad line. Blank lines are skipped."""
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if line.strip():
-                yield parse_line(line, model, path, lineno)
+    """Yield validated records; stop with RecordError at the first bad line. Blank lines are skipped.
+
+    For a model with a `unique_key` (tasks: the id), a line repeating an earlier line's key is a bad line."""
+    unique = _UniqueKeys(model, path)
+    for lineno, line in _lines(path):
+        record = parse_line(line, model, path, lineno)
+        unique.check(record, lineno)
+        yield record
 
 
 def read_records(path: str | os.PathLike, model: type[M]) -> list[M]:
@@ -67,17 +134,21 @@ class LenientRead(Generic[M]):
 
 
 def read_records_lenient(path: str | os.PathLike, model: type[M]) -> LenientRead[M]:
-    """Read every good record and collect an error for each bad line, so that one bad task does not stop a run."""
+    """Read every good record and collect an error for each bad line, so that one bad task does not stop a run.
+
+    A line repeating the `unique_key` of an earlier good line (a task id defined twice) is a bad line: the
+    first is kept. A path that is not a readable file (a directory) raises RecordError."""
     records: list[M] = []
     errors: list[RecordError] = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                records.append(parse_line(line, model, path, lineno))
-            except RecordError as exc:
-                errors.append(exc)
+    unique = _UniqueKeys(model, path)
+    for lineno, line in _lines(path):
+        try:
+            record = parse_line(line, model, path, lineno)
+            unique.check(record, lineno)
+        except RecordError as exc:
+            errors.append(exc)
+            continue
+        records.append(record)
     return LenientRead(records, errors)
 
 

@@ -8,7 +8,9 @@ hand-written task is an error instead of a silently ignored key.
 from __future__ import annotations
 
 import posixpath
-from typing import Any, Literal
+import re
+import unicodedata
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -21,16 +23,100 @@ class Record(BaseModel):
     """Base of all records: strict about unknown keys, lenient about key order."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    unique_key: ClassVar[str | None] = None
+    """A field no two lines of one file may share (tasks: the id); checked by clawgym.core.jsonl's readers."""
+
+
+def _show(value: str, limit: int = 80) -> str:
+    """`value` quoted for an error message, cut to `limit` characters (a hostile value may be megabytes)."""
+    return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value)} characters)"
 
 
 def _check_relative_path(path: str) -> str:
     """A workspace path must stay inside the workspace: relative, normalised, no `..`."""
     if not path or path.startswith("/"):
-        raise ValueError(f"must be a relative path inside the workspace, got {path!r}")
+        raise ValueError(f"must be a relative path inside the workspace, got {_show(path)}")
+    if "\x00" in path:
+        raise ValueError(f"must not contain a NUL character, got {_show(path)}")
     norm = posixpath.normpath(path)
     if norm == ".." or norm.startswith("../"):
-        raise ValueError(f"must not leave the workspace, got {path!r}")
+        raise ValueError(f"must not leave the workspace, got {_show(path)}")
     return norm
+
+
+# Mount dirs: the sandbox's own system directories (shadowing them hands the checker a program the task wrote, or
+# hides the system the agent relies on) and the control directory of the sandboxes (clawgym.sandbox.base.CTL_DIR,
+# where the supervisor and the checker files live) are refused, with everything under them. /var/tmp is a private
+# scratch tmpfs in every sandbox, like /tmp, and stays allowed.
+CONTROL_DIR = "/.clawgym"
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/sys", "/dev",
+               "/boot", "/var", "/opt", CONTROL_DIR)
+ALLOWED_UNDER_SYSTEM_DIRS = ("/var/tmp",)
+_MOUNT_COMPONENT = re.compile(r"[A-Za-z0-9._+@~-]+")
+MAX_MOUNT_DIR = 1024
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top + "/")
+
+
+def _check_mount_dir(v: str) -> str:
+    """An absolute, normalised directory of the sandbox that is neither / nor a system or control directory."""
+    if not v.startswith("/"):
+        raise ValueError(f"must be an absolute path, got {_show(v)}")
+    if len(v) > MAX_MOUNT_DIR:
+        raise ValueError(f"is {len(v)} characters long; at most {MAX_MOUNT_DIR}")
+    parts = v[1:].split("/")
+    if parts and parts[-1] == "" and len(parts) > 1:  # one trailing slash is harmless
+        parts.pop()
+    for part in parts:
+        if part in ("", ".", ".."):
+            raise ValueError(f"must be a normalised path (no '//', '.' or '..' components), got {_show(v)}")
+        if not _MOUNT_COMPONENT.fullmatch(part):
+            raise ValueError(
+                f"may only use letters, digits and . _ + @ ~ - in its components, got {_show(v)}"
+            )
+    norm = "/" + "/".join(parts)
+    if norm == "/":
+        raise ValueError("must not be / (the whole sandbox)")
+    if any(_under(norm, top) for top in SYSTEM_DIRS) and not any(_under(norm, ok) for ok in ALLOWED_UNDER_SYSTEM_DIRS):
+        raise ValueError(
+            f"{norm} is or lies under a system or control directory of the sandbox ({', '.join(SYSTEM_DIRS)}; "
+            "only /var/tmp is allowed there); use e.g. /workspace, /tmp/..., /root/... or /home/..."
+        )
+    return norm
+
+
+def _check_assets_dir(v: str | None) -> str | None:
+    """Assets come from inside the tasks file's directory: a relative path without `..` (materialize also
+    refuses one that leads out through a symlink)."""
+    if v is None:
+        return None
+    if not v or v.startswith("/") or "\x00" in v:
+        raise ValueError(
+            f"must be a relative path inside the tasks file's directory, got {_show(v)} (absolute paths are refused: "
+            "a task file must not copy host files into its workspace)"
+        )
+    if ".." in v.split("/"):
+        raise ValueError(f"must not leave the tasks file's directory ('..'), got {_show(v)}")
+    return posixpath.normpath(v)
+
+
+MAX_TASK_ID_BYTES = 200
+"""A task id names files and directories (workspaces, snapshots, logs; a file name is at most 255 bytes):
+200 bytes of UTF-8 leaves room for the episode suffix and temp-file affixes. Real ids are under 30."""
+
+
+def _check_task_id(v: str) -> str:
+    size = len(v.encode("utf-8", "surrogatepass"))
+    if size > MAX_TASK_ID_BYTES:
+        raise ValueError(f"too long: {size} bytes; a task id names files, so it is at most {MAX_TASK_ID_BYTES} bytes")
+    if v in (".", ".."):
+        raise ValueError(f"{v!r} cannot be a task id (it names files)")
+    bad = next((c for c in v if c in "/\\" or unicodedata.category(c) in ("Cc", "Zl", "Zp", "Cs")), None)
+    if bad is not None:
+        raise ValueError(f"must not contain {bad!r} (a task id names files and appears in one-line messages)")
+    return v
 
 
 # --------------------------------------------------------------------------------------------- workspace
@@ -65,6 +151,11 @@ class WorkspaceFile(Record):
     def _relative(cls, v: str) -> str:
         return _check_relative_path(v)
 
+    @field_validator("source")
+    @classmethod
+    def _relative_source(cls, v: str | None) -> str | None:
+        return None if v is None else _check_relative_path(v)
+
     @model_validator(mode="after")
     def _exactly_one_source(self) -> WorkspaceFile:
         given = [k for k in ("content", "content_b64", "source", "generate") if getattr(self, k) is not None]
@@ -82,15 +173,19 @@ class WorkspaceSpec(Record):
         default=DEFAULT_MOUNT_DIR, description="Absolute path where the workspace appears inside the sandbox."
     )
     assets_dir: str | None = Field(
-        default=None, description="Directory that `source` paths are relative to (absolute, or relative to the tasks file)."
+        default=None,
+        description="Directory that `source` paths are relative to: a relative path inside the tasks file's directory.",
     )
 
     @field_validator("mount_dir")
     @classmethod
     def _absolute_mount(cls, v: str) -> str:
-        if not v.startswith("/") or posixpath.normpath(v) in ("/", "/proc", "/dev", "/sys"):
-            raise ValueError(f"must be an absolute directory other than /, /proc, /dev, /sys; got {v!r}")
-        return posixpath.normpath(v)
+        return _check_mount_dir(v)
+
+    @field_validator("assets_dir")
+    @classmethod
+    def _assets_inside(cls, v: str | None) -> str | None:
+        return _check_assets_dir(v)
 
     @field_validator("directories")
     @classmethod
@@ -193,7 +288,9 @@ class Session(Record):
 
 
 class Task(Record):
-    id: str = Field(min_length=1)
+    unique_key: ClassVar[str | None] = "id"
+
+    id: str = Field(min_length=1, description="Unique in its file; at most 200 bytes, no '/', '\\' or control characters.")
     source: str = Field(default="clawgym", description="Where the task came from: synth, pinchbench, clawgym-folder, ...")
     category: str = ""
     subcategory: str = ""
@@ -207,6 +304,11 @@ class Task(Record):
     reference: ReferenceSolution | None = None
     timeout_seconds: float = Field(default=600.0, gt=0, description="Wall-time budget of one episode.")
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("id")
+    @classmethod
+    def _file_name_safe_id(cls, v: str) -> str:
+        return _check_task_id(v)
 
 
 # --------------------------------------------------------------------------------------------- outcomes

@@ -4,6 +4,10 @@ A task folder holds ``data_entry.json`` (``task_id``, ``user_query``, ``input_mo
 ``metadata: {category, grading_type}``), an optional ``input_files/`` tree mirrored into the workspace and
 ``reward/`` (``reward.sh`` plus helpers such as ``check.py``) which is copied in only after the agent ends.
 Everything is inlined into the Task so that the record is self-contained.
+
+A task folder is untrusted: only regular files inside it are read (see :mod:`clawgym.importers.safe_read`); a
+symlink leading out of the folder (to a host secret), a FIFO (which would hang the import) or a device makes
+that task a failure naming the file.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pydantic import ValidationError
 from clawgym.core.errors import TaskImportError
 from clawgym.core.records import CodeCheck, Task, VerifierSpec, WorkspaceFile, WorkspaceSpec
 from clawgym.importers import ImportResult
+from clawgym.importers.safe_read import check_inside, is_inside, read_inside, validation_message
 
 SOURCE = "clawgym-folder"
 DATA_ENTRY = "data_entry.json"
@@ -40,26 +45,28 @@ def inline_file(path: str, data: bytes, mode: int | None = None) -> WorkspaceFil
         return WorkspaceFile(path=path, content_b64=base64.b64encode(data).decode("ascii"), mode=mode)
 
 
-def _is_executable(path: Path) -> bool:
-    return bool(path.stat().st_mode & 0o111)
+def _walk(base: Path, folder_real: str, prefix: str = "") -> tuple[list[WorkspaceFile], list[str]]:
+    """Every file under `base` inlined (path = prefix + path relative to base), and the empty directories.
 
-
-def _walk(base: Path, prefix: str = "") -> tuple[list[WorkspaceFile], list[str]]:
-    """Every file under `base` inlined (path = prefix + path relative to base), and the empty directories."""
+    Each file must be a regular file resolving inside the task folder `folder_real`; a directory symlink
+    leading out of it is refused too (one inside it is not followed, as before)."""
     files: list[WorkspaceFile] = []
     empty_dirs: list[str] = []
+    check_inside(base, folder_real, "the task folder")
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames.sort()
         here = Path(dirpath)
+        for name in dirnames:
+            if (here / name).is_symlink():
+                check_inside(here / name, folder_real, "the task folder")
         rel_dir = here.relative_to(base).as_posix()
         if not dirnames and not filenames and rel_dir != ".":
             empty_dirs.append(prefix + rel_dir)
         for name in sorted(filenames):
             full = here / name
             rel = full.relative_to(base).as_posix()
-            files.append(
-                inline_file(prefix + rel, full.read_bytes(), EXEC_MODE if _is_executable(full) else None)
-            )
+            data, mode = read_inside(full, folder_real)
+            files.append(inline_file(prefix + rel, data, EXEC_MODE if mode & 0o111 else None))
     return files, empty_dirs
 
 
@@ -75,17 +82,23 @@ def _task_folders(root: Path) -> list[Path]:
     )
 
 
-def _read_data_entry(path: Path) -> dict[str, Any]:
-    if not path.is_file():
+def _read_data_entry(path: Path, folder_real: str) -> dict[str, Any]:
+    if not os.path.lexists(path):
         raise TaskImportError(str(path), f"no {DATA_ENTRY}")
     try:
-        entry = json.loads(path.read_text(encoding="utf-8"))
+        raw, _ = read_inside(path, folder_real)
+    except OSError as exc:
+        raise TaskImportError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    try:
+        entry = json.loads(raw.decode("utf-8"))
     except json.JSONDecodeError as exc:
         raise TaskImportError(
             str(path), f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from None
     except UnicodeDecodeError as exc:
         raise TaskImportError(str(path), f"not UTF-8: {exc}") from None
+    except RecursionError:
+        raise TaskImportError(str(path), "invalid JSON: nested too deeply") from None
     if not isinstance(entry, dict):
         raise TaskImportError(str(path), f"must hold a JSON object, got {type(entry).__name__}")
     return entry
@@ -103,7 +116,8 @@ def _timeout(entry: dict[str, Any], meta: dict[str, Any], where: str) -> float |
 def _import_folder(folder: Path) -> Task:
     """One task folder as a Task; raises TaskImportError naming the offending file."""
     entry_path = folder / DATA_ENTRY
-    entry = _read_data_entry(entry_path)
+    folder_real = os.path.realpath(folder)
+    entry = _read_data_entry(entry_path, folder_real)
     where = str(entry_path)
 
     query = entry.get("user_query")
@@ -133,8 +147,8 @@ def _import_folder(folder: Path) -> Task:
 
     try:
         input_dir = folder / "input_files"
-        files, dirs = _walk(input_dir) if input_dir.is_dir() else ([], [])
-        reward_files, _ = _walk(folder / "reward", prefix="reward/")
+        files, dirs = _walk(input_dir, folder_real) if input_dir.is_dir() else ([], [])
+        reward_files, _ = _walk(folder / "reward", folder_real, prefix="reward/")
     except OSError as exc:
         raise TaskImportError(str(exc.filename or folder), f"cannot read: {exc.strerror or exc}") from None
     # reward.sh is run with `bash`, but keep it executable for checkers that call it directly.
@@ -169,7 +183,7 @@ def _import_folder(folder: Path) -> Task:
             **fields,
         )
     except ValidationError as exc:
-        raise TaskImportError(where, f"invalid task: {exc}") from None
+        raise TaskImportError(where, f"invalid task: {validation_message(exc)}") from None
 
 
 def import_clawgym(root: Path) -> ImportResult:
@@ -184,7 +198,13 @@ def import_clawgym(root: Path) -> ImportResult:
         result.failures.append(TaskImportError(str(root), "not a directory"))
         return result
     seen: dict[str, Path] = {}
+    root_real = os.path.realpath(root)
     for folder in _task_folders(root):
+        if not is_inside(folder, root_real):
+            result.failures.append(TaskImportError(
+                str(folder), f"is a symbolic link leading out of {root} (to {os.path.realpath(folder)}); not followed"
+            ))
+            continue
         try:
             task = _import_folder(folder)
         except TaskImportError as exc:

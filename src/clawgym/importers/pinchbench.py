@@ -17,12 +17,19 @@ Choices worth knowing:
   placeholder is kept as ``metadata["prompt_section"]``. Such a task does not need a ``## Prompt`` section.
 - Hybrid weights come from ``grading_weights: {automated, llm_judge}`` with PinchBench's 0.5 / 0.5 default,
   always written explicitly so clawgym's own 0.7 / 0.3 default never applies.
+- The checkout is untrusted: task files and assets are read only when they are regular files inside the
+  tasks folder and inside ``assets/`` (itself inside the checkout), never through a symlink leading out (see
+  :mod:`clawgym.importers.safe_read`). Linked assets (``inline_assets=False``) are written as an ``assets_dir``
+  relative to the directory of the tasks file that will hold the tasks, which must contain ``assets/``.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import re
+import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +49,7 @@ from clawgym.core.records import (
 )
 from clawgym.importers import ImportResult
 from clawgym.importers.clawgym_folder import inline_file
+from clawgym.importers.safe_read import file_kind, is_inside, read_inside, validation_message
 
 SOURCE = "pinchbench"
 MOUNT_DIR = "/workspace"
@@ -243,7 +251,38 @@ def _verifier(
     )
 
 
-def _workspace(front: dict[str, Any], assets_dir: Path, inline_assets: bool, where: str) -> WorkspaceSpec:
+@dataclass
+class _Assets:
+    """The checkout's assets folder and how tasks use it."""
+
+    dir: Path
+    real: str
+    inline: bool
+    problem: str | None = None  # why no asset can be read at all (assets/ leads out of the checkout)
+    link_dir: str | None = None  # assets_dir of linked tasks, relative to the tasks file's directory
+    link_problem: str | None = None  # why assets cannot be linked from there
+
+
+def _assets(assets_dir: Path, inline: bool, assets_base: Path | None) -> _Assets:
+    real = os.path.realpath(assets_dir)
+    checkout = assets_dir.parent
+    a = _Assets(assets_dir, real, inline)
+    if not is_inside(real, os.path.realpath(checkout)):
+        a.problem = (f"assets/ leads out of the checkout {checkout} (to {real}) through a symbolic link; "
+                     "refusing to read assets from there")
+    if not inline:
+        base = Path(assets_base) if assets_base is not None else Path.cwd()
+        rel = os.path.relpath(real, os.path.realpath(base))
+        if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+            a.link_problem = (f"--link-assets: the assets folder {real} is outside {base}, the tasks file's directory "
+                              "(a tasks file may only use assets inside its own directory); write the tasks file "
+                              "into the PinchBench checkout or a folder above it, or import without --link-assets")
+        else:
+            a.link_dir = rel
+    return a
+
+
+def _workspace(front: dict[str, Any], assets: _Assets, where: str) -> WorkspaceSpec:
     specs = front.get("workspace_files") or []
     if not isinstance(specs, list):
         raise TaskImportError(where, "workspace_files must be a list")
@@ -256,17 +295,33 @@ def _workspace(front: dict[str, Any], assets_dir: Path, inline_assets: bool, whe
                 WorkspaceFile(path=str(spec["path"]), content="" if content is None else str(content))
             )
         elif isinstance(spec, dict) and "source" in spec and "dest" in spec:
+            if assets.problem:
+                raise TaskImportError(where, f"workspace_files[{i}]: {assets.problem}")
             source = str(spec["source"])
-            asset = assets_dir / source
-            if not asset.resolve().is_relative_to(assets_dir.resolve()):
+            asset = assets.dir / source
+            if not is_inside(asset, assets.real):
                 raise TaskImportError(where, f"workspace_files[{i}]: asset {source!r} is outside assets/")
-            if not asset.is_file():
+            if not os.path.lexists(asset):
                 raise TaskImportError(where, f"missing asset {source!r} (not found at {asset})")
-            if inline_assets:
-                files.append(inline_file(str(spec["dest"]), asset.read_bytes()))
-            else:
-                files.append(WorkspaceFile(path=str(spec["dest"]), source=source))
-                uses_assets = True
+            try:
+                if assets.inline:
+                    data, _ = read_inside(asset, assets.real, "assets/")
+                    files.append(inline_file(str(spec["dest"]), data))
+                else:
+                    mode = os.stat(asset).st_mode
+                    if not stat.S_ISREG(mode):
+                        raise TaskImportError(str(asset), f"is not a regular file ({file_kind(mode)})")
+                    if assets.link_problem:
+                        raise TaskImportError(where, assets.link_problem)
+                    files.append(WorkspaceFile(path=str(spec["dest"]), source=source))
+                    uses_assets = True
+            except TaskImportError as exc:
+                if exc.path == where:
+                    raise
+                raise TaskImportError(where, f"workspace_files[{i}]: asset {source!r} {exc.message}") from None
+            except OSError as exc:
+                raise TaskImportError(where, f"workspace_files[{i}]: cannot read asset {source!r}: "
+                                             f"{exc.strerror or exc}") from None
         else:
             raise TaskImportError(
                 where, f"workspace_files[{i}] needs {{path, content}} or {{source, dest}}, got {spec!r}"
@@ -274,7 +329,7 @@ def _workspace(front: dict[str, Any], assets_dir: Path, inline_assets: bool, whe
     return WorkspaceSpec(
         files=files,
         mount_dir=MOUNT_DIR,
-        assets_dir=str(assets_dir.resolve()) if uses_assets else None,
+        assets_dir=assets.link_dir if uses_assets else None,
     )
 
 
@@ -310,10 +365,10 @@ def _sessions(front: dict[str, Any], where: str) -> list[Session]:
 # --------------------------------------------------------------------------------------------- task
 
 
-def _import_file(path: Path, assets_dir: Path, inline_assets: bool) -> Task:
+def _import_file(path: Path, assets: _Assets, tasks_real: str) -> Task:
     where = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_inside(path, tasks_real, "the tasks folder")[0].decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TaskImportError(where, f"cannot read: {exc}") from None
     front, body = _front_matter(text, where)
@@ -372,13 +427,13 @@ def _import_file(path: Path, assets_dir: Path, inline_assets: bool) -> Task:
             category=str(front.get("category") or ""),
             instruction=instruction,
             sessions=later,
-            workspace=_workspace(front, assets_dir, inline_assets, where),
+            workspace=_workspace(front, assets, where),
             verifier=verifier,
             timeout_seconds=float(timeout),
             metadata=metadata,
         )
     except ValidationError as exc:
-        raise TaskImportError(where, f"invalid task: {exc}") from None
+        raise TaskImportError(where, f"invalid task: {validation_message(exc)}") from None
 
 
 def _locate(root: Path) -> tuple[Path, Path]:
@@ -388,12 +443,14 @@ def _locate(root: Path) -> tuple[Path, Path]:
     return root, root.parent / "assets"
 
 
-def import_pinchbench(root: Path, inline_assets: bool = True) -> ImportResult:
+def import_pinchbench(root: Path, inline_assets: bool = True, assets_base: Path | None = None) -> ImportResult:
     """Import ``tasks/task_*.md`` (sorted, TASK_TEMPLATE.md skipped) from a PinchBench checkout or tasks folder.
 
     With `inline_assets`, ``{source, dest}`` files are read from ``<checkout>/assets/`` and inlined; otherwise
-    they stay references (``WorkspaceFile.source``) with ``workspace.assets_dir`` set to the absolute assets
-    folder. Either way a missing asset is a failure of that task. Bad tasks never stop the others.
+    they stay references (``WorkspaceFile.source``) with ``workspace.assets_dir`` the assets folder relative
+    to `assets_base`, the directory of the tasks file to be written (default: the current directory), which
+    must contain it. Either way a missing or unreadable asset is a failure of that task. Bad tasks never stop
+    the others.
     """
     root = Path(root)
     result = ImportResult()
@@ -401,11 +458,13 @@ def import_pinchbench(root: Path, inline_assets: bool = True) -> ImportResult:
         result.failures.append(TaskImportError(str(root), "not a directory"))
         return result
     tasks_dir, assets_dir = _locate(root)
+    assets = _assets(assets_dir, inline_assets, assets_base)
+    tasks_real = os.path.realpath(tasks_dir)
     for path in sorted(tasks_dir.glob("task_*.md")):
         if path.stem.upper() == "TASK_TEMPLATE":
             continue
         try:
-            result.tasks.append(_import_file(path, assets_dir, inline_assets))
+            result.tasks.append(_import_file(path, assets, tasks_real))
         except TaskImportError as exc:
             result.failures.append(exc)
     return result

@@ -1,9 +1,12 @@
 """Turn a task's workspace spec into files on disk, and copy a finished workspace back out (snapshot).
 
-Security model: workspace paths come from task files, which may be machine-written. Every path we write is
-resolved with realpath (following any symlink already present, at any depth, including the last component)
-and refused unless it lies inside the workspace root; every asset is likewise kept inside the assets dir.
-Symlinks found in assets or in a workspace being snapshotted are copied as symlinks and never followed.
+Security model: workspace paths come from task files, which may be machine-written or hostile. Every path we
+write is resolved with realpath (following any symlink already present, at any depth, including the last
+component) and refused unless it lies inside the workspace root. The assets dir must resolve inside the tasks
+file's directory (the record already refuses absolute paths and `..`), and every asset inside the assets dir;
+only regular files and directories are read (a FIFO would hang the build, a device such as /dev/zero never
+ends). Symlinks inside an asset tree are copied as symlinks when they are relative and stay inside the assets
+dir, and refused otherwise; symlinks in a workspace being snapshotted are copied as symlinks, never followed.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -39,22 +43,58 @@ def _checked_target(root: Path, root_real: str, rel: str) -> Path:
     return target
 
 
-def _copy_tree(src: Path, dst: Path, root_real: str) -> None:
-    """Copy a directory without following symlinks, re-checking every destination (a copy may merge into a
-    directory that already holds a symlink pointing elsewhere)."""
+def _special_kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a file or directory"
+
+
+def _copy_regular(src: str | Path, target: Path, what: str) -> None:
+    """Copy the regular file `src` (its symlinks already resolved inside the assets dir) to `target`, with its
+    mode and times. Opened non-blocking and checked with fstat, so a FIFO or device swapped in is never read."""
+    fd = os.open(os.path.realpath(src), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise WorkspaceError(f"{what} is not a regular file ({_special_kind(st.st_mode)}); refusing to read it")
+        with open(fd, "rb", closefd=False) as fin, open(target, "wb") as fout:
+            shutil.copyfileobj(fin, fout)
+        os.chmod(target, stat.S_IMODE(st.st_mode))
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    finally:
+        os.close(fd)
+
+
+def _copy_tree(src: Path, dst: Path, root_real: str, assets_real: str, label: str) -> None:
+    """Copy an asset directory, re-checking every destination (a copy may merge into a directory that already
+    holds a symlink pointing elsewhere). Symlinks are copied as symlinks when relative and resolving inside the
+    assets dir, and refused otherwise; FIFOs, sockets and devices are refused. `label` names `src` in errors."""
     dst.mkdir(parents=True, exist_ok=True)
     for entry in sorted(os.scandir(src), key=lambda e: e.name):
         out = dst / entry.name
+        what = f"{label}/{entry.name}"
         if not _inside(out, root_real):
             raise WorkspaceError(f"{out}: refusing to write outside the workspace")
         if entry.is_symlink():
+            link = os.readlink(entry.path)
+            if os.path.isabs(link) or not _inside(entry.path, assets_real):
+                raise WorkspaceError(
+                    f"asset {what!r} is a symbolic link to {link!r}, out of the assets dir; refusing it"
+                )
             if out.is_symlink() or out.is_file():
                 out.unlink()
-            os.symlink(os.readlink(entry.path), out)
-        elif entry.is_dir():
-            _copy_tree(Path(entry.path), out, root_real)
-        elif entry.is_file():
-            shutil.copy2(entry.path, out)
+            os.symlink(link, out)
+        elif entry.is_dir(follow_symlinks=False):
+            _copy_tree(Path(entry.path), out, root_real, assets_real, what)
+        elif entry.is_file(follow_symlinks=False):
+            _copy_regular(entry.path, out, f"asset {what!r}")
+        else:
+            kind = _special_kind(entry.stat(follow_symlinks=False).st_mode)
+            raise WorkspaceError(f"asset {what!r} is not a regular file ({kind}); refusing to read it")
     shutil.copystat(src, dst)
 
 
@@ -68,12 +108,18 @@ def _copy_asset(f: WorkspaceFile, target: Path, assets_dir: Path | None, root_re
         raise WorkspaceError(f"{f.path}: source {f.source!r} leaves the assets dir {assets_dir}")
     if not os.path.lexists(src):
         raise WorkspaceError(f"{f.path}: asset {f.source!r} not found in {assets_dir}")
-    if src.is_dir():
-        _copy_tree(src, target, root_real)
-    elif target.is_dir():
-        raise WorkspaceError(f"{f.path}: is a directory, cannot copy the file {f.source!r} over it")
-    else:
-        shutil.copy2(src, target)
+    mode = os.stat(src).st_mode  # any symlink on the way resolves inside the assets dir (checked above)
+    try:
+        if stat.S_ISDIR(mode):
+            _copy_tree(src, target, root_real, assets_real, f.source)
+        elif not stat.S_ISREG(mode):
+            raise WorkspaceError(f"asset {f.source!r} is not a regular file ({_special_kind(mode)}); refusing to read it")
+        elif target.is_dir():
+            raise WorkspaceError(f"is a directory, cannot copy the file {f.source!r} over it")
+        else:
+            _copy_regular(src, target, f"asset {f.source!r}")
+    except WorkspaceError as e:
+        raise WorkspaceError(f"{f.path}: {e}") from None
 
 
 def write_files(files: list[WorkspaceFile], dest: Path, assets_dir: Path | None = None) -> list[Path]:
@@ -118,18 +164,32 @@ def write_files(files: list[WorkspaceFile], dest: Path, assets_dir: Path | None 
 
 
 def _resolve_assets(spec: WorkspaceSpec, base_dir: Path | None) -> Path | None:
+    """The assets dir of `spec`: relative to `base_dir` (the tasks file's directory; default the current
+    directory), and refused unless it resolves inside it, symlinks included, so a task file never copies host
+    files (keys, credentials) into its workspace and from there into the run's archives."""
     if spec.assets_dir is None:
         return None
-    assets = Path(spec.assets_dir)
-    return assets if assets.is_absolute() else Path(base_dir or Path.cwd()) / assets
+    base = Path(base_dir or Path.cwd())
+    rel = spec.assets_dir
+    # the record refuses both already; checked again for specs built without validation (model_construct)
+    if os.path.isabs(rel) or ".." in Path(rel).parts:
+        raise WorkspaceError(f"assets_dir {rel!r} must be a relative path inside the tasks file's directory {base}")
+    assets = base / rel
+    if not _inside(assets, os.path.realpath(base)):
+        raise WorkspaceError(
+            f"assets_dir {rel!r} resolves to {os.path.realpath(assets)}, outside the tasks file's directory {base}; "
+            "refusing to copy files from there"
+        )
+    return assets
 
 
 def materialize(spec: WorkspaceSpec, dest: Path, base_dir: Path | None = None) -> list[Path]:
     """Build the workspace of `spec` at `dest`, which must be absent or an empty directory.
 
     A relative `spec.assets_dir` is taken relative to `base_dir` (the tasks file's directory; default the
-    current directory). Returns the paths of the files written.
+    current directory) and must resolve inside it. Returns the paths of the files written.
     """
+    assets = _resolve_assets(spec, base_dir)
     dest = Path(dest)
     if dest.exists() or dest.is_symlink():
         if not dest.is_dir() or any(dest.iterdir()):
@@ -142,7 +202,7 @@ def materialize(spec: WorkspaceSpec, dest: Path, base_dir: Path | None = None) -
             target.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise WorkspaceError(f"{d}: {e.strerror or e}") from e
-    return write_files(spec.files, dest, _resolve_assets(spec, base_dir))
+    return write_files(spec.files, dest, assets)
 
 
 def workspace_dirname(task_id: str) -> str:
