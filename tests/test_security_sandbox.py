@@ -281,3 +281,10 @@ def test_5000_char_episode_id_makes_a_valid_file_name():
     names = {_safe_name("a" * 5000 + "#0"), _safe_name("a" * 5000 + "#1"), _safe_name("." * 300)}
     assert len(names) == 3
     assert all(0 < len(n) <= 120 and not n.startswith(".") for n in names)
+
+
+def test_episode_ids_that_differ_only_in_replaced_characters_get_distinct_file_names():
+    from clawgym.rollout.runner import _safe_name
+
+    assert _safe_name("a b#0") != _safe_name("a_b#0")
+    assert _safe_name("task_0076#0") == "task_0076_0"  # plain ids keep the names earlier runs gave them

@@ -255,15 +255,28 @@ def export(
     ready_only: bool = typer.Option(False, "--ready-only", help="Only groups whose trajectories have all ended."),
     drop_quality: list[str] = typer.Option(["bad"], "--drop-quality",
                                            help="Drop data of this quality (repeatable; 'none' keeps all)."),
+    algo: str = typer.Option("grpo", "--algo", help="rl: advantage preset: grpo, dr-grpo, rloo, reinforce++ "
+                             "(formulas: clawgym.pool.credit)."),
+    credit: str = typer.Option("outcome", "--credit", help="rl: outcome (one advantage per trajectory) or step "
+                               "(per step, from discounted returns normalized within the group by step)."),
+    gamma: float = typer.Option(1.0, "--gamma", min=0.0, max=1.0, help="rl, --credit step: discount factor."),
     as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
 ) -> None:
     """Write a training file from the trainable data of the pool; print what was kept and dropped, and why."""
     from clawgym.pool import export_rl, export_sft
+    from clawgym.pool.credit import ALGOS, CREDITS
 
+    if algo not in ALGOS:
+        fail(f"--algo {algo!r}: choose one of {', '.join(ALGOS)}")
+    if credit not in CREDITS:
+        fail(f"--credit {credit!r}: choose one of {', '.join(CREDITS)}")
     drop = [q for q in drop_quality if q.lower() != "none"]
     with _pool(pool_dir) as pool:
-        fn = export_sft if fmt is ExportFormat.sft else export_rl
-        report = fn(pool, output, min_reward=min_reward, ready_groups_only=ready_only, drop_quality=drop)
+        if fmt is ExportFormat.sft:
+            report = export_sft(pool, output, min_reward=min_reward, ready_groups_only=ready_only, drop_quality=drop)
+        else:
+            report = export_rl(pool, output, min_reward=min_reward, ready_groups_only=ready_only, drop_quality=drop,
+                               algo=algo, credit=credit, gamma=gamma)
     if as_json:
         _dump(report)
         return

@@ -17,18 +17,20 @@ in ``reasoning_content``.
 "trajectory_id", "group_id", "prompt_ids", "response_ids", "response_mask", "logprobs", "reward",
 "advantage", "policy_version", "is_last"}`` (plus ``task_id``, ``step_index``, ``token_source``). The response
 of a call is all model-generated, so ``response_mask`` is all ones; tool results enter the *next* step's
-prompt. The reward is the trajectory's (outcome reward, on every step). The advantage is GRPO's, per group:
-``(r - mean) / (std + 1e-6)`` over the rewards of the group's trajectories that pass curation (trainable, not
-of a dropped quality, ended with a reward), ``std`` being the sample standard deviation (ddof=1, as
-``torch.std`` in verl and TRL); a group of one, or whose rewards are all equal, gives advantage 0.
-``min_reward`` and ``ready_groups_only`` select rows; they do not change a group's baseline. Steps without
-token ids are skipped and counted.
+prompt. The reward is the trajectory's (outcome reward, on every step). The advantage is computed per group
+over the rewards of the group's trajectories that pass curation (trainable, not of a dropped quality, ended
+with a reward), by the preset ``algo`` (``grpo`` by default: ``(r - mean) / (std + 1e-6)``, ``std`` being the
+sample standard deviation, ddof=1, as ``torch.std`` in verl and TRL; a group of one, or whose rewards are all
+equal, gives advantage 0; also ``dr-grpo``, ``rloo``, ``reinforce++``) and the credit mode ``credit``
+(``outcome``: the trajectory's advantage on every step; ``step``: each step its own, from discounted returns
+normalized within the group step by step); the formulas are in :mod:`clawgym.pool.credit`. ``min_reward``
+and ``ready_groups_only`` select rows; they do not change a group's baseline. Steps without token ids are
+skipped and counted.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 from collections import Counter
@@ -36,6 +38,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from clawgym.pool.credit import ALGOS, CREDITS, outcome_advantages, outcome_step_rewards, step_advantages
 from clawgym.pool.records import ERROR_STATUSES
 from clawgym.pool.store import Pool, StepRow
 
@@ -44,14 +47,17 @@ GRPO_EPS = 1e-6
 
 def grpo_advantages(rewards: Mapping[str, float], eps: float = GRPO_EPS) -> dict[str, float]:
     """GRPO advantages of one group: (r - mean) / (std + eps), std with ddof=1; 0 when std is 0 or n < 2."""
-    n = len(rewards)
-    if n < 2:
-        return {k: 0.0 for k in rewards}
-    mean = sum(rewards.values()) / n
-    std = math.sqrt(sum((r - mean) ** 2 for r in rewards.values()) / (n - 1))
-    if std < 1e-12:
-        return {k: 0.0 for k in rewards}
-    return {k: (r - mean) / (std + eps) for k, r in rewards.items()}
+    return outcome_advantages({"g": rewards}, "grpo", eps)
+
+
+class _Same:
+    """The advantages of a trajectory's steps under outcome credit: one value for every step index."""
+
+    def __init__(self, value: float):
+        self.value = value
+
+    def __getitem__(self, step_index: int) -> float:
+        return self.value
 
 
 class _AtomicLines:
@@ -217,15 +223,28 @@ def export_sft(pool: Pool, path: str | os.PathLike, *, min_reward: float | None 
 
 def export_rl(pool: Pool, path: str | os.PathLike, *, min_reward: float | None = None,
               ready_groups_only: bool = False, drop_quality: Iterable[str] = ("bad",),
-              eps: float = GRPO_EPS) -> dict[str, Any]:
-    """Write one row per kept step with GRPO advantages per group (see the module docstring); return the counts
-    (`kept` and `dropped` count steps)."""
+              eps: float = GRPO_EPS, algo: str = "grpo", credit: str = "outcome",
+              gamma: float = 1.0) -> dict[str, Any]:
+    """Write one row per kept step with the advantages of the RL preset `algo` and the credit mode `credit`
+    (see the module docstring and :mod:`clawgym.pool.credit`); return the counts (`kept` and `dropped` count
+    steps)."""
+    if algo not in ALGOS:
+        raise ValueError(f"unknown RL preset {algo!r}; choose one of {', '.join(ALGOS)}")
+    if credit not in CREDITS:
+        raise ValueError(f"unknown credit mode {credit!r}; choose one of {', '.join(CREDITS)}")
     drop_q = set(drop_quality)
     kept, why, baseline = _selected_trajectories(pool, min_reward=min_reward, ready_groups_only=ready_groups_only,
                                                  drop_quality=drop_q)
-    advantages: dict[str, float] = {}
-    for rewards in baseline.values():
-        advantages.update(grpo_advantages(rewards, eps))
+    # trajectory id -> advantage of each of its steps (outcome credit: the same on every step)
+    if credit == "outcome":
+        advantages = {tid: _Same(a) for tid, a in outcome_advantages(baseline, algo, eps).items()}
+    else:
+        n_steps: dict[str, int] = {}
+        for row in pool.iter_step_rows():
+            n_steps[row.trajectory_id] = max(n_steps.get(row.trajectory_id, 0), row.max_index + 1)
+        step_rewards = {g: {tid: outcome_step_rewards(n_steps.get(tid, 1), r) for tid, r in rewards.items()}
+                        for g, rewards in baseline.items()}
+        advantages = step_advantages(step_rewards, algo, gamma, eps)
     dropped: Counter[str] = Counter()
     notes: Counter[str] = Counter()
     trajs: set[str] = set()
@@ -272,13 +291,13 @@ def export_rl(pool: Pool, path: str | os.PathLike, *, min_reward: float | None =
                 "response_mask": [1] * len(response_ids),
                 "logprobs": logprobs,
                 "reward": t["reward"],
-                "advantage": advantages[tid],
+                "advantage": advantages[tid][row.step_index],
                 "policy_version": step.get("policy_version"),
                 "token_source": step.get("token_source"),
                 "is_last": row.is_last,
             })
             trajs.add(tid)
             groups.add(t["group"])
-    return {"format": "rl", "path": str(path), "kept": out.count,
+    return {"format": "rl", "algo": algo, "credit": credit, "gamma": gamma, "path": str(path), "kept": out.count,
             "dropped": {k: v for k, v in sorted(dropped.items()) if v}, "notes": dict(notes), "steps": n_steps,
             "trajectories": len(trajs), "groups": len(groups)}

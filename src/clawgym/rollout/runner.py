@@ -55,8 +55,11 @@ def episode_id(task_id: str, sample: int) -> str:
 def _safe_name(eid: str) -> str:
     """A file name for an episode: its id with unsafe characters replaced, and a long id cut and completed by
     a hash of the whole (ids are limited at load, but a file name must never fail as too long)."""
+    task_id, sep, sample = eid.rpartition("#")
     name = re.sub(r"[^A-Za-z0-9._-]", "_", eid)
-    if len(name) > 120 or name.startswith("."):
+    # the '#' before the sample is always replaced; any other replaced character could make two ids one name
+    replaced = re.search(r"[^A-Za-z0-9._-]", task_id if sep else eid) is not None
+    if replaced or len(name) > 120 or name.startswith("."):
         name = f"{name[:80].lstrip('.')}-{hashlib.sha256(eid.encode()).hexdigest()[:16]}"
     return name
 
