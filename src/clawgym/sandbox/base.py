@@ -50,6 +50,11 @@ class SandboxLimits(BaseModel):
     max_processes: int = Field(default=256, gt=0, description="Processes and threads alive at once.")
     cpus: float = Field(default=1.0, gt=0, description="CPU share (Docker); bwrap relies on the host scheduler.")
     max_file_mb: int = Field(default=256, gt=0, description="Largest single file a command may write.")
+    disk_mb: int = Field(
+        default=1024, gt=0,
+        description="Space of the workspace (and, apart, of the fresh per-sandbox mounts): a size-capped tmpfs "
+        "(clawgym.sandbox.disk), so what commands write there also counts against memory_mb.",
+    )
     max_output_bytes: int = Field(default=1_000_000, gt=0, description="Captured stdout/stderr kept per exec.")
     exec_timeout_s: float = Field(default=120.0, gt=0, description="Default wall-time limit of one exec.")
     network: bool = Field(default=False, description="Give the sandbox a network (off by default).")
@@ -381,32 +386,50 @@ class SandboxBackend(ABC):
 def tmpfs_sizes(limits: SandboxLimits) -> dict[str, int]:
     """Size caps (bytes) of the sandbox's private tmpfs mounts. Their pages count against the memory limit and
     cannot be reclaimed, so an unbounded /tmp filled up would leave every later command to the OOM killer;
-    capped, together below the memory limit, a full /tmp is a plain ENOSPC the agent can recover from."""
+    capped, together below the memory limit, a full /tmp is a plain ENOSPC the agent can recover from. (The
+    host directories a sandbox writes, its workspace first, have caps of their own, memory too when written
+    from inside: `clawgym.sandbox.disk.host_dir_sizes`.)"""
     mem = limits.memory_mb * 1024 * 1024
     return {"/tmp": mem // 2, "/root": mem // 4, "/run": mem // 16, "/home": mem // 16, "/var/tmp": mem // 16}
 
 
 def prepare_host_workspace(
-    workspace: WorkspaceSpec, base_dir: Path | None, prefix: str, prebuilt: Path | None = None
+    workspace: WorkspaceSpec, base_dir: Path | None, prefix: str, prebuilt: Path | None = None,
+    limits: SandboxLimits | None = None,
 ) -> Path:
     """A fresh host temp dir with `ws/` (the materialized workspace) and `ctl/` (the supervisor's files;
     read-only in the sandbox except `ctl/out`, where the commands' output goes).
 
     `prebuilt`: a directory already holding this workspace's files, copied instead of generating them again
-    (task validation starts several sandboxes on the same workspace)."""
+    (task validation starts several sandboxes on the same workspace).
+
+    The temp dir records its owner (this process: `clawgym.sandbox.sweep`), and `ws/`, `ctl/out/` and `mnt/`
+    (the parent of fresh per-sandbox mounts) are size-capped filesystems (`clawgym.sandbox.disk`) before
+    anything is put there, when this host allows it. Remove it with `clawgym.sandbox.sweep.remove_root`
+    (which unmounts them), never with a bare rmtree."""
     import tempfile
 
+    from clawgym.sandbox import disk
     from clawgym.sandbox.supervisor import OUT_SUBDIR
+    from clawgym.sandbox.sweep import record_owner, remove_root
     from clawgym.workspace.materialize import materialize
 
+    limits = limits or SandboxLimits()
     root = Path(tempfile.mkdtemp(prefix=prefix, dir=os.environ.get("CLAWGYM_SANDBOX_TMP")))
     try:
+        record_owner(root)
         (root / "ctl" / OUT_SUBDIR).mkdir(parents=True)
-        if prebuilt is not None:
-            shutil.copytree(prebuilt, root / "ws", symlinks=True)
-        else:
-            materialize(workspace, root / "ws", base_dir=base_dir)
+        capped = disk.limit_host_dirs(root, disk.host_dir_sizes(limits))
+        try:
+            if prebuilt is not None:
+                shutil.copytree(prebuilt, root / "ws", symlinks=True, dirs_exist_ok=True)
+            else:
+                materialize(workspace, root / "ws", base_dir=base_dir)
+        except (OSError, shutil.Error):
+            if capped and disk.full([root / "ws"]):
+                raise SandboxError(f"the workspace does not fit in the disk limit ({limits.disk_mb} MB)") from None
+            raise
     except BaseException:
-        shutil.rmtree(root, ignore_errors=True)
+        remove_root(root)
         raise
     return root

@@ -4,9 +4,18 @@ Each sandbox is one `bwrap --unshare-all` process tree: the image's root filesys
 entry onto bwrap's own tmpfs root (so new top-level mount points such as /workspace can be created; the root
 is remounted read-only once they are), the workspace bound read-write at the task's mount dir, the control
 directory read-only but for its output subdirectory, private size-capped tmpfs /tmp, /run, /root, /home and
-/var/tmp, no network, no capabilities, killed with its parent. Leftover processes are killed from the host
-(every process of the sandbox's pid namespace but its init and the supervisor), which needs no fork inside. Memory and process count are bounded by a per-sandbox cgroup when the cgroup filesystem is
-writable (root), else by rlimits; file size by RLIMIT_FSIZE and wall time by `timeout` in the supervisor.
+/var/tmp, no network, no capabilities, no_new_privs (bwrap sets it), killed with its parent. Leftover
+processes are killed from the host (every process of the sandbox's pid namespace but its init and the
+supervisor), which needs no fork inside. Memory and process count are bounded by a per-sandbox cgroup when the
+cgroup filesystem is writable (root), else by rlimits; file size by RLIMIT_FSIZE and wall time by `timeout` in
+the supervisor; the space of the workspace, the output directory and the fresh mounts by size-capped
+filesystems on the host (`clawgym.sandbox.disk`).
+
+bwrap itself starts with a minimal environment (BWRAP_ENV: no API key, no token), because its init, the
+sandbox's pid 1, keeps the environment bwrap was started with, readable from inside as /proc/1/environ
+(`--clearenv` only clears the supervisor's). Temp dirs and cgroups record their owner; what a dead owner left
+is removed by its reaper, or by the next backend's sweep (`clawgym.sandbox.sweep`).
+
 Without a built image the host's /usr is used read-only, with a curated /etc (no secrets) — a fallback that
 `clawgym sandbox check` reports.
 """
@@ -20,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from clawgym.core.records import WorkspaceSpec
+from clawgym.sandbox import disk, sweep
 from clawgym.sandbox.base import (
     ExecResult,
     Mount,
@@ -56,6 +66,13 @@ HOST_ETC_ALLOWLIST = [
     "gitconfig", "debian_version", "os-release",
 ]
 HOST_ROOT_ENTRIES = ["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "opt"]
+# The whole environment bwrap (and the sh that puts it in its cgroup) starts with: bwrap's init, pid 1 of the
+# sandbox, keeps it (readable as /proc/1/environ from inside; --clearenv only clears the supervisor's).
+BWRAP_ENV = {"PATH": BASE_PATH, "LANG": "C.UTF-8"}
+
+
+def _bwrap_exe() -> str:
+    return shutil.which("bwrap") or shutil.which("bwrap", path=BASE_PATH) or "bwrap"
 
 
 def _root_args(rootfs: Path | None) -> list[str]:
@@ -109,9 +126,10 @@ class BwrapSandbox(Sandbox):
         self._stopped = False
         self._init_pid: int | None = None
         self.rootfs = rootfs
+        self._disk = disk.capped_dirs(root)
         self.cgroup = CgroupLimits.create(limits.max_processes, limits.memory_mb * 1024 * 1024)
         home = "/root"
-        args = ["bwrap", "--unshare-all"]
+        args = [_bwrap_exe(), "--unshare-all"]
         if limits.network:
             args.append("--share-net")
         args += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv", "--cap-drop", "ALL"]
@@ -137,6 +155,7 @@ class BwrapSandbox(Sandbox):
         try:
             self._proc = subprocess.Popen(
                 args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+                env=dict(BWRAP_ENV), cwd="/",
             )
         except OSError as exc:
             self._cleanup()
@@ -194,6 +213,8 @@ class BwrapSandbox(Sandbox):
             raise SandboxError(f"{exc}: {detail}" if detail else str(exc)) from None
         if res.limit is None and res.exit_code == 137 and self.cgroup is not None and self.cgroup.oom_kills() > ooms:
             res.limit = "memory"
+        if res.limit is None:
+            res.limit = disk.exec_limit(self._disk, res.exit_code)
         return res
 
     def kill_processes(self) -> None:
@@ -201,11 +222,11 @@ class BwrapSandbox(Sandbox):
             raise SandboxError("sandbox is stopped")
         # from the host when possible: it needs no fork inside (a fork bomb may hold the process limit)
         init = self._ns_init()
-        if init is not None and kill_namespace(init, self.cgroup.pids if self.cgroup is not None else None):
-            self._chan.clear_outputs()
-            return
-        self.exec(["sh", "-c", KILL_ALL_SH], cwd="/", timeout=10)
+        if init is None or not kill_namespace(init, self.cgroup.pids if self.cgroup is not None else None):
+            self.exec(["sh", "-c", KILL_ALL_SH], cwd="/", timeout=10)
         self._chan.clear_outputs()
+        # the agent is done: trusted files (checkers) must fit, however full it left the workspace
+        disk.make_room(self._disk, self.limits)
 
     def stop(self) -> None:
         if self._stopped:
@@ -227,7 +248,7 @@ class BwrapSandbox(Sandbox):
     def _cleanup(self) -> None:
         if self.cgroup is not None:
             self.cgroup.remove()
-        shutil.rmtree(self._root, ignore_errors=True)
+        sweep.remove_root(self._root)
 
     def limit_events(self) -> dict[str, int]:
         if self.cgroup is None:
@@ -241,6 +262,7 @@ class BwrapBackend(SandboxBackend):
     def __init__(self, rootfs: Path | None = None, allow_host_root: bool = True):
         self.rootfs = rootfs if rootfs is not None else find_rootfs()
         self.allow_host_root = allow_host_root
+        self._swept = False
 
     def check(self) -> tuple[bool, str]:
         exe = shutil.which("bwrap")
@@ -250,15 +272,15 @@ class BwrapBackend(SandboxBackend):
             return False, "no sandbox image built (run `clawgym sandbox build`)"
         try:
             proc = subprocess.run(
-                ["bwrap", "--unshare-all", "--die-with-parent", *_root_args(self.rootfs), "--proc", "/proc",
-                 "--dev", "/dev", "true"], capture_output=True, text=True, timeout=20,
+                [_bwrap_exe(), "--unshare-all", "--die-with-parent", *_root_args(self.rootfs), "--proc", "/proc",
+                 "--dev", "/dev", "true"], capture_output=True, text=True, timeout=20, env=dict(BWRAP_ENV),
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return False, f"bwrap failed to run: {exc}"
         if proc.returncode != 0:
             return False, f"bwrap cannot create namespaces here: {proc.stderr.strip()[:300]}"
         root = f"image {self.rootfs}" if self.rootfs else "host /usr read-only (no image built: `clawgym sandbox build`)"
-        return True, f"root: {root}"
+        return True, f"root: {root}; " + disk.describe()
 
     def start(
         self, workspace: WorkspaceSpec, *, limits: SandboxLimits | None = None, base_dir: Path | None = None,
@@ -272,10 +294,14 @@ class BwrapBackend(SandboxBackend):
         check_mounts(mounts, workspace.mount_dir)
         for m in mounts:
             _mount_dir_ok(m.target, self.rootfs)
-        root = prepare_host_workspace(workspace, base_dir, "clawgym-bwrap-", prebuilt)
+        if not self._swept:  # what dead owners left (kill -9): their temp dirs, mounts and cgroups
+            self._swept = True
+            sweep.sweep_host()
+        limits = limits or SandboxLimits()
+        root = prepare_host_workspace(workspace, base_dir, "clawgym-bwrap-", prebuilt, limits)
         try:
             binds = host_mounts(root, mounts)
         except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
+            sweep.remove_root(root)
             raise
-        return BwrapSandbox(root, workspace.mount_dir, limits or SandboxLimits(), self.rootfs, binds)
+        return BwrapSandbox(root, workspace.mount_dir, limits, self.rootfs, binds)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,7 +45,10 @@ class CgroupLimits:
         mode = cgroup_mode()
         if mode is None:
             return None
-        name = name or f"{GROUP_PREFIX}-{uuid.uuid4().hex[:12]}"
+        if name is None:
+            from clawgym.sandbox.sweep import cgroup_name
+
+            name = cgroup_name()
         try:
             if mode == "v2":
                 parent = CGROUP_ROOT / GROUP_PREFIX

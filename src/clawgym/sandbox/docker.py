@@ -2,25 +2,29 @@
 
 One container per episode from the clawgym sandbox image: read-only root, private size-capped tmpfs /tmp /run
 /root /home /var/tmp, the workspace bind-mounted read-write at the task's mount dir, the control directory
-read-only but for its output subdirectory, no network, memory / pids / CPU limits,
-`--init` so orphans are reaped. The container's main process is the same sh supervisor the other backends use,
-fed through the attached stdin, so an exec costs a few milliseconds instead of a `docker exec` round trip.
+read-only but for its output subdirectory, no network, memory / pids / CPU limits, every capability dropped
+(`cap_drop=ALL`: no mknod, chown, raw sockets...; see :func:`capabilities_kept`) and no-new-privileges (a
+setuid binary gains nothing), `--init` so orphans are reaped. The workspace, the output directory and the
+fresh mounts are size-capped filesystems on the host (`clawgym.sandbox.disk`). The container's main process
+is the same sh supervisor the other backends use, fed through the attached stdin, so an exec costs a few
+milliseconds instead of a `docker exec` round trip.
 
-Containers carry the label `clawgym.sandbox` and the owner's host/pid; `stop()` removes them, a crashed owner's
-supervisor sees EOF and exits (the container auto-removes), and every new backend sweeps containers whose
-owner process is gone.
+Containers carry the label `clawgym.sandbox` and their owner (host, pid, start time, pid namespace); `stop()`
+removes them. When the owner dies without stopping them (kill -9), its reaper removes them within a second
+(`clawgym.sandbox.sweep`); failing that, the engine closes the supervisor's stdin with the owner's attach
+connection (StdinOnce), so the supervisor exits once its current command is done and the container removes
+itself; and every new backend sweeps the containers, temp dirs and cgroups of dead owners.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import struct
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from clawgym.core.records import WorkspaceSpec
+from clawgym.sandbox import disk, sweep
 from clawgym.sandbox.base import (
     ExecResult,
     Mount,
@@ -52,7 +56,14 @@ OWNER_LABEL = "clawgym.owner"
 
 
 def _owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    return sweep.current().label
+
+
+def capabilities_kept() -> list[str]:
+    """Capabilities added back after dropping them all: none when clawgym runs as root (the workspace then
+    belongs to the container's root, as in bwrap, which has no capabilities either). A non-root host owns the
+    workspace files, which the container's root can only write with DAC_OVERRIDE (and chmod with FOWNER)."""
+    return [] if os.geteuid() == 0 else ["DAC_OVERRIDE", "FOWNER"]
 
 
 class _Demux:
@@ -93,12 +104,16 @@ class DockerSandbox(Sandbox):
         self._stopped = False
         self._init_pid: int | None = None  # host pid of the container's init, when the engine is local
         self._ooms = 0
+        self._disk = disk.capped_dirs(root)
         self.container = None
         try:
+            # detach=False with stdin_open: StdinOnce, the engine closes the supervisor's stdin when our attach
+            # connection goes (the owner died), and the supervisor exits at its next read
             self.container = client.containers.create(
                 image,
                 command=supervisor_argv(CTL_DIR),
-                stdin_open=True, tty=False, init=True, detach=True,
+                stdin_open=True, tty=False, init=True, detach=False,
+                cap_drop=["ALL"], cap_add=capabilities_kept() or None, security_opt=["no-new-privileges"],
                 network_mode="bridge" if limits.network else "none",
                 mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",
                 pids_limit=limits.max_processes, nano_cpus=int(limits.cpus * 1e9),
@@ -162,6 +177,8 @@ class DockerSandbox(Sandbox):
             if ooms > self._ooms:
                 self._ooms = ooms
                 res.limit = "memory"
+        if res.limit is None:
+            res.limit = disk.exec_limit(self._disk, res.exit_code)
         return res
 
     def _local_init_pid(self) -> int | None:
@@ -178,7 +195,8 @@ class DockerSandbox(Sandbox):
             return None
         try:
             with open(f"/proc/{self._init_pid}/mountinfo") as fh:
-                if f"/{self._root.name}/ctl/{OUT_SUBDIR} " in fh.read():
+                # the bind of <root>/ctl/out shows that path, or the name of the capped filesystem there
+                if f"{self._root.name}/ctl/{OUT_SUBDIR} " in fh.read():
                     return self._init_pid
         except OSError:
             pass
@@ -196,11 +214,11 @@ class DockerSandbox(Sandbox):
             raise SandboxError("sandbox is stopped")
         # from the host when the engine is local: it needs no fork inside (a fork bomb may fill pids_limit)
         pid = self._local_init_pid()
-        if pid is not None and kill_namespace(pid):
-            self._chan.clear_outputs()
-            return
-        self.exec(["sh", "-c", KILL_ALL_SH], cwd="/", timeout=10)
+        if pid is None or not kill_namespace(pid):
+            self.exec(["sh", "-c", KILL_ALL_SH], cwd="/", timeout=10)
         self._chan.clear_outputs()
+        # the agent is done: trusted files (checkers) must fit, however full it left the workspace
+        disk.make_room(self._disk, self.limits)
 
     def oom_killed(self) -> bool:
         try:
@@ -222,7 +240,7 @@ class DockerSandbox(Sandbox):
             self._sock.close()
         except Exception:
             pass
-        shutil.rmtree(self._root, ignore_errors=True)
+        sweep.remove_root(self._root)
 
 
 class DockerBackend(SandboxBackend):
@@ -259,24 +277,13 @@ class DockerBackend(SandboxBackend):
             client.images.get(self.image)
         except docker.errors.ImageNotFound:
             return False, f"image {self.image} not found: run `clawgym sandbox build` (imports it into Docker)"
-        return True, f"engine {client.version().get('Version', '?')}, image {self.image}"
+        return True, f"engine {client.version().get('Version', '?')}, image {self.image}; {disk.describe()}"
 
     def sweep(self) -> int:
-        """Remove clawgym containers left behind by owners that no longer run (Ctrl-C, crash)."""
-        removed = 0
-        host = socket.gethostname()
-        # the low-level list (one call, labels included): the high-level one inspects each container in turn
-        # and fails when one is removed meanwhile, as auto-removed sandboxes of other processes are
-        for c in self.client.api.containers(all=True, filters={"label": LABEL}):
-            owner = (c.get("Labels") or {}).get(OWNER_LABEL, "")
-            h, _, pid = owner.rpartition(":")
-            alive = h == host and pid.isdigit() and os.path.exists(f"/proc/{pid}")
-            if h == host and not alive:
-                try:
-                    self.client.api.remove_container(c["Id"], force=True)
-                    removed += 1
-                except Exception:
-                    pass
+        """Remove clawgym containers left behind by owners that no longer run (Ctrl-C, crash, kill -9), and their
+        temp dirs and cgroups (see `clawgym.sandbox.sweep`). Returns the number of containers removed."""
+        removed = sweep.sweep_containers(self.client)
+        sweep.sweep_host()
         return removed
 
     def start(
@@ -296,13 +303,15 @@ class DockerBackend(SandboxBackend):
                 f"image {self.image} not found: run `clawgym sandbox build` (it imports the image into Docker)"
             ) from None
         check_mounts(mounts, workspace.mount_dir)
-        root = prepare_host_workspace(workspace, base_dir, "clawgym-docker-", prebuilt)
+        sweep.reaper_watch_docker()
+        limits = limits or SandboxLimits()
+        root = prepare_host_workspace(workspace, base_dir, "clawgym-docker-", prebuilt, limits)
         try:
             binds = host_mounts(root, mounts)
         except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
+            sweep.remove_root(root)
             raise
-        return DockerSandbox(client, self.image, root, workspace.mount_dir, limits or SandboxLimits(), binds)
+        return DockerSandbox(client, self.image, root, workspace.mount_dir, limits, binds)
 
     def close(self) -> None:
         if self._client is not None:

@@ -2,13 +2,14 @@
 
 Only for debugging, or machines where neither bubblewrap nor Docker can run; it is never chosen
 automatically, and starting it logs a warning. Commands see the workspace at its host path (`workdir`), not at
-the task's mount dir; the verifier rewrites checker paths accordingly.
+the task's mount dir; the verifier rewrites checker paths accordingly. The workspace and output directory are
+size-capped like the other backends' (`clawgym.sandbox.disk`), and a dead owner's temp dir and cgroup are
+removed by its reaper or the next sweep (`clawgym.sandbox.sweep`).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -17,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from clawgym.core.records import WorkspaceSpec
+from clawgym.sandbox import disk, sweep
 from clawgym.sandbox.base import (
     ExecResult,
     Mount,
@@ -66,6 +68,7 @@ class LocalSandbox(Sandbox):
         self._root = root
         self._stopped = False
         self.ctl_inside = str(root / "ctl")
+        self._disk = disk.capped_dirs(root)
         self.cgroup = CgroupLimits.create(limits.max_processes, limits.memory_mb * 1024 * 1024)
         args = supervisor_argv(str(root / "ctl"))
         if self.cgroup is not None:
@@ -108,13 +111,21 @@ class LocalSandbox(Sandbox):
             raise SandboxError("sandbox is stopped")
         if cwd is not None and (cwd == self.mount_dir or cwd.startswith(self.mount_dir + "/")):
             cwd = self.workdir + cwd[len(self.mount_dir):]
-        return self._chan.run(
+        res = self._chan.run(
             command, cwd=cwd or self.workdir, env=env or {}, timeout=timeout or self.limits.exec_timeout_s,
             max_output=self.limits.max_output_bytes, max_file_bytes=self.limits.max_file_mb * 1024 * 1024,
             memory_kb=None if self.cgroup else self.limits.memory_mb * 1024, stdin=stdin,
         )
+        if res.limit is None:
+            res.limit = disk.exec_limit(self._disk, res.exit_code)
+        return res
 
     def kill_processes(self) -> None:
+        self._kill_all()
+        # the agent is done: trusted files (checkers) must fit, however full it left the workspace
+        disk.make_room(self._disk, self.limits)
+
+    def _kill_all(self) -> None:
         # the supervisor's session, and its cgroup when it has one (which also holds jobs that left the
         # session with setsid); repeated until nothing is left, so that forking jobs cannot outrun it
         for _ in range(200):
@@ -134,7 +145,7 @@ class LocalSandbox(Sandbox):
         if self._stopped:
             return
         self._stopped = True
-        self.kill_processes()
+        self._kill_all()
         try:
             self._proc.kill()
             self._proc.wait(timeout=10)
@@ -147,14 +158,17 @@ class LocalSandbox(Sandbox):
                 pass
         if self.cgroup is not None:
             self.cgroup.remove()
-        shutil.rmtree(self._root, ignore_errors=True)
+        sweep.remove_root(self._root)
 
 
 class LocalBackend(SandboxBackend):
     name = "local"
 
+    def __init__(self) -> None:
+        self._swept = False
+
     def check(self) -> tuple[bool, str]:
-        return True, "always available; NO isolation (commands run on the host)"
+        return True, f"always available; NO isolation (commands run on the host); {disk.describe()}"
 
     def start(
         self, workspace: WorkspaceSpec, *, limits: SandboxLimits | None = None, base_dir: Path | None = None,
@@ -163,5 +177,9 @@ class LocalBackend(SandboxBackend):
         if mounts:
             raise SandboxUnavailable("the local backend cannot bind directories into a sandbox; use bwrap or docker")
         warnings.warn(WARNING, stacklevel=2)
-        root = prepare_host_workspace(workspace, base_dir, "clawgym-local-", prebuilt)
-        return LocalSandbox(root, workspace.mount_dir, limits or SandboxLimits())
+        if not self._swept:
+            self._swept = True
+            sweep.sweep_host()
+        limits = limits or SandboxLimits()
+        root = prepare_host_workspace(workspace, base_dir, "clawgym-local-", prebuilt, limits)
+        return LocalSandbox(root, workspace.mount_dir, limits)
