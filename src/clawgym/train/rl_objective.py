@@ -1,0 +1,172 @@
+"""The RL objective on the pool's step rows: a clipped policy-gradient loss over each step's response tokens.
+
+A row is one model call as the engine made it (``clawgym pool export --format rl``): ``prompt_ids`` (the whole
+conversation so far, tool results included), ``response_ids`` (what the model generated), ``logprobs`` (the
+engine's log-probabilities of those tokens: the behaviour policy) and ``advantage``. The sequence fed to the
+policy is ``prompt_ids + response_ids`` exactly as the engine saw and produced them; nothing is re-tokenized.
+Only response positions enter the loss (the mask covers ``response_ids`` and nothing else), so no prompt token
+and no tool result is ever trained.
+
+Per response token t, with log-probability ``logp`` under the policy being trained, ``logp_old`` the behaviour
+policy's (the engine's, when the row has it; else the policy's own at the start of the update) and advantage A:
+
+    ratio = exp(logp - logp_old)
+    loss_t = -min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A)  [+ kl_coef * k3(ref, policy)]
+
+with k3 = exp(ref - logp) - (ref - logp) - 1 (Schulman's estimator, as TRL's GRPO) against the initial policy.
+This is TRL's GRPO token loss (``GRPOTrainer._compute_loss``); TRL keeps it inside its trainer, which generates
+its own completions, so clawgym computes the same formula here on the pool's rows. How the token losses are
+aggregated follows the preset, as in TRL:
+
+* ``grpo``: the mean over each sequence's tokens, then over sequences;
+* ``dr-grpo``: the sum over all tokens divided by (sequences x ``max_response_len``), no length bias;
+* ``rloo``, ``reinforce++``: the mean over all tokens of the batch (TRL's ``bnpo``).
+
+:func:`policy_loss` also returns the statistics the loop reports: clip fraction, ratio mean and max, KL,
+entropy, and the gap between the logprobs the trainer computes and the engine's for the same ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+AGGREGATIONS = {"grpo": "seq-mean-token-mean", "dr-grpo": "token-sum-norm", "rloo": "token-mean",
+                "reinforce++": "token-mean"}
+
+
+@dataclass
+class ObjectiveConfig:
+    """How the token losses are formed and aggregated."""
+
+    algo: str = "grpo"
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    kl_coef: float = 0.0
+    max_response_len: int = 1024  # dr-grpo's constant normalizer
+
+
+@dataclass
+class TokenBatch:
+    """Rows padded into tensors: ``input_ids`` (B, L), ``attention_mask`` (B, L), ``response_mask`` (B, L) with 1
+    exactly at response positions, and per-position ``old_logps`` / ``advantages`` (0 off the response)."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    response_mask: torch.Tensor
+    old_logps: torch.Tensor
+    has_old_logps: torch.Tensor  # (B,) 1 when the row carried the engine's logprobs
+    advantages: torch.Tensor
+
+
+def build_batch(rows: list[dict[str, Any]], pad_id: int = 0) -> TokenBatch:
+    """Right-padded tensors of `rows` (each with prompt_ids, response_ids, advantage, optional logprobs).
+
+    A row's advantage is a number (on every response token) or a list (one per response token)."""
+    if not rows:
+        raise ValueError("an empty batch")
+    lengths = [len(r["prompt_ids"]) + len(r["response_ids"]) for r in rows]
+    width = max(lengths)
+    b = len(rows)
+    input_ids = torch.full((b, width), pad_id, dtype=torch.long)
+    attention = torch.zeros((b, width), dtype=torch.long)
+    resp = torch.zeros((b, width), dtype=torch.float32)
+    old = torch.zeros((b, width), dtype=torch.float32)
+    adv = torch.zeros((b, width), dtype=torch.float32)
+    has_old = torch.zeros(b, dtype=torch.float32)
+    for i, r in enumerate(rows):
+        p, a = list(r["prompt_ids"]), list(r["response_ids"])
+        if not a:
+            raise ValueError(f"row {i}: empty response")
+        if not p:
+            raise ValueError(f"row {i}: empty prompt (the first response token needs a context)")
+        n = len(p) + len(a)
+        input_ids[i, :n] = torch.tensor(p + a, dtype=torch.long)
+        attention[i, :n] = 1
+        resp[i, len(p):n] = 1.0
+        advantage = r["advantage"]
+        if isinstance(advantage, (list, tuple)):
+            if len(advantage) != len(a):
+                raise ValueError(f"row {i}: {len(advantage)} advantages for {len(a)} response tokens")
+            adv[i, len(p):n] = torch.tensor(advantage, dtype=torch.float32)
+        else:
+            adv[i, len(p):n] = float(advantage)
+        lp = r.get("logprobs")
+        if lp is not None:
+            if len(lp) != len(a):
+                raise ValueError(f"row {i}: {len(lp)} logprobs for {len(a)} response tokens")
+            old[i, len(p):n] = torch.tensor([float(x) for x in lp], dtype=torch.float32)
+            has_old[i] = 1.0
+    return TokenBatch(input_ids, attention, resp, old, has_old, adv)
+
+
+def token_logps(model: Any, batch: TokenBatch, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-position log-probability of each token under `model` given the tokens before it ((B, L); position 0,
+    which has no context, is 0), and optionally the entropy of the distribution it was drawn from."""
+    from trl.trainer.utils import entropy_from_logits, selective_log_softmax
+
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits  # (B, L, V)
+    logits = logits[:, :-1, :].float()
+    targets = batch.input_ids[:, 1:]
+    lp = selective_log_softmax(logits, targets)
+    zeros = torch.zeros((lp.shape[0], 1), dtype=lp.dtype, device=lp.device)
+    logps = torch.cat([zeros, lp], dim=1)
+    ent = None
+    if with_entropy:
+        with torch.no_grad():
+            e = entropy_from_logits(logits)
+        ent = torch.cat([zeros, e], dim=1)
+    return logps, ent
+
+
+def policy_loss(logps: torch.Tensor, batch: TokenBatch, cfg: ObjectiveConfig,
+                ref_logps: torch.Tensor | None = None, entropy: torch.Tensor | None = None,
+                start_logps: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """The loss of the module docstring and its statistics. `start_logps`: the policy's own logprobs at the start
+    of the update, used as logp_old for rows without engine logprobs."""
+    if cfg.algo not in AGGREGATIONS:
+        raise ValueError(f"unknown RL preset {cfg.algo!r}; choose one of {', '.join(AGGREGATIONS)}")
+    mask = batch.response_mask
+    has = batch.has_old_logps[:, None]
+    fallback = start_logps if start_logps is not None else logps.detach()
+    old = has * batch.old_logps + (1 - has) * fallback
+    log_ratio = (logps - old) * mask
+    ratio = torch.exp(log_ratio)
+    clipped = torch.clamp(ratio, 1 - cfg.clip_low, 1 + cfg.clip_high)
+    a = batch.advantages
+    per_token = -torch.min(ratio * a, clipped * a)
+    kl = None
+    if ref_logps is not None:
+        d = (ref_logps - logps) * mask
+        kl = torch.exp(d) - d - 1
+        if cfg.kl_coef:
+            per_token = per_token + cfg.kl_coef * kl
+    n_tokens = mask.sum().clamp(min=1.0)
+    agg = AGGREGATIONS[cfg.algo]
+    if agg == "seq-mean-token-mean":
+        loss = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
+    elif agg == "token-sum-norm":
+        loss = (per_token * mask).sum() / (mask.shape[0] * max(1, cfg.max_response_len))
+    else:
+        loss = (per_token * mask).sum() / n_tokens
+    with torch.no_grad():
+        on = mask.bool()
+        r = ratio[on]
+        is_clipped = ((ratio < 1 - cfg.clip_low) & (a < 0)) | ((ratio > 1 + cfg.clip_high) & (a > 0))
+        stats = {
+            "loss": float(loss.detach()),
+            "tokens": int(mask.sum()),
+            "ratio_mean": float(r.mean()) if r.numel() else 1.0,
+            "ratio_max": float(r.max()) if r.numel() else 1.0,
+            "clip_fraction": float(is_clipped[on].float().mean()) if r.numel() else 0.0,
+            "kl": float((kl * mask).sum() / n_tokens) if kl is not None else 0.0,
+            "entropy": float((entropy * mask).sum() / n_tokens) if entropy is not None else 0.0,
+        }
+        engine_rows = (batch.has_old_logps[:, None] * mask).bool()
+        if engine_rows.any():
+            gap = (logps.detach() - batch.old_logps)[engine_rows].abs()
+            stats["engine_logprob_gap_mean"] = float(gap.mean())
+            stats["engine_logprob_gap_max"] = float(gap.max())
+    return loss, stats

