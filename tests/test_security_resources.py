@@ -365,3 +365,71 @@ def test_kill_9_of_rollout_is_cleaned_up_within_seconds(isolated_backend, tmp_pa
         assert wait_for(lambda: _nothing_left(dirs, cgroups, containers, m, client), 15), (
             [d for d in dirs if d.exists()], [c for c in cgroups if c.exists()], host_pids_with(m), containers,
         )
+
+
+OWNER_SCRIPT = """
+import sys, time
+from clawgym.core.records import WorkspaceSpec
+from clawgym.sandbox.docker import DockerBackend
+sb = DockerBackend().start(WorkspaceSpec(mount_dir="/workspace"))
+print(sb.container.id, flush=True)
+time.sleep(1000)
+"""
+
+
+def test_kill_9_of_docker_owner_and_reaper_ends_an_idle_container(docker_backend, tmp_path, monkeypatch):
+    """Without its reaper either, a dead owner's idle container ends by itself: the engine closes the
+    supervisor's stdin with the owner's attach connection, and the container removes itself."""
+    monkeypatch.setenv("CLAWGYM_SANDBOX_TMP", str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT], stdout=subprocess.PIPE, env=dict(os.environ))
+    client = docker_backend.client
+    cid = None
+    try:
+        cid = proc.stdout.readline().decode().strip()
+        assert cid, "the owner did not start its sandbox"
+        for pid in host_pids_with("clawgym.sandbox.sweep"):
+            if str(proc.pid).encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                os.kill(pid, signal.SIGKILL)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert wait_for(lambda: cid not in {c["Id"] for c in client.api.containers(all=True)}, 15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if cid:
+            try:
+                client.api.remove_container(cid, force=True)
+            except Exception:
+                pass
+        for root in tmp_path.glob("clawgym-*"):
+            for point in sorted(mounts_under(root), reverse=True):
+                subprocess.run(["umount", "-l", point], check=False)
+
+
+def test_sweep_spares_live_owners_and_other_hosts(bwrap_backend, tmp_path, monkeypatch):
+    """The sweep removes only what a dead owner of this host and pid namespace left."""
+    from clawgym.sandbox import sweep
+
+    monkeypatch.setenv("CLAWGYM_SANDBOX_TMP", str(tmp_path))
+    me = sweep.current()
+    dead = 999999
+    while os.path.exists(f"/proc/{dead}"):
+        dead += 1
+    owners = {
+        "clawgym-bwrap-dead": {"host": me.host, "pidns": me.pidns, "pid": dead, "start": 1},
+        "clawgym-bwrap-reused": {"host": me.host, "pidns": me.pidns, "pid": me.pid, "start": me.start + 1},
+        "clawgym-bwrap-otherhost": {"host": me.host + "-x", "pidns": me.pidns, "pid": dead, "start": 1},
+        "clawgym-bwrap-otherns": {"host": me.host, "pidns": me.pidns + 1, "pid": dead, "start": 1},
+        "clawgym-bwrap-live": {"host": me.host, "pidns": me.pidns, "pid": me.pid, "start": me.start},
+    }
+    for name, owner in owners.items():
+        (tmp_path / name / "ws").mkdir(parents=True)
+        (tmp_path / name / "owner").write_text(json.dumps(owner))
+    (tmp_path / "clawgym-bwrap-noowner" / "ws").mkdir(parents=True)
+    with started(bwrap_backend) as sb:
+        sweep.sweep_host()  # (the backend may have swept already, at its first start)
+        assert sb.exec("echo ok").stdout == "ok\n" and sb.host_workspace.is_dir()
+        assert all(d.is_dir() for d in sb.cgroup.dirs) if sb.cgroup is not None else True
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["clawgym-bwrap-live", "clawgym-bwrap-noowner", "clawgym-bwrap-otherhost", "clawgym-bwrap-otherns"]
