@@ -9,6 +9,7 @@ from; it never raises.
 
 from __future__ import annotations
 
+import errno
 import posixpath
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,19 @@ from clawgym.sandbox.base import Sandbox, SandboxPathError
 
 TOOL_ALIASES = {"bash": "exec", "read_file": "read", "write_file": "write", "edit_file": "edit", "list": "ls"}
 DEFAULT_MAX_OBSERVATION = 20_000
+
+
+# what the model is told when a command hit a sandbox limit
+_LIMIT_NOTES = {
+    "file_size": "[command killed: file size limit exceeded]",
+    "disk": "[no space left: the workspace reached the sandbox's disk limit]",
+    "memory": "[command killed: the sandbox's memory limit was reached]",
+    "processes": "[command not started or killed: the sandbox's process limit was reached]",
+}
+# errors of a host-side file operation that come from what the agent did (a full workspace, a bad name), told to
+# the model like a failed command; any other OSError is the host's
+_AGENT_OS_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG, errno.EACCES, errno.EPERM, errno.EEXIST,
+                    errno.ENOTEMPTY, errno.ELOOP, errno.EFBIG, errno.EROFS}
 
 
 @dataclass
@@ -94,6 +108,10 @@ class ToolExecutor:
             return ToolOutcome(f"Error: {tool}: {exc}", True)
         except UnicodeDecodeError:
             return ToolOutcome(f"Error: {tool}: {args.get('path')} is not a UTF-8 text file", True)
+        except OSError as exc:
+            if exc.errno not in _AGENT_OS_ERRORS:
+                raise
+            return ToolOutcome(f"Error: {tool}: {exc.strerror or exc}: {args.get('path', '')}", True)
 
     # -- tools ------------------------------------------------------------------------------------------
     def _tool_read(self, args: dict[str, Any]) -> ToolOutcome:
@@ -159,8 +177,8 @@ class ToolExecutor:
             parts.append(res.stderr.rstrip("\n"))
         if res.timed_out:
             parts.append(f"[command timed out after {timeout:g}s and was killed]")
-        elif res.limit == "file_size":
-            parts.append("[command killed: file size limit exceeded]")
+        elif res.limit in _LIMIT_NOTES:
+            parts.append(_LIMIT_NOTES[res.limit])
         if res.truncated:
             parts.append("[output truncated]")
         parts.append(f"[exit code {res.exit_code}]")

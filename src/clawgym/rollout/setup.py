@@ -41,6 +41,10 @@ class AgentSpec:
     budget_wall_s: float | None = None
     # the embedded server's precision, when one is started for a local model (see `clawgym serve --precision`)
     precision: str = "fp32"
+    # the pool the gateway records into (default RUN_DIR/pool), and a prefix of the trajectory and group ids it
+    # records: several runs (the iterations of `train rl`) share one pool without their ids meeting
+    pool_dir: Path | None = None
+    id_prefix: str = ""
 
 
 @dataclass
@@ -92,23 +96,25 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
             from clawgym.gateway import GatewayThread
             from clawgym.pool.store import Pool
 
-            pool = Pool(run_dir / "pool")
+            pool_dir = spec.pool_dir or run_dir / "pool"
+            pool = Pool(pool_dir)
             stack.callback(pool.close)
+            pre = spec.id_prefix
             for t in tasks:
-                pool.expect_group(t.id, options.samples)
+                pool.expect_group(pre + t.id, options.samples)
             gw = stack.enter_context(GatewayThread(url, pool, policy_version=spec.policy_version,
                                                    upstream_key=os.environ.get("OPENAI_API_KEY")))
 
             def route(task, ctx):
-                return gw.url_for(ctx.trajectory_id, task.id)
+                return gw.url_for(pre + ctx.trajectory_id, pre + task.id)
 
             def on_attempt(t) -> None:
                 tid = t.id if t.attempts == 1 else f"{t.id}~{t.attempts}"
-                pool.end_trajectory(tid, group_id=t.task_id, task_id=t.task_id, status=t.status, reward=t.score,
-                                    verdict=t.verdict.model_dump() if t.verdict else None)
+                pool.end_trajectory(pre + tid, group_id=pre + t.task_id, task_id=t.task_id, status=t.status,
+                                    reward=t.score, verdict=t.verdict.model_dump() if t.verdict else None)
 
             options.on_attempt = on_attempt
-            settings["pool"] = str(run_dir / "pool")
+            settings["pool"] = str(pool_dir)
         client = LLMClient(spec.model, url, max_concurrency=spec.llm_concurrency, timeout=spec.request_timeout,
                            stream=spec.stream)
         stack.callback(client.close)

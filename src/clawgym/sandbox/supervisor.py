@@ -336,16 +336,24 @@ def _read_capped(dir_fd: int, name: str, cap: int) -> tuple[str, bool, int]:
             data = _read_at(fd, 0, cap + 1)
             if len(data) <= cap:
                 return data.decode("utf-8", errors="replace"), False, st.st_size
-        tail_n = cap // 2
-        head = _read_at(fd, 0, cap - tail_n)
         size = max(st.st_size, os.fstat(fd).st_size)
-        tail = _read_at(fd, max(len(head), size - tail_n), tail_n)
+        room = cap - len(_omitted(size))  # the whole text, marker included, stays within `cap`
+        if room < 64:  # too small a cap to show both ends
+            head, tail = _read_at(fd, 0, cap), b""
+        else:
+            head = _read_at(fd, 0, room - room // 2)
+            tail = _read_at(fd, max(len(head), size - room // 2), room // 2)
     finally:
         os.close(fd)
-    omitted = size - len(head) - len(tail)
-    text = (head.decode("utf-8", errors="replace") + f"\n[... {omitted} bytes omitted ...]\n"
+    if not tail:
+        return head.decode("utf-8", errors="replace")[:cap], True, size
+    text = (head.decode("utf-8", errors="replace") + _omitted(size - len(head) - len(tail))
             + tail.decode("utf-8", errors="replace"))
-    return text, True, size
+    return text[:cap] if len(text) > cap else text, True, size
+
+
+def _omitted(n: int) -> str:
+    return f"\n[... {n} bytes omitted ...]\n"
 
 
 def _read_at(fd: int, offset: int, n: int) -> bytes:

@@ -242,7 +242,11 @@ def run_shell_check(
         for f in check.files
     ]
     initial = [f.path for f in task.workspace.files] + list(task.workspace.directories)
-    place_files(sandbox.host_workspace, files, empty_dirs=checker_only_dirs(files, initial))
+    try:
+        place_files(sandbox.host_workspace, files, empty_dirs=checker_only_dirs(files, initial))
+    except OSError as exc:  # e.g. a workspace the agent filled to its disk limit: its failure, scored 0
+        return CodeResult(status="checker_failed", error=f"the checker could not be copied in: {exc}",
+                          duration_s=time.monotonic() - t0)
     host_dir, inside = _control_dir(sandbox)
     payload = {
         "task_id": task.id, "user_query": task.instruction, "metadata": task.metadata,
