@@ -288,3 +288,22 @@ def test_episode_ids_that_differ_only_in_replaced_characters_get_distinct_file_n
 
     assert _safe_name("a b#0") != _safe_name("a_b#0")
     assert _safe_name("task_0076#0") == "task_0076_0"  # plain ids keep the names earlier runs gave them
+
+
+def test_container_lost_with_its_engine_down_stays_an_infra_error(docker_backend, tmp_path, monkeypatch):
+    """The other side of the rule above: when the engine itself stops answering, a lost sandbox is not the
+    agent's doing and stays an infrastructure error (retried, never scored)."""
+    from clawgym.sandbox.docker import DockerSandbox
+
+    monkeypatch.setattr(DockerSandbox, "engine_ok", lambda self: False)
+    task = shell_task(steps=[exec_step("kill -9 -1")])
+    report = run_rollout([task], lambda: get_agent("oracle"), docker_backend, tmp_path / "run",
+                         RolloutOptions(infra_retries=0))
+    (t,) = report.ran
+    assert t.status == "infra_error" and t.error.kind == "sandbox_died", (t.status, t.error)
+
+
+def test_docker_engine_ok_asks_the_engine(docker_backend):
+    task = shell_task()
+    with docker_backend.start(task.workspace) as sb:
+        assert sb.engine_ok() is True

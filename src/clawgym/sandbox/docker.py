@@ -220,6 +220,13 @@ class DockerSandbox(Sandbox):
         # the agent is done: trusted files (checkers) must fit, however full it left the workspace
         disk.make_room(self._disk, self.limits)
 
+    def engine_ok(self) -> bool:
+        """Whether the Docker engine answers: a container that died while it does was ended from inside."""
+        try:
+            return bool(self._client.ping())
+        except Exception:
+            return False
+
     def oom_killed(self) -> bool:
         try:
             self.container.reload()
