@@ -605,15 +605,28 @@ def serve(
     precision: str = typer.Option("fp32", help=SERVER_PRECISION_HELP),
     threads: int | None = typer.Option(None, min=1, help="torch threads (default: OMP_NUM_THREADS, else all cores "
                                        "but one, left to the agents and sandboxes beside the server)."),
+    max_body_mb: float = typer.Option(16.0, min=0.001, help="Largest request body accepted, in MiB; larger ones "
+                                      "are answered 413."),
+    lora: list[str] | None = typer.Option(None, "--lora", metavar="NAME=PATH", help="Serve the LoRA adapter "
+                                          "(a peft adapter dir) at PATH as model NAME from the start (repeatable, "
+                                          "like vLLM's --lora-modules); more load at /v1/load_lora_adapter."),
 ) -> None:
-    """Serve a local model OpenAI-compatibly (/v1/chat/completions with tools and streaming, /v1/models)."""
+    """Serve a local model OpenAI-compatibly (/v1/chat/completions with tools and streaming, /v1/models), and
+    LoRA adapters loaded while it runs (/v1/load_lora_adapter, /v1/unload_lora_adapter, as vLLM)."""
     from clawgym.serve import serve as run_server
+    from clawgym.serve.server import parse_lora_specs
 
+    try:
+        loras = parse_lora_specs(lora)
+    except ValueError as exc:
+        fail(str(exc), 2)
+    precision = _precision(precision)
     if host not in ("127.0.0.1", "localhost", "::1"):
-        err.print(f"[bold yellow]warning:[/] serving on {host}: anyone who can reach it can use the model")
+        err.print(f"[bold yellow]warning:[/] serving on {host}: anyone who can reach it can use the model and "
+                  "load adapters from this machine's files")
     err.print(f"loading {model} ...", highlight=False)
     run_server(model, host, port, max_batch, served_name, log_level="info", token_log=token_log,
-               precision=_precision(precision), threads=threads)
+               precision=precision, threads=threads, max_body_bytes=int(max_body_mb * 1024 * 1024), loras=loras)
 
 
 @app.command("gateway")

@@ -5,6 +5,24 @@
 top level and `token_ids` per choice (per chunk when streaming), so a gateway can record exactly what the
 engine saw and produced.
 
+LoRA adapters, with vLLM's routes, bodies and status codes (so a trainer publishing policy versions works the
+same against `vllm serve --enable-lora` with `VLLM_ALLOW_RUNTIME_LORA_UPDATING=1`):
+
+- `POST /v1/load_lora_adapter` `{"lora_name", "lora_path", "load_inplace"?}`: 200 and the plain text
+  ``Success: LoRA adapter 'NAME' added successfully.``; 400 when a field is missing, the name is already loaded
+  (without `load_inplace`), is the base model's, or the adapter does not fit the model; 404 when there is no
+  adapter at the path.
+- `POST /v1/unload_lora_adapter` `{"lora_name", "lora_int_id"?}`: 200 ``Success: LoRA adapter 'NAME' removed
+  successfully.``; 400 without a name; 404 when the name is not loaded. Requests already running with it finish
+  with it (see `clawgym.serve.engine`).
+- A chat request whose `model` is an adapter's name is generated with it (and answers with that `model`);
+  the base model's name, or no `model`, is the base model; any other name is a 404, as in vLLM.
+- `GET /v1/models` lists each adapter after the base model, with `parent` (the base model) and `root` (its
+  path); `GET /health` adds `adapters` (name, path, id, when loaded, load time, requests running),
+  `unloading_adapters` and `policy_version` (the adapter loaded last; null with the base model only).
+
+Errors have OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`, as vLLM's.
+
 A request body over `max_body_bytes` (16 MiB by default) is answered 413 while it is read, before it is parsed
 (clawgym.httpguard.BodyLimitMiddleware, shared with the gateway). The server has no token: it binds loopback
 unless told otherwise.
@@ -22,17 +40,33 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
 from clawgym.httpguard import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
 from clawgym.serve.chat_format import parse_output, render_prompt, safe_content_prefix
 from clawgym.serve.engine import BatchEngine, EngineError, GenerationRequest, SamplingParams, TokenEvent
+from clawgym.serve.lora import AdapterError
 
 DEFAULT_MAX_TOKENS = 1024
 
 
-def _error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
-    return JSONResponse(status_code=status, content={"error": {"message": message, "type": kind, "code": status}})
+def _error(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None) -> JSONResponse:
+    return JSONResponse(status_code=status,
+                        content={"error": {"message": message, "type": kind, "param": param, "code": status}})
+
+
+def _adapter_error(exc: AdapterError) -> JSONResponse:
+    return _error(exc.status, str(exc), exc.kind)
+
+
+async def _json_object(request: Request) -> dict | JSONResponse:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return _error(400, "the request body is not valid JSON")
+    if not isinstance(body, dict):
+        return _error(400, "the request body must be a JSON object")
+    return body
 
 
 class _Incremental:
@@ -76,10 +110,12 @@ class TokenLog:
         self._fh = open(path, "a", encoding="utf-8") if path else None
         self._lock = threading.Lock()
 
-    def write(self, rid: str, prompt_ids: list[int], token_ids: list[int], finish: str | None) -> None:
+    def write(self, rid: str, prompt_ids: list[int], token_ids: list[int], finish: str | None,
+              model: str | None = None) -> None:
         if self._fh is None:
             return
-        line = json.dumps({"id": rid, "prompt_token_ids": prompt_ids, "token_ids": token_ids, "finish_reason": finish})
+        line = json.dumps({"id": rid, "model": model, "prompt_token_ids": prompt_ids, "token_ids": token_ids,
+                           "finish_reason": finish})
         with self._lock:
             self._fh.write(line + "\n")
             self._fh.flush()
@@ -97,22 +133,59 @@ def create_app(engine: BatchEngine, served_name: str, token_log: Path | None = N
     @app.get("/health")
     async def health() -> dict:
         return {"status": "ok", "model": served_name, "busy": engine.busy, "precision": engine.precision,
-                "threads": engine.threads, **engine.stats}
+                "threads": engine.threads, **engine.stats, **engine.adapter_status()}
 
     @app.get("/v1/models")
     async def models() -> dict:
-        return {"object": "list", "data": [{
-            "id": served_name, "object": "model", "created": created, "owned_by": "clawgym",
-            "max_model_len": engine.context_length,
-        }]}
+        data = [{"id": served_name, "object": "model", "created": created, "owned_by": "clawgym",
+                 "root": str(engine.model_dir), "parent": None, "max_model_len": engine.context_length}]
+        data += [{"id": a.name, "object": "model", "created": int(a.loaded_at), "owned_by": "clawgym",
+                  "root": a.path, "parent": served_name, "max_model_len": engine.context_length}
+                 for a in engine.adapters()]
+        return {"object": "list", "data": data}
+
+    @app.post("/v1/load_lora_adapter")
+    async def load_lora_adapter(request: Request):
+        body = await _json_object(request)
+        if isinstance(body, JSONResponse):
+            return body
+        name, path = body.get("lora_name"), body.get("lora_path")
+        if not name or not path or not isinstance(name, str) or not isinstance(path, str):
+            return _error(400, "Both 'lora_name' and 'lora_path' must be provided.", "InvalidUserInput")
+        if name == served_name:
+            return _error(400, f"'{name}' is the base model's name", "InvalidUserInput")
+        try:
+            # the files are read in a worker thread; the weights go in between two of the engine's steps
+            await asyncio.to_thread(engine.load_adapter, name, path, bool(body.get("load_inplace")))
+        except AdapterError as exc:
+            return _adapter_error(exc)
+        return PlainTextResponse(f"Success: LoRA adapter '{name}' added successfully.")
+
+    @app.post("/v1/unload_lora_adapter")
+    async def unload_lora_adapter(request: Request):
+        body = await _json_object(request)
+        if isinstance(body, JSONResponse):
+            return body
+        name = body.get("lora_name")
+        if not name or not isinstance(name, str):
+            return _error(400, "'lora_name' needs to be provided to unload a LoRA adapter.", "InvalidUserInput")
+        try:
+            engine.unload_adapter(name)
+        except AdapterError as exc:
+            return _adapter_error(exc)
+        return PlainTextResponse(f"Success: LoRA adapter '{name}' removed successfully.")
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(400, "the request body is not valid JSON")
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+        body = await _json_object(request)
+        if isinstance(body, JSONResponse):
+            return body
+        model = body.get("model") or None
+        if model == served_name:
+            model = None
+        elif model is not None and (not isinstance(model, str) or not engine.has_adapter(model)):
+            return _error(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
+        if not isinstance(body.get("messages"), list) or not body["messages"]:
             return _error(400, "'messages' must be a non-empty list")
         if int(body.get("n") or 1) != 1:
             return _error(400, "only n=1 is supported")
@@ -137,20 +210,24 @@ def create_app(engine: BatchEngine, served_name: str, token_log: Path | None = N
             params.logprobs = True
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[TokenEvent] = asyncio.Queue()
-        req = GenerationRequest(prompt_ids, params, lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev))
+        req = GenerationRequest(prompt_ids, params, lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev),
+                                adapter=model)
         try:
             engine.submit(req)
+        except AdapterError as exc:  # unloaded since the check above
+            return _error(exc.status, str(exc), exc.kind, "model")
         except EngineError as exc:
             return _error(400, str(exc))
         rid = "chatcmpl-" + uuid.uuid4().hex
         want_ids = bool(body.get("return_token_ids"))
+        name = model or served_name
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return StreamingResponse(
-                _stream(req, events, rid, served_name, tools is not None, want_ids, include_usage, tokenizer, tlog),
+                _stream(req, events, rid, name, tools is not None, want_ids, include_usage, tokenizer, tlog),
                 media_type="text/event-stream",
             )
-        return await _complete(req, events, rid, served_name, tools is not None, want_ids, tokenizer, tlog)
+        return await _complete(req, events, rid, name, tools is not None, want_ids, tokenizer, tlog)
 
     return app
 
@@ -174,7 +251,7 @@ async def _complete(req, events, rid, model, tools_offered, want_ids, tokenizer,
         raise
     if ev.finish_reason == "error":
         return _error(500, f"generation failed: {ev.error}", "server_error")
-    tlog.write(rid, req.prompt_ids, ids, ev.finish_reason)
+    tlog.write(rid, req.prompt_ids, ids, ev.finish_reason, model)
     text = tokenizer.decode(ids, skip_special_tokens=True) if not inc.stopped else inc.text
     parsed = parse_output(text, tools_offered)
     finish = "tool_calls" if parsed.tool_calls else ev.finish_reason
@@ -248,7 +325,7 @@ async def _stream(req, events, rid, model, tools_offered, want_ids, include_usag
             yield _sse({"error": {"message": f"generation failed: {ev.error}", "type": "server_error", "code": 500}})
             yield "data: [DONE]\n\n"
             return
-        tlog.write(rid, req.prompt_ids, ids, ev.finish_reason)
+        tlog.write(rid, req.prompt_ids, ids, ev.finish_reason, model)
         parsed = parse_output(inc.text, tools_offered)
         if parsed.tool_calls:
             if len(parsed.content) > sent:

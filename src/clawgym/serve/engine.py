@@ -7,19 +7,41 @@ server can hand them out exactly (`return_token_ids`, `logprobs`) instead of any
 
 One thread owns the model; callers submit a :class:`GenerationRequest` and receive :class:`TokenEvent` s
 through its callback. The engine works for any decoder-only model transformers loads with a `DynamicCache`.
+
+LoRA adapters (`clawgym.serve.lora`) are served beside the base model, and loaded or unloaded while it runs:
+
+- Batching: a request names its adapter (`GenerationRequest.adapter`, None for the base model). Requests of
+  the base model and of any adapters share the batch and one forward pass per step: every adapted linear layer
+  computes the base output for the whole batch, then adds each adapter's low-rank term to that adapter's rows
+  only (the *plan* the engine sets before each pass). Base rows get exactly the base layer's output, and every
+  row's result is what it would be in a batch of its own (greedy answers alike alone or batched, tested). Prefix
+  caches are kept per adapter: keys and values computed under one policy are never reused by another.
+- Loading: the adapter's files are read and checked in the caller's thread; its matrices are put into the layers
+  by the engine thread between two forward passes (a command the loop runs before admitting requests), so no
+  pass ever sees half an adapter. Only then is the name registered, so a request can name it.
+- Unloading: the name is unregistered at once (new requests naming it are refused), but requests already
+  submitted with it -- running or still queued -- finish with it, so their tokens and log-probabilities are
+  those of the policy they started with; its matrices are dropped by the engine thread once the last of them
+  is done. Replacing a name in place (`replace=True`, vLLM's `load_inplace`) works the same way: new requests
+  get the new weights, running ones finish with the old. When no adapter is left the base layers are
+  unwrapped again.
 """
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from clawgym.serve.lora import Adapter, AdapterError, LoraLinear, read_adapter
 
 
 @dataclass
@@ -50,7 +72,10 @@ class GenerationRequest:
     params: SamplingParams
     emit: Callable[[TokenEvent], None]
     cancelled: bool = False
+    adapter: str | None = None  # the name of a loaded LoRA adapter; None: the base model
     # engine state
+    lora: Adapter | None = None  # resolved from `adapter` by submit()
+    ended: bool = False  # its final event was emitted
     generated: list[int] = field(default_factory=list)
     position: int = 0  # position id of the next token fed to the model
     last_token: int = 0
@@ -108,13 +133,15 @@ class PrefixCache:
     """Key/value caches of finished sequences, so a prompt that starts like an earlier one (the same system
     prompt and tools, the conversation so far in an agent loop) prefills only its new tokens.
 
-    Least recently used entries are evicted beyond `max_tokens` cached tokens in all.
+    Entries are kept per `key` (the adapter's uid, None for the base model): a cache computed with one policy is
+    never reused by another. Least recently used entries are evicted beyond `max_tokens` cached tokens in all.
     """
 
     def __init__(self, max_tokens: int = 32_768, min_match: int = 16):
         self.max_tokens = max_tokens
         self.min_match = min_match
-        self._entries: list[tuple[list[int], list[tuple[torch.Tensor, torch.Tensor]]]] = []  # most recent last
+        # (key, tokens, per-layer (k, v)), most recent last
+        self._entries: list[tuple[int | None, list[int], list[tuple[torch.Tensor, torch.Tensor]]]] = []
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -127,30 +154,38 @@ class PrefixCache:
             i += 1
         return i
 
-    def lookup(self, prompt: list[int]) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]:
+    def lookup(self, prompt: list[int], key: int | None = None
+               ) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]:
         """(matched length, per-layer (k, v) of shape (1, H, matched, D)); at least one prompt token is left
         to prefill, since its logits are needed."""
         best, best_i = 0, -1
-        for i, (tokens, _) in enumerate(self._entries):
+        for i, (k, tokens, _) in enumerate(self._entries):
+            if k != key:
+                continue
             n = self._common(tokens, prompt)
             if n > best:
                 best, best_i = n, i
         best = min(best, len(prompt) - 1)
         if best < self.min_match:
             return 0, None
-        tokens, kv = self._entries.pop(best_i)
-        self._entries.append((tokens, kv))
-        return best, [(k[:, :, :best], v[:, :, :best]) for k, v in kv]
+        entry = self._entries.pop(best_i)
+        self._entries.append(entry)
+        return best, [(k[:, :, :best], v[:, :, :best]) for k, v in entry[2]]
 
-    def store(self, tokens: list[int], kv: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    def store(self, tokens: list[int], kv: list[tuple[torch.Tensor, torch.Tensor]], key: int | None = None) -> None:
         if len(tokens) < self.min_match or len(tokens) > self.max_tokens:
             return
         # An entry that is a prefix of the new one adds nothing.
-        self._entries = [e for e in self._entries if not (len(e[0]) <= len(tokens) and tokens[: len(e[0])] == e[0])]
-        self._entries.append((tokens, kv))
-        total = sum(len(t) for t, _ in self._entries)
+        self._entries = [e for e in self._entries
+                         if not (e[0] == key and len(e[1]) <= len(tokens) and tokens[: len(e[1])] == e[1])]
+        self._entries.append((key, tokens, kv))
+        total = sum(len(t) for _, t, _ in self._entries)
         while total > self.max_tokens and len(self._entries) > 1:
-            total -= len(self._entries.pop(0)[0])
+            total -= len(self._entries.pop(0)[1])
+
+    def drop(self, key: int | None) -> None:
+        """Forget the entries of `key` (an unloaded adapter)."""
+        self._entries = [e for e in self._entries if e[0] != key]
 
 
 class BatchEngine:
@@ -185,7 +220,20 @@ class BatchEngine:
         self._thread = threading.Thread(target=self._loop, name="clawgym-engine", daemon=True)
         self.prefix_cache = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens else None
         self.stats = {"steps": 0, "generated_tokens": 0, "prompt_tokens": 0, "prefix_cached_tokens": 0,
-                      "max_batch_seen": 0}
+                      "max_batch_seen": 0, "mixed_adapter_steps": 0}
+        # LoRA adapters (see the module's docstring). `_lock` guards the registry and the users counts;
+        # `_load_lock` makes loads one at a time; the layers and the plan belong to the engine thread.
+        self._lock = threading.Lock()
+        self._load_lock = threading.Lock()
+        self._adapters: dict[str, Adapter] = {}  # served names, in load order
+        self._retired: dict[int, Adapter] = {}  # unloaded or replaced, still used by submitted requests
+        self._uids = itertools.count(1)
+        self._plan: list[tuple[int, torch.Tensor | None]] = []
+        self._wrapped: dict[str, LoraLinear] = {}
+        self._linear_shapes = {name: (m.in_features, m.out_features) for name, m in self.model.named_modules()
+                               if isinstance(m, torch.nn.Linear)}
+        self._commands: queue.Queue[tuple[Callable[[], Any], Future]] = queue.Queue()
+        self._admitting: list[GenerationRequest] = []
         self._thread.start()
 
     def _eos_ids(self) -> set[int]:
@@ -206,6 +254,8 @@ class BatchEngine:
 
     # -- public ---------------------------------------------------------------------------------------------
     def submit(self, req: GenerationRequest) -> None:
+        """Queue `req`. EngineError for a prompt that cannot run, AdapterError (404) when `req.adapter` names no
+        loaded adapter."""
         if not req.prompt_ids:
             raise EngineError("empty prompt")
         room = self.context_length - len(req.prompt_ids)
@@ -217,7 +267,141 @@ class BatchEngine:
         if req.params.temperature > 0:
             req.generator = torch.Generator()
             req.generator.manual_seed(req.params.seed if req.params.seed is not None else time.time_ns() & 0xFFFFFFFF)
+        if req.adapter is not None:
+            with self._lock:  # atomic with unloading: a request is either refused or keeps its adapter alive
+                lora = self._adapters.get(req.adapter)
+                if lora is None:
+                    raise AdapterError(f"The model `{req.adapter}` does not exist.", 404, "NotFoundError")
+                lora.users += 1
+                req.lora = lora
         self._pending.put(req)
+
+    # -- adapters -------------------------------------------------------------------------------------------
+    def has_adapter(self, name: str) -> bool:
+        with self._lock:
+            return name in self._adapters
+
+    def adapters(self) -> list[Adapter]:
+        """The served adapters, in load order."""
+        with self._lock:
+            return list(self._adapters.values())
+
+    def adapter_status(self) -> dict:
+        """For /health: the served adapters, those unloaded but still finishing requests, and the policy version
+        (the name of the adapter loaded last; None when only the base model is served)."""
+        with self._lock:
+            served = [a.info() for a in self._adapters.values()]
+            draining = [a.info() for a in self._retired.values()]
+        latest = max(served, key=lambda a: a["id"])["name"] if served else None
+        return {"policy_version": latest, "adapters": served, "unloading_adapters": draining}
+
+    def load_adapter(self, name: str, path: str, replace: bool = False, timeout: float = 600.0) -> Adapter:
+        """Load the LoRA adapter at `path` and serve it as `name`. AdapterError: 400 when `name` is already
+        served (unless `replace`: then new requests get the new weights, running ones finish with the old) or
+        the adapter does not fit the model, 404 when there is no adapter at `path`."""
+        if not name or not path:
+            raise AdapterError("Both 'lora_name' and 'lora_path' must be provided.", 400, "InvalidUserInput")
+        with self._load_lock:
+            if self.has_adapter(name) and not replace:
+                raise AdapterError(f"The lora adapter '{name}' has already been loaded.", 400, "InvalidUserInput")
+            t0 = time.perf_counter()
+            weights, rank = read_adapter(name, path, self._linear_shapes, self.model.dtype)
+            adapter = Adapter(name=name, path=str(path), uid=next(self._uids), rank=rank, modules=len(weights))
+            self._call(lambda: self._install(adapter, weights), timeout)
+            adapter.load_seconds = time.perf_counter() - t0
+            adapter.loaded_at = time.time()
+            with self._lock:
+                old = self._adapters.pop(name, None)
+                self._adapters[name] = adapter
+                if old is not None:
+                    self._retired[old.uid] = old
+            if old is not None:
+                self._pending.put(None)  # wake the loop, which drops the old weights once unused
+            return adapter
+
+    def unload_adapter(self, name: str) -> Adapter:
+        """Stop serving `name` (AdapterError 404 if it is not served). Requests already submitted with it finish
+        with it; its weights are dropped after the last of them."""
+        with self._lock:
+            adapter = self._adapters.pop(name, None)
+            if adapter is None:
+                raise AdapterError(f"The lora adapter '{name}' cannot be found.", 404, "NotFoundError")
+            self._retired[adapter.uid] = adapter
+        self._pending.put(None)
+        return adapter
+
+    def _call(self, fn: Callable[[], Any], timeout: float) -> Any:
+        """Run `fn` in the engine thread between two forward passes, and return its result."""
+        fut: Future = Future()
+        self._commands.put((fn, fut))
+        self._pending.put(None)  # wakes the loop if it waits for requests
+        return fut.result(timeout)
+
+    def _install(self, adapter: Adapter, weights: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> None:
+        for module, (a, b) in weights.items():
+            layer = self._wrapped.get(module)
+            if layer is None:
+                parent, _, child = module.rpartition(".")
+                owner = self.model.get_submodule(parent) if parent else self.model
+                layer = LoraLinear(getattr(owner, child), self._plan)
+                setattr(owner, child, layer)
+                self._wrapped[module] = layer
+            layer.deltas[adapter.uid] = (a, b)
+
+    def _reap(self) -> None:
+        """Drop the weights of unloaded adapters no request uses any more (engine thread)."""
+        if not self._retired:
+            return
+        with self._lock:
+            gone = [a for a in self._retired.values() if a.users <= 0]
+            for a in gone:
+                del self._retired[a.uid]
+        for a in gone:
+            for layer in self._wrapped.values():
+                layer.deltas.pop(a.uid, None)
+            if self.prefix_cache is not None:
+                self.prefix_cache.drop(a.uid)
+        # No adapter's weights left (an adapter being loaded has its weights in place before it has a name):
+        # the base model runs unwrapped again, at its own speed.
+        if gone and not any(layer.deltas for layer in self._wrapped.values()):
+            for module, layer in self._wrapped.items():
+                parent, _, child = module.rpartition(".")
+                setattr(self.model.get_submodule(parent) if parent else self.model, child, layer.base)
+            self._wrapped = {}
+
+    def _run_commands(self) -> None:
+        while True:
+            try:
+                fn, fut = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                fut.set_result(fn())
+            except BaseException as exc:  # reported to the caller, never the end of the loop
+                fut.set_exception(exc)
+
+    def _end(self, r: GenerationRequest, finish: str, error: str | None = None) -> None:
+        """Emit `r`'s final event (once) and release its adapter."""
+        if r.ended:
+            return
+        r.ended = True
+        if r.lora is not None:
+            with self._lock:
+                r.lora.users -= 1
+        r.emit(TokenEvent(None, finish_reason=finish, error=error))
+
+    def _forward(self, reqs: list[GenerationRequest], **kwargs: Any) -> Any:
+        """One forward pass for `reqs` (the batch's rows, in order), each row with its own adapter."""
+        if self._wrapped:
+            groups: dict[int, list[int]] = {}
+            for i, r in enumerate(reqs):
+                if r.lora is not None:
+                    groups.setdefault(r.lora.uid, []).append(i)
+            self._plan[:] = [(uid, None if len(rows) == len(reqs) else torch.tensor(rows, dtype=torch.long))
+                             for uid, rows in groups.items()]
+            if len(groups) + (sum(map(len, groups.values())) < len(reqs)) > 1:
+                self.stats["mixed_adapter_steps"] += 1
+        return self.model(**kwargs)
 
     def close(self) -> None:
         self._stop.set()
@@ -233,13 +417,15 @@ class BatchEngine:
         with torch.inference_mode():
             while not self._stop.is_set():
                 try:
-                    self._admit(block=not self._active)
+                    self._run_commands()
+                    self._reap()
+                    self._admit(block=not self._active and self._commands.empty())
                     if self._active:
                         self._step()
                 except Exception as exc:  # a failed forward pass ends the requests in it, never the server
-                    for r in self._active:
-                        r.emit(TokenEvent(None, finish_reason="error", error=f"{type(exc).__name__}: {exc}"))
-                    self._active, self._cache, self._mask = [], None, None
+                    for r in self._active + self._admitting:
+                        self._end(r, "error", f"{type(exc).__name__}: {exc}")
+                    self._active, self._cache, self._mask, self._admitting = [], None, None, []
 
     def _admit(self, block: bool) -> None:
         new: list[GenerationRequest] = []
@@ -247,28 +433,34 @@ class BatchEngine:
         try:
             if block:
                 item = self._pending.get()
-                if item is None:
+                if item is None:  # a wake-up (a command, an unload, close): back to the loop
                     return
                 new.append(item)
             while len(new) < room:
                 item = self._pending.get_nowait()
                 if item is None:
-                    return
+                    break
                 new.append(item)
         except queue.Empty:
             pass
         new = [r for r in new if not self._drop_if_cancelled(r)]
+        self._admitting = new  # answered with an error by the loop should the prefill fail
+        self._prefill(new)
+        self._admitting = []
+
+    def _prefill(self, new: list[GenerationRequest]) -> None:
         cold = []
         for r in new:
-            matched, kv = self.prefix_cache.lookup(r.prompt_ids) if self.prefix_cache else (0, None)
+            key = r.lora.uid if r.lora is not None else None
+            matched, kv = self.prefix_cache.lookup(r.prompt_ids, key) if self.prefix_cache else (0, None)
             if kv is None:
                 cold.append(r)
                 continue
             # Prefill only what follows the cached prefix, on top of a copy-free view of its cache.
             rest = torch.tensor([r.prompt_ids[matched:]], dtype=torch.long)
             n = len(r.prompt_ids)
-            out = self.model(
-                input_ids=rest, attention_mask=torch.ones((1, n), dtype=torch.long),
+            out = self._forward(
+                [r], input_ids=rest, attention_mask=torch.ones((1, n), dtype=torch.long),
                 position_ids=torch.arange(matched, n).unsqueeze(0), past_key_values=self._new_cache(kv),
                 use_cache=True, logits_to_keep=1,
             )
@@ -290,7 +482,8 @@ class BatchEngine:
             ids[i, width - n:] = torch.tensor(r.prompt_ids, dtype=torch.long)
             mask[i, width - n:] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
+        out = self._forward(new, input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                            logits_to_keep=1)
         self.stats["prompt_tokens"] += int(mask.sum())
         logits = out.logits[:, -1, :].float()
         for r in new:
@@ -335,7 +528,7 @@ class BatchEngine:
 
     def _drop_if_cancelled(self, r: GenerationRequest) -> bool:
         if r.cancelled:
-            r.emit(TokenEvent(None, finish_reason="cancelled"))
+            self._end(r, "cancelled")
             return True
         return False
 
@@ -344,7 +537,8 @@ class BatchEngine:
         ids = torch.tensor([[r.last_token] for r in batch], dtype=torch.long)
         pos = torch.tensor([[r.position] for r in batch], dtype=torch.long)
         mask = torch.nn.functional.pad(self._mask, (0, 1), value=1)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=self._cache, use_cache=True)
+        out = self._forward(batch, input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=self._cache,
+                            use_cache=True)
         self._cache, self._mask = out.past_key_values, mask
         for r in batch:
             r.position += 1
@@ -371,7 +565,7 @@ class BatchEngine:
         logps = torch.log_softmax(logits, dim=-1) if any(r.params.logprobs for r in batch) else None
         for i, r in enumerate(batch):
             if r.cancelled:
-                r.emit(TokenEvent(None, finish_reason="cancelled"))
+                self._end(r, "cancelled")
                 done.append(offset + i)
                 continue
             tok = self._sample(r, logits[i])
@@ -395,7 +589,7 @@ class BatchEngine:
             if finish:
                 if tok in self.eos_ids:
                     r.emit(ev)  # the end token itself, so callers can account for it; its text is empty
-                r.emit(TokenEvent(None, finish_reason=finish))
+                self._end(r, finish)
                 done.append(offset + i)
                 continue
             r.last_token = tok
@@ -415,7 +609,8 @@ class BatchEngine:
                     continue
                 cols = torch.nonzero(self._mask[row]).squeeze(-1)
                 tokens = (r.prompt_ids + r.generated)[: len(cols)]  # what was fed: the last sample never was
-                self.prefix_cache.store(tokens, [(k[row:row + 1, :, cols], v[row:row + 1, :, cols]) for k, v in layers])
+                self.prefix_cache.store(tokens, [(k[row:row + 1, :, cols], v[row:row + 1, :, cols]) for k, v in layers],
+                                        r.lora.uid if r.lora is not None else None)
         self._keep_rows([i for i in range(len(self._active)) if i not in set(done)])
 
     def _keep_rows(self, keep: list[int]) -> None:

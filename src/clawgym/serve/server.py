@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from clawgym.core.errors import ClawgymError
+from clawgym.httpguard import DEFAULT_MAX_BODY_BYTES
 from clawgym.llm.models import resolve_model_dir
 
 
@@ -51,19 +52,46 @@ def default_threads() -> int:
     return max(1, cores - 1)
 
 
+def parse_lora_specs(specs: list[str] | None) -> dict[str, str]:
+    """`NAME=PATH` strings (`--lora`, like vLLM's `--lora-modules`) as {name: path}; ValueError on a bad one."""
+    out: dict[str, str] = {}
+    for spec in specs or []:
+        name, sep, path = spec.partition("=")
+        name, path = name.strip(), path.strip()
+        if not sep or not name or not path:
+            raise ValueError(f"--lora {spec!r}: expected NAME=PATH")
+        if name in out:
+            raise ValueError(f"--lora: the name {name!r} is given twice")
+        out[name] = path
+    return out
+
+
 def serve(model: str, host: str = "127.0.0.1", port: int = 8000, max_batch: int = 16,
           served_name: str | None = None, log_level: str = "warning", token_log: Path | None = None,
-          precision: str = "fp32", threads: int | None = None) -> None:
+          precision: str = "fp32", threads: int | None = None, max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES,
+          loras: dict[str, str] | None = None) -> None:
+    """Serve `model` until interrupted. `max_body_bytes`: larger request bodies are answered 413 (None: no
+    limit). `loras`: {name: adapter dir} loaded before the server answers (vLLM's `--lora-modules`); one that
+    cannot be loaded is a ServerError."""
     quiet_openmp()
     import uvicorn
 
     from clawgym.serve.app import create_app
     from clawgym.serve.engine import BatchEngine
+    from clawgym.serve.lora import AdapterError
 
     model_dir = resolve_model_dir(model)
+    name = served_name or model
     engine = BatchEngine(model_dir, max_batch=max_batch, precision=precision, threads=threads or default_threads())
-    app = create_app(engine, served_name or model, token_log=token_log)
     try:
+        for lora_name, lora_path in (loras or {}).items():
+            if lora_name == name:
+                raise ServerError(f"--lora {lora_name}: that is the base model's name")
+            try:
+                engine.load_adapter(lora_name, lora_path)
+            except AdapterError as exc:
+                raise ServerError(f"--lora {lora_name}={lora_path}: {exc}") from None
+        app = create_app(engine, name, token_log=token_log, max_body_bytes=max_body_bytes)
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
     finally:
         engine.close()
@@ -98,7 +126,11 @@ class ServerProcess:
 
     def __init__(self, model: str, port: int | None = None, max_batch: int = 16, log_path: Path | None = None,
                  startup_timeout: float = 600.0, token_log: Path | None = None, precision: str = "fp32",
-                 threads: int | None = None):
+                 threads: int | None = None, max_body_mb: float | None = None, loras: dict[str, str] | None = None):
+        """`max_body_mb`: the server's request body limit (default its own, 16 MiB); `loras`: {name: adapter dir}
+        served from the start."""
+        self.max_body_mb = max_body_mb
+        self.loras = dict(loras or {})
         self.token_log = token_log
         self.threads = threads
         self.precision = precision
@@ -121,7 +153,10 @@ class ServerProcess:
                "--max-batch", str(self.max_batch), "--precision", self.precision,
                "--parent-pid", str(os.getpid())] + (
                    ["--token-log", str(self.token_log)] if self.token_log else []) + (
-                   ["--threads", str(self.threads)] if self.threads else [])
+                   ["--threads", str(self.threads)] if self.threads else []) + (
+                   ["--max-body-mb", str(self.max_body_mb)] if self.max_body_mb is not None else [])
+        for lora_name, lora_path in self.loras.items():
+            cmd += ["--lora", f"{lora_name}={lora_path}"]
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                      env={"OMP_WAIT_POLICY": "PASSIVE", **os.environ, "TOKENIZERS_PARALLELISM": "false"})
         if log is not subprocess.DEVNULL:
