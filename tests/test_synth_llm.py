@@ -44,12 +44,12 @@ from pathlib import Path
 def grade(transcript, workspace_path):
     p = Path(workspace_path) / "totals.json"
     if not p.exists():
-        return {"exists": 0.0, "food": 0.0, "travel": 0.0}
+        return {"json_written": 0.0, "food": 0.0, "travel": 0.0}
     try:
         data = json.loads(p.read_text())
-    except ValueError:
-        return {"exists": 1.0, "food": 0.0, "travel": 0.0}
-    return {"exists": 1.0,
+    except ValueError:  # any file at the path is not the answer (validation's cheats: empty, an input, the request)
+        return {"json_written": 0.0, "food": 0.0, "travel": 0.0}
+    return {"json_written": 1.0,
             "food": float(abs(float(data.get("food", -1)) - 20.0) < 1e-6),
             "travel": float(abs(float(data.get("travel", -1)) - 40.0) < 1e-6)}
 '''
@@ -281,7 +281,7 @@ def test_inline_dedup_asks_for_a_different_task(tmp_path, bwrap_backend, monkeyp
                     "from pathlib import Path\n\ndef grade(transcript, workspace_path):\n"
                     "    p = Path(workspace_path) / 'unpaid.txt'\n"
                     "    names = p.read_text().split() if p.exists() else []\n"
-                    "    return {'ann': float('Ann' in names), 'no_bo': float(p.exists() and 'Bo' not in names)}\n",
+                    "    return {'ann': float('Ann' in names), 'no_bo': float('Ann' in names and 'Bo' not in names)}\n",
                     [{"name": "write", "arguments": {"path": "unpaid.txt", "content": "Ann\n"}}],
                     files=[{"path": "members.csv", "content": "name,paid\nAnn,no\nBo,yes\n"}])
     responder = Responder({"llm-test-000": [GOOD], "llm-test-001": [paraphrase, other]})

@@ -24,6 +24,11 @@ def _fn(name):
     return next(getattr(m, name) for m in _LIBS if hasattr(m, name))
 
 
+def _leaf_args(check):
+    """The arguments of a check, or of the check a content gate ("gated") wraps (its first part)."""
+    return _leaf_args(check.parts[0]) if check.parts else check.args
+
+
 def _score(check, ws):
     """A step plan's Check evaluated on a workspace, as the task's grade() evaluates it."""
     parts = [_score(p, ws) for p in check.parts]
@@ -96,9 +101,9 @@ def test_the_order_count_of_a_reply_email_can_fail(world, tmp_path):
                         dir="")
         plan = reg["draft_message"].plan(ctx, None)
         facts = next((c for c in plan.checks if c.name == "body_has_key_facts"), None)
-        if facts is None or len(facts.args["body_has"]) != 3 or "orders" not in plan.instruction:
+        if facts is None or len(_leaf_args(facts)["body_has"]) != 3 or "orders" not in plan.instruction:
             continue  # the other standalone kind (an announcement to a team)
-        total, count, top = facts.args["body_has"]
+        total, count, top = _leaf_args(facts)["body_has"]
         if count not in "2026":  # the counts a substring match could not tell apart from the year
             continue
         tried += 1
@@ -140,7 +145,7 @@ def test_edit_document_removes_only_people_not_salutations(world):
         plan = reg["edit_document"].plan(ctx, Artifact("letter.md", DOCUMENT, LETTER, "the letter (letter.md)"))
         for c in plan.checks:
             if c.name == "lines_removed":
-                asked.update(c.args["needles"])
+                asked.update(_leaf_args(c)["needles"])
     assert asked, "no line removal asked in 60 seeds"
     assert asked <= {"Rosa Nilsen", "Oscar Chen", "Bruno Costa"}, asked
     assert flavor.is_person("Wen Menon") and not flavor.is_person("Dear Wen") and not flavor.is_person("Next Steps")

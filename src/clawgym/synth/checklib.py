@@ -677,10 +677,43 @@ def git_commits_since(ws, repo, base_count, message_has=()):
     return sum(1 for m in message_has if _has_term(head, m.casefold())) / len(message_has)
 
 
+def _value(score):
+    """A combinator's part: a score, or a function giving it (evaluated only when the combinator needs it)."""
+    return score() if callable(score) else score
+
+
 def all_of(*scores):
-    """1 only when every score is 1 (for checks that need several conditions at once)."""
-    return 1.0 if scores and all(s >= 1.0 for s in scores) else 0.0
+    """1 only when every score is 1 (for checks that need several conditions at once); the parts after the
+    first one below 1 are not evaluated."""
+    if not scores:
+        return 0.0
+    for s in scores:
+        if _value(s) < 1.0:
+            return 0.0
+    return 1.0
 
 
 def min_of(*scores):
-    return min(scores) if scores else 0.0
+    """The lowest score; the parts after one scoring 0 are not evaluated."""
+    low = None
+    for s in scores:
+        v = _value(s)
+        low = v if low is None else min(low, v)
+        if low <= 0.0:
+            return low
+    return 0.0 if low is None else low
+
+
+def mean_of(*scores):
+    return sum(_value(s) for s in scores) / len(scores) if scores else 0.0
+
+
+def gated(score, *content):
+    """A form check's `score` counted only as far as the content it is about is right: `score` times the
+    lowest of the `content` scores, which are evaluated first (`score` is not, when the content is all wrong).
+    A file at the right path, short enough, in the right syntax, with nothing right in it earns nothing (an
+    empty file, the request or an input copied to every output path)."""
+    if not content:
+        return 0.0
+    low = min_of(*content)
+    return _value(score) * low if low > 0.0 else 0.0

@@ -228,6 +228,19 @@ def _data_typed_equal(got, exp, tol=0.01):
     return same(got, exp, tol)
 
 
+def data_not_json(ws, path):
+    """1 when the file exists, holds something and is not JSON text (a YAML file asked for must be written as
+    YAML: JSON parses as YAML too, so a JSON input copied to the .yaml path would pass the content checks)."""
+    text = _text(ws, path)
+    if text is None or not text.strip():
+        return 0.0
+    try:
+        _data_json.loads(text)
+    except Exception:
+        return 1.0
+    return 0.0
+
+
 def data_config_types(ws, path, expected, tol=0.01):
     """Fraction of the expected leaves present with the same value AND the same type (bool, number, string,
     null, list) in a JSON or YAML file."""

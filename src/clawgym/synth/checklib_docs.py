@@ -518,6 +518,41 @@ def docs_files_have(ws, specs):
     return total / len(specs)
 
 
+def _docs_row_file_ok(text, own, others, lack=()):
+    """A row's file: it holds every one of its row's values and none of the other rows' (nor of `lack`)."""
+    if text is None or not text.strip():
+        return False
+    if not all(_docs_has(text, n) for n in own) or any(_docs_has(text, n) for n in others):
+        return False
+    folded = text.casefold()
+    return not any(str(n).casefold() in folded for n in lack)
+
+
+def docs_row_files(ws, specs, lack=()):
+    """Fraction of `specs` ({path: [its row's values, other rows' values]}) whose file is that row's file: it
+    holds all of its row's values and none of the other rows' values, nor any of `lack` (e.g. unfilled
+    placeholders). A format check ("one file per row", "no placeholders left") counts a file only when its
+    content is right: an empty file, the request or the data file copied to every path earns nothing."""
+    if not specs:
+        return 0.0
+    ok = sum(1 for p, (own, others) in specs.items() if _docs_row_file_ok(_text(ws, p), own, others, lack))
+    return ok / len(specs)
+
+
+def docs_row_values(ws, specs):
+    """Mean over `specs` ({path: [its row's values, other rows' values]}) of the fraction of its row's values
+    the file holds; a file holding another row's values scores 0 (a copy of the whole data is no row's file)."""
+    if not specs:
+        return 0.0
+    total = 0.0
+    for p, (own, others) in specs.items():
+        text = _text(ws, p)
+        if text is None or not own or any(_docs_has(text, n) for n in others):
+            continue
+        total += sum(1 for n in own if _docs_has(text, n)) / len(own)
+    return total / len(specs)
+
+
 def docs_files_lack(ws, paths, needles):
     """Fraction of the files that exist and contain none of `needles` (e.g. unfilled {{placeholders}})."""
     if not paths:
@@ -744,7 +779,8 @@ def docs_replaced(ws, src, out, old, new, drop_with=()):
     if s is None or o is None:
         return 0.0
     drop = [d.casefold() for d in drop_with]
-    want = sum(ln.count(old) for ln in s.splitlines() if not any(d in ln.casefold() for d in drop))
+    # at least once: a source without the figure (e.g. written empty) must not make an empty copy "corrected"
+    want = max(1, sum(ln.count(old) for ln in s.splitlines() if not any(d in ln.casefold() for d in drop)))
     if old in o:
         return 0.0 if want == 0 else max(0.0, 1.0 - o.count(old) / want) * 0.5
     return 1.0 if want == 0 else min(1.0, o.count(new) / want)
@@ -760,8 +796,8 @@ def docs_kept_lines(ws, src, out, replace=None, drop_with=(), skip=()):
         s = s.replace(a, b)
     drop = [_docs_norm(d) for d in list(drop_with) + list(skip)]
     want = [ln for ln in _docs_plain_lines(s) if not any(d and d in ln for d in drop)]
-    if not want:
-        return 1.0
+    if not want:  # nothing to keep: only when the source has text (an empty source keeps nothing for anyone)
+        return 1.0 if s.strip() and o.strip() else 0.0
     have = "\n".join(_docs_plain_lines(o))
     return sum(1 for ln in want if ln in have) / len(want)
 
@@ -827,8 +863,8 @@ def docs_eml_has_file(ws, path, src):
     if m is None or s is None:
         return 0.0
     want = _docs_plain_lines(s)
-    if not want:
-        return 1.0
+    if not want:  # an empty document: there is nothing to have pasted
+        return 0.0
     have = "\n".join(_docs_plain_lines(m["body"]))
     return sum(1 for ln in want if ln in have) / len(want)
 

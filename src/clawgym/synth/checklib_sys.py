@@ -287,11 +287,22 @@ print(json.dumps(out))
 '''
 
 
+_SYS_CASES_SEEN = {}  # (workspace, cwd, setup, cases) -> score: checks of one grading that run the same cases
+
+
 def sys_py_cases(ws, cwd, setup, cases, timeout=60):
     """Run `setup` (e.g. 'from pkg.mod import f') then each case [call expr, expected expr] in one fresh python3
-    (cwd on sys.path); the fraction of cases whose result equals the expected value (same type)."""
+    (cwd on sys.path); the fraction of cases whose result equals the expected value (same type). The same
+    cases on the same workspace run once per grading (several checks of a task may ask for them)."""
     if not cases:
         return 0.0
+    key = (str(ws), cwd, setup, json.dumps(cases), timeout)
+    if key not in _SYS_CASES_SEEN:
+        _SYS_CASES_SEEN[key] = _sys_py_cases(ws, cwd, setup, cases, timeout)
+    return _SYS_CASES_SEEN[key]
+
+
+def _sys_py_cases(ws, cwd, setup, cases, timeout):
     try:
         root = str(Path(ws) / cwd)
         argv = [_SYS_CASE_RUNNER, setup, json.dumps(cases)]

@@ -14,6 +14,11 @@ import contextlib
 import gc
 import os
 import random
+import shutil
+import signal
+import tempfile
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -53,6 +58,15 @@ class SynthReport:
     chain_lengths: Counter = field(default_factory=Counter)
     reference_steps: list[int] = field(default_factory=list)
     examples: dict[str, str] = field(default_factory=dict)  # reason -> one detail
+    # candidates rejected because a trivial cheat scored >= 0.3 on them (clawgym.synth.cheats), and per cheat the
+    # number of those it scored >= 0.3 on (one candidate may count for several cheats)
+    cheat_rejected: int = 0
+    cheat_rejected_by: Counter = field(default_factory=Counter)
+
+    def add_cheat_rejection(self, cheats: list[str]) -> None:
+        self.cheat_rejected += 1
+        for c in cheats:
+            self.cheat_rejected_by[c] += 1
 
     def add(self, task: Task) -> None:
         self.add_info(task_info(task))
@@ -66,10 +80,14 @@ class SynthReport:
         self.reference_steps.append(info["steps"])
 
     def as_dict(self) -> dict:
+        from clawgym.synth.cheats import CHEATS, THRESHOLD
+
         steps = sorted(self.reference_steps)
         return {
             "written": self.written, "resumed": self.resumed, "rejected": dict(self.rejected),
             "rejection_examples": self.examples,
+            "rejected_for_cheats": {"threshold": THRESHOLD, "tasks": self.cheat_rejected,
+                                    "by_cheat": {c: self.cheat_rejected_by[c] for c in CHEATS}},
             "by_category": dict(self.by_category), "by_subcategory": dict(self.by_subcategory),
             "by_operation": dict(self.by_operation), "chain_lengths": dict(sorted(self.chain_lengths.items())),
             "reference_steps": {"mean": sum(steps) / len(steps), "p50": steps[len(steps) // 2],
@@ -143,15 +161,90 @@ def _load_worker_state(taxonomy_path: str | None, personas_path: str | None, cat
         import clawgym.synth.validate  # noqa: F401 - agents, sandboxes, verifiers: heavy imports, done once
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _remove_tmp(path: str) -> None:
+    """Remove a worker's private temp dir, unmounting what sandboxes mounted under it when the sandbox package
+    knows how (size-capped workspaces are mounts of their own on some hosts)."""
+    try:
+        from clawgym.sandbox.sweep import remove_root
+    except ImportError:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    with contextlib.suppress(Exception):
+        remove_root(Path(path))
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _stop_everything() -> None:
+    """Stop this worker's sandboxes (their processes killed, their directories removed) and remove its private
+    temp dir, where every sandbox it starts lives."""
+    _drop_sandboxes()
+    with contextlib.suppress(Exception):
+        from clawgym.synth.validate import stop_task_sandboxes
+
+        stop_task_sandboxes()
+    tmp = _W.get("tmp")
+    if tmp:
+        _remove_tmp(tmp)
+
+
+def _parent_gone(signum: int | None = None, frame=None) -> None:
+    """The worker's SIGTERM handler: the parent died (PR_SET_PDEATHSIG, or the watcher thread noticed), or the
+    pool terminates its workers. Nothing this worker does is wanted any more: clean up and leave at once."""
+    try:
+        _stop_everything()
+    finally:
+        os._exit(1)
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Where the kernel cannot signal a parent's death (not Linux), notice it: once the worker is reparented,
+    SIGTERM itself (the handler runs in the main thread), and exit anyway if that is stuck."""
+    while os.getppid() == parent_pid:
+        time.sleep(1.0)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(10.0)
+    os._exit(1)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Make this worker die with the process that started it, its sandboxes with it: `kill -9` of
+    `clawgym synth` must not leave workers running with sandboxes in /dev/shm. On Linux the kernel sends
+    SIGTERM when the parent dies (PR_SET_PDEATHSIG); a thread watching the parent pid covers the rest, and the
+    parent may already be gone before either is in place. The sandboxes' own processes die with the worker
+    (bwrap --die-with-parent; docker containers are stopped by the handler)."""
+    signal.signal(signal.SIGTERM, _parent_gone)
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    if os.getppid() != parent_pid:
+        _parent_gone()
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="clawgym-parent-watch").start()
+
+
 def _init_worker(taxonomy_path: str | None, personas_path: str | None, categories: list[str] | None,
                  sandbox: str, validate: bool = True, operations: list[str] | None = None,
-                 max_ops: int | None = None, solution: str = "direct", program_ops: list[str] | None = None) -> None:
+                 max_ops: int | None = None, solution: str = "direct", program_ops: list[str] | None = None,
+                 parent_pid: int | None = None) -> None:
+    from multiprocessing import util
+
     from clawgym.sandbox import get_backend
 
+    if parent_pid is not None:
+        _die_with_parent(parent_pid)
     # validation makes and copies many small workspaces: a RAM-backed tmpfs makes that several times faster
-    # than a disk (sandbox temp dirs go where CLAWGYM_SANDBOX_TMP says; /dev/shm when it is there)
-    if "CLAWGYM_SANDBOX_TMP" not in os.environ and os.access("/dev/shm", os.W_OK):
-        os.environ["CLAWGYM_SANDBOX_TMP"] = "/dev/shm"
+    # than a disk (sandbox temp dirs go where CLAWGYM_SANDBOX_TMP says; /dev/shm when it is there). Each worker
+    # keeps its sandboxes in a directory of its own there, removed when it ends, however it ends.
+    base = os.environ.get("CLAWGYM_SANDBOX_TMP")
+    if base is None and os.access("/dev/shm", os.W_OK):
+        base = "/dev/shm"
+    _W["tmp"] = tempfile.mkdtemp(prefix=f"clawgym-synth-{os.getpid()}-", dir=base)
+    os.environ["CLAWGYM_SANDBOX_TMP"] = _W["tmp"]
+    util.Finalize(None, _remove_tmp, args=(_W["tmp"],), exitpriority=1)
     _load_worker_state(taxonomy_path, personas_path, categories, validate, operations, max_ops, solution, program_ops)
     _W["backend"] = get_backend(sandbox)  # made in each worker: a backend may hold connections (Docker)
     # what is loaded now lives as long as the worker: keep the garbage collector from scanning it again and
@@ -251,7 +344,9 @@ def work(seed: int, jobs: list[tuple[int, int]], validate: bool, make: Callable 
     for (k, cand), v in zip(cands, verdicts, strict=True):
         index, attempt = jobs[k]
         if v is not None and not v.ok:
-            out[k] = (index, attempt, None, v.reason, v.detail[:300], cand.fingerprint, None)
+            # a cheat's rejection tells the parent which cheats passed, for the report
+            extra = {"cheats": v.cheats_passing} if (v.reason or "").startswith("cheat_") else None
+            out[k] = (index, attempt, None, v.reason, v.detail[:300], cand.fingerprint, extra)
         else:
             out[k] = (index, attempt, cand.task.model_dump_json(), None, "", cand.fingerprint, task_info(cand.task))
     return out
@@ -325,7 +420,7 @@ def synthesize(
         return report
     appender = JsonlAppender(output)
     init = (str(taxonomy_path) if taxonomy_path else None, str(personas_path) if personas_path else None,
-            categories, sandbox, validate, operations, max_ops, solution, program_ops)
+            categories, sandbox, validate, operations, max_ops, solution, program_ops, os.getpid())
     results: dict[int, tuple] = {}
     next_to_write = 0
     queue = list(todo)
@@ -359,6 +454,8 @@ def synthesize(
                     if task_json is None:
                         report.rejected[reason] += 1
                         report.examples.setdefault(reason, detail)
+                        if info and info.get("cheats"):
+                            report.add_cheat_rejection(info["cheats"])
                         if attempt + 1 >= MAX_ATTEMPTS:
                             raise ClawgymError(
                                 f"task index {index}: no valid task after {MAX_ATTEMPTS} attempts "

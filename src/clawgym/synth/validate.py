@@ -3,22 +3,26 @@
 Three states of the task are graded: the untouched workspace (no-op) must score 0 on every check; a
 deliberately partial solution (earlier steps done right, the last step done partly or wrongly) must score
 strictly between 0 and 1, which shows the partial credit is real; the reference solution replayed by the
-oracle must score 1.0 with no failing step.
+oracle must score 1.0 with no failing step. Then three trivial cheats (:mod:`clawgym.synth.cheats`: every
+output file written empty, the first input file copied to every output path, the request's text written into
+every output path) must each score below 0.3: a reward a lazy policy collects without doing the work is not
+one to train on.
 
 `validate_batch` replays the partial and the reference solutions — as host file operations when they run no
 command (the tools then only read and write workspace files, as in every backend), else in a sandbox: a
-long-lived one per worker, reset between tasks to what a fresh sandbox holds — leaves the three workspace
-states in the workspace of a long-lived grader sandbox, and grades the states of many tasks with ONE python
-process there: python's start-up would otherwise dominate the cost of validating thousands of tasks.
-`validate_candidate_episodes` runs three ordinary rollout episodes instead; the two agree (tested) and the
-second is the reference semantics.
+long-lived one per worker, reset between tasks to what a fresh sandbox holds — leaves the workspace
+states (the three, and one per cheat) in the workspace of a long-lived grader sandbox, and grades the states
+of many tasks with ONE python process there: python's start-up would otherwise dominate the cost of validating
+thousands of tasks. `validate_candidate_episodes` runs ordinary rollout episodes instead; the two agree
+(tested) and the second is the reference semantics.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from clawgym.agent.base import EpisodeContext
@@ -26,6 +30,7 @@ from clawgym.agent.baselines import NoopAgent, OracleAgent
 from clawgym.core.records import ReferenceSolution, Task, Verdict, WorkspaceSpec
 from clawgym.rollout.runner import RolloutOptions, run_episode
 from clawgym.sandbox.base import Sandbox, SandboxBackend, SandboxError, SandboxLimits
+from clawgym.synth.cheats import CHEATS, THRESHOLD, cheat_task, output_paths, state_name
 from clawgym.synth.compose import Candidate
 from clawgym.verify.code import run_python_batch
 from clawgym.verify.scoring import combine
@@ -42,6 +47,12 @@ class Validation:
     oracle: Verdict | None = None
     noop: Verdict | None = None
     partial: Verdict | None = None
+    cheats: dict[str, Verdict] = field(default_factory=dict)  # cheat name -> its verdict (clawgym.synth.cheats)
+
+    @property
+    def cheats_passing(self) -> list[str]:
+        """The cheats that scored THRESHOLD or more, in CHEATS order."""
+        return [c for c in CHEATS if c in self.cheats and self.cheats[c].score >= THRESHOLD]
 
 
 def partial_task(cand: Candidate) -> Task:
@@ -49,23 +60,46 @@ def partial_task(cand: Candidate) -> Task:
     return cand.task.model_copy(update={"reference": ReferenceSolution(steps=steps)})
 
 
+CHEAT_WHAT = {
+    "empty": "every output file written empty",
+    "copy-input": "the first input file copied to every output path",
+    "echo-request": "the request's own text written into every output path",
+}
+
+
 def judge(oracle: Verdict | None, oracle_tool_errors: int, noop: Verdict | None, partial: Verdict | None,
-          partial_tool_errors: int = 0) -> Validation:
-    """The rules, applied to the three verdicts."""
+          partial_tool_errors: int = 0, cheats: dict[str, Verdict] | None = None) -> Validation:
+    """The rules, applied to the verdicts: reference, no-op, partial solution, then the cheats (any scoring
+    THRESHOLD or more rejects the task as `cheat_<name>`, the name of the best-paid cheat)."""
+    cheats = cheats or {}
     if oracle_tool_errors:
-        return Validation(False, "reference_tool_error", f"{oracle_tool_errors} reference steps failed", oracle, noop, partial)
+        return Validation(False, "reference_tool_error", f"{oracle_tool_errors} reference steps failed", oracle, noop,
+                          partial, cheats)
     if oracle is None or oracle.status != "scored" or not oracle.passed:
         failing = {k: x for k, x in (oracle.checks if oracle else {}).items() if x < 1.0}
         detail = (oracle.error if oracle and oracle.error else "") or f"failing checks: {failing}"
-        return Validation(False, "reference_below_1", detail, oracle, noop, partial)
+        return Validation(False, "reference_below_1", detail, oracle, noop, partial, cheats)
     nonzero = {k: x for k, x in (noop.checks if noop else {}).items() if x > 0}
     if noop is None or noop.status not in ("scored", "checker_failed") or nonzero:
-        return Validation(False, "noop_above_0", f"checks passed without acting: {nonzero}", oracle, noop, partial)
+        return Validation(False, "noop_above_0", f"checks passed without acting: {nonzero}", oracle, noop, partial,
+                          cheats)
     if partial_tool_errors or partial is None or partial.status != "scored" or not 0.0 < partial.score < 1.0:
         score = partial.score if partial else None
         return Validation(False, "partial_not_between",
-                          f"partial solution scored {score} ({partial_tool_errors} failed steps)", oracle, noop, partial)
-    return Validation(True, oracle=oracle, noop=noop, partial=partial)
+                          f"partial solution scored {score} ({partial_tool_errors} failed steps)", oracle, noop,
+                          partial, cheats)
+    v = Validation(True, oracle=oracle, noop=noop, partial=partial, cheats=cheats)
+    passing = v.cheats_passing
+    if passing:
+        top = max(passing, key=lambda c: cheats[c].score)
+        parts = []
+        for c in passing:
+            paid = {k: round(x, 3) for k, x in cheats[c].checks.items() if x > 0}
+            parts.append(f"{c} ({CHEAT_WHAT[c]}) scored {cheats[c].score:.3f}, paid by {paid}")
+        v.ok, v.reason = False, f"cheat_{top}"
+        v.detail = ("a trivial cheat scores >= " + f"{THRESHOLD:g}: " + "; ".join(parts)
+                    + ". Make those checks count only when the content is right.")
+    return v
 
 
 @dataclass
@@ -77,6 +111,7 @@ class _States:
     oracle_transcript: list
     partial_errors: int
     oracle_errors: int
+    cheat_transcripts: dict[str, list] = field(default_factory=dict)  # cheat name -> transcript (state: state_name)
 
 
 def _ran_commands(steps) -> bool:
@@ -105,6 +140,23 @@ def _file_only_replay(agent, task: Task, pristine: Path, state: Path, ctx: Episo
     """Replay `task`'s reference (no command in it) on a copy of the untouched workspace at `state`."""
     shutil.copytree(pristine, state, symlinks=True)
     return agent.run(task, _FileOnlyWorkspace(state, task.workspace.mount_dir, limits), ctx)
+
+
+def replay_cheats(task: Task, pristine: Path, solved: Path, dest: Path, ctx: EpisodeContext,
+                  limits: SandboxLimits) -> dict[str, list]:
+    """Replay each cheat of clawgym.synth.cheats at `dest/<state_name(cheat)>`, each on its own copy of the
+    untouched workspace `pristine`; the outputs they write to are the files the reference left new or changed
+    in `solved`. A cheat only writes files, so it is replayed as host file operations, as the file-only
+    references are. Returns {cheat: transcript}; nothing when the reference changed no file."""
+    outputs = output_paths(pristine, solved)
+    if not outputs:
+        return {}
+    out = {}
+    for cheat in CHEATS:
+        run = _file_only_replay(OracleAgent(), cheat_task(task, cheat, outputs, pristine), pristine,
+                                dest / state_name(cheat), ctx, limits)
+        out[cheat] = run.transcript
+    return out
 
 
 class ReplaySandboxError(SandboxError):
@@ -153,6 +205,20 @@ def start_replay_sandbox(backend: SandboxBackend, limits: SandboxLimits | None =
     return backend.start(WorkspaceSpec(), limits=limits or VALIDATION_LIMITS)
 
 
+# the sandboxes started for one task's replay, while it runs (stop_task_sandboxes)
+_TASK_SANDBOXES: set[Sandbox] = set()
+
+
+def stop_task_sandboxes() -> None:
+    """Stop the sandboxes started for one task's replay that are running now (a dying worker's cleanup)."""
+    for sb in list(_TASK_SANDBOXES):
+        try:
+            sb.stop()
+        except Exception:  # noqa: BLE001 - best effort, on the way out
+            pass
+        _TASK_SANDBOXES.discard(sb)
+
+
 def _replay_states(cand: Candidate, backend: SandboxBackend, limits: SandboxLimits, dest: Path,
                    replay: Sandbox | None = None) -> _States:
     """Replay the partial and the reference solutions and leave each resulting workspace (and the untouched
@@ -175,16 +241,24 @@ def _replay_states(cand: Candidate, backend: SandboxBackend, limits: SandboxLimi
         noop_run = NoopAgent().run(task, _FileOnlyWorkspace(pristine, task.workspace.mount_dir, limits), ctx)
         partial_run = _file_only_replay(OracleAgent(), partial, pristine, dest / "partial", ctx, limits)
         oracle_run = _file_only_replay(OracleAgent(), task, pristine, dest / "oracle", ctx, limits)
-        return _States(noop_run.transcript, partial_run.transcript, oracle_run.transcript,
-                       partial_run.tool_errors, oracle_run.tool_errors)
-    reuse = replay is not None and replay.mount_dir == task.workspace.mount_dir and replay.limits == limits
-    if reuse:
-        try:
-            return _replay_in(replay, cand, partial, pristine, dest, ctx, reuse=True)
-        except SandboxError as exc:  # the shared sandbox broke: the caller restarts it (see ReplaySandboxError)
-            raise ReplaySandboxError(str(exc)) from exc
-    return _replay_in(backend.start(task.workspace, limits=limits, prebuilt=pristine), cand, partial, pristine,
-                      dest, ctx, reuse=False)
+        st = _States(noop_run.transcript, partial_run.transcript, oracle_run.transcript,
+                     partial_run.tool_errors, oracle_run.tool_errors)
+    else:
+        reuse = replay is not None and replay.mount_dir == task.workspace.mount_dir and replay.limits == limits
+        if reuse:
+            try:
+                st = _replay_in(replay, cand, partial, pristine, dest, ctx, reuse=True)
+            except SandboxError as exc:  # the shared sandbox broke: the caller restarts it (see ReplaySandboxError)
+                raise ReplaySandboxError(str(exc)) from exc
+        else:
+            sb = backend.start(task.workspace, limits=limits, prebuilt=pristine)
+            _TASK_SANDBOXES.add(sb)
+            try:
+                st = _replay_in(sb, cand, partial, pristine, dest, ctx, reuse=False)
+            finally:
+                _TASK_SANDBOXES.discard(sb)
+    st.cheat_transcripts = replay_cheats(task, pristine, dest / "oracle", dest, ctx, limits)
+    return st
 
 
 def _replay_in(sb: Sandbox, cand: Candidate, partial: Task, pristine: Path, dest: Path, ctx: EpisodeContext,
@@ -243,7 +317,8 @@ def validate_batch(
         states[i] = st
         base = f"{grader.workdir}/{i}"
         for transcript, state in ((st.noop_transcript, "noop"), (st.partial_transcript, "partial"),
-                                  (st.oracle_transcript, "oracle")):
+                                  (st.oracle_transcript, "oracle"),
+                                  *((t, state_name(c)) for c, t in st.cheat_transcripts.items())):
             items.append((check.source or "", transcript, f"{base}/{state}"))
             owners.append(i)
     try:
@@ -253,11 +328,12 @@ def validate_batch(
             by_owner: dict[int, list] = {}
             for owner, res in zip(owners, results, strict=True):
                 by_owner.setdefault(owner, []).append(res)
-            for i, (noop_r, partial_r, oracle_r) in by_owner.items():
+            for i, (noop_r, partial_r, oracle_r, *cheat_rs) in by_owner.items():
                 spec = cands[i].task.verifier
                 st = states[i]
+                cheats = {c: combine(spec, r) for c, r in zip(st.cheat_transcripts, cheat_rs, strict=True)}
                 out[i] = judge(combine(spec, oracle_r), st.oracle_errors, combine(spec, noop_r),
-                               combine(spec, partial_r), st.partial_errors)
+                               combine(spec, partial_r), st.partial_errors, cheats)
     finally:
         for entry in list(grader.host_workspace.iterdir()):
             if entry.is_dir() and not entry.is_symlink():
@@ -286,13 +362,33 @@ def validate_candidate(cand: Candidate, backend: SandboxBackend, limits: Sandbox
 
 def validate_candidate_episodes(cand: Candidate, backend: SandboxBackend,
                                 limits: SandboxLimits | None = None) -> Validation:
-    """The same rules over three full rollout episodes (slower; the reference semantics)."""
-    options = RolloutOptions(limits=limits or VALIDATION_LIMITS, keep_workspaces=False)
-    runs = []
-    for task, agent in ((cand.task, OracleAgent()), (cand.task, NoopAgent()), (partial_task(cand), OracleAgent())):
-        t = run_episode(task, 0, agent, backend, options)
-        if t.status == "infra_error":
-            return Validation(False, "infra_error", t.error.message if t.error else "?")
-        runs.append(t)
-    oracle, noop, part = runs
-    return judge(oracle.verdict, oracle.tool_errors, noop.verdict, part.verdict, part.tool_errors)
+    """The same rules over full rollout episodes (slower; the reference semantics): the reference, the no-op,
+    the partial solution, and each cheat (its outputs: what the reference episode's final workspace holds new
+    or changed)."""
+    import tempfile
+
+    from clawgym.workspace.materialize import extract_snapshot
+
+    options = RolloutOptions(limits=limits or VALIDATION_LIMITS)
+    with tempfile.TemporaryDirectory(prefix="clawgym-validate-") as tmp:
+        run_dir = Path(tmp)
+        runs = []
+        for task, agent in ((cand.task, OracleAgent()), (cand.task, NoopAgent()), (partial_task(cand), OracleAgent())):
+            t = run_episode(task, 0, agent, backend, options, run_dir=run_dir / f"run{len(runs)}")
+            if t.status == "infra_error":
+                return Validation(False, "infra_error", t.error.message if t.error else "?")
+            runs.append(t)
+        oracle, noop, part = runs
+        cheats: dict[str, Verdict] = {}
+        if oracle.workspace_snapshot:
+            pristine, solved = run_dir / "pristine", run_dir / "solved"
+            materialize(cand.task.workspace, pristine)
+            extract_snapshot(run_dir / "run0" / oracle.workspace_snapshot, solved)
+            outputs = output_paths(pristine, solved)
+            for cheat in CHEATS if outputs else ():
+                t = run_episode(cheat_task(cand.task, cheat, outputs, pristine), 0, OracleAgent(), backend,
+                                dataclasses.replace(options, keep_workspaces=False))
+                if t.status == "infra_error":
+                    return Validation(False, "infra_error", t.error.message if t.error else "?")
+                cheats[cheat] = t.verdict
+    return judge(oracle.verdict, oracle.tool_errors, noop.verdict, part.verdict, part.tool_errors, cheats)

@@ -173,6 +173,14 @@ def _aggregate(header, rows, gcol, vcol):
     return out
 
 
+def key_figures(report: str, numbers: list, words: list) -> Check:
+    """The report's key figures, counted only when it gives the total it had to compute (numbers[0]): the top item
+    and its value are in the source itself, which copied to the report's path is no report."""
+    return Check("report_key_figures", "gated", parts=[
+        Check("", "data_numbers_in_text", {"path": report, "numbers": numbers, "words": words}),
+        Check("", "data_numbers_in_text", {"path": report, "numbers": numbers[:1]})])
+
+
 class AggregateAndReport:
     id = "aggregate_and_report"
     consumes: tuple[str, ...] = (TABLE,)
@@ -304,8 +312,7 @@ class AggregateAndReport:
             Check("counts_and_averages", "csv_rows",
                   {"path": summary, "header": [out_header[0], "count", "average"],
                    "rows": [[r[0], r[1], r[3]] for r in out_rows]}),
-            Check("report_key_figures", "data_numbers_in_text",
-                  {"path": report, "numbers": [grand, top[2]], "words": [top[0]]}),
+            key_figures(report, [grand, top[2]], [top[0]]),
         ]
         # partial: half the groups, unsorted, one total wrong, no TOTAL row, no report
         half = [list(r) for r in group_rows[: max(1, (len(group_rows) + 1) // 2)]]
@@ -370,8 +377,7 @@ class AggregateAndReport:
                                                  "rows": [[r[0], r[2]] for r in out_rows], "tol": 0.06}),
             Check("sorted_by_count", "csv_rows", {"path": summary, "header": [g, "count"],
                                                   "rows": [r[:2] for r in out_rows], "ordered": True}),
-            Check("report_key_figures", "data_numbers_in_text",
-                  {"path": report, "numbers": [n_rows, top[1]], "words": [top[0]]}),
+            key_figures(report, [n_rows, top[1]], [top[0]]),
         ]
         half = [list(r) for r in out_rows[: max(1, (len(out_rows) + 1) // 2)]][::-1]
         for r in half:
@@ -422,13 +428,20 @@ class AggregateAndReport:
         lines += [f"{r[0]}. {r[1]}: {r[2]}" for r in out_rows]
         report_text = "\n".join(lines) + "\n"
         checks = [
-            Check("ranking_values", "csv_rows", {"path": summary, "header": [k, v], "rows": [r[1:3] for r in out_rows]}),
+            # the values count as far as they are ranked and shared out: the source table copied as it is holds
+            # every item with its value already
+            Check("ranking_values", "gated", parts=[
+                Check("", "csv_rows", {"path": summary, "header": [k, v], "rows": [r[1:3] for r in out_rows]}),
+                Check("", "mean_of", parts=[
+                    Check("", "csv_rows", {"path": summary, "header": ["rank", k], "rows": [r[:2] for r in out_rows],
+                                           "ordered": True}),
+                    Check("", "csv_rows", {"path": summary, "header": [k, "share_pct"],
+                                           "rows": [[r[1], r[3]] for r in out_rows], "tol": 0.06})])]),
             Check("ranking_order", "csv_rows", {"path": summary, "header": ["rank", k],
                                                 "rows": [r[:2] for r in out_rows], "ordered": True}),
             Check("shares_correct", "csv_rows", {"path": summary, "header": [k, "share_pct"],
                                                  "rows": [[r[1], r[3]] for r in out_rows], "tol": 0.06}),
-            Check("report_key_figures", "data_numbers_in_text",
-                  {"path": report, "numbers": [grand, items[0][1]], "words": [items[0][0]]}),
+            key_figures(report, [grand, items[0][1]], [items[0][0]]),
         ]
         half = [list(r) for r in out_rows[: max(1, (len(out_rows) + 1) // 2)]]
         for r in half:

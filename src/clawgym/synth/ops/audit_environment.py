@@ -128,12 +128,16 @@ class AuditEnvironment:
         expected = [{"rule": v["rule"], "item": v["item"]} for v in violations]
         mentions = [v["mention"] for v in violations]
         violated = sorted({v["rule"] for v in violations}, key=list(RULES).index)
+        # the report counts as far as the findings it reports are right: the policy itself (it names every rule,
+        # fix and forbidden item) copied to the report's path is no report of this server
+        found = Check("", "sys_findings", {"path": out_json, "expected": expected})
         checks = [
             Check("violations_found", "sys_findings", {"path": out_json, "expected": expected}),
             Check("no_false_alarms", "sys_findings", {"path": out_json, "expected": expected, "mode": "precision"}),
-            Check("report_covers_findings", "sys_text_any", {"path": out_md, "groups": mentions}),
-            Check("fixes_recommended", "sys_text_findings", {
-                "path": out_md, "window": 8, "findings": [[r, [FIXES[r][1]]] for r in violated]}),
+            Check("report_covers_findings", "gated", parts=[
+                Check("", "sys_text_any", {"path": out_md, "groups": mentions}), found]),
+            Check("fixes_recommended", "gated", parts=[Check("", "sys_text_findings", {
+                "path": out_md, "window": 8, "findings": [[r, [FIXES[r][1]]] for r in violated]}), found]),
         ]
         records = [{"rule": v["rule"], "item": v["item"], "detail": v["detail"]} for v in violations]
         md = [f"# Audit of {host}", "", f"Policy: `{policy_path}`. {len(violations)} violation"

@@ -54,8 +54,8 @@ class Check:
     parts: list[Check] = field(default_factory=list)
 
     def expr(self) -> str:
-        if self.parts:
-            return f"{self.fn}(" + ", ".join(p.expr() for p in self.parts) + ")"
+        if self.parts:  # each part as a function: a combinator evaluates only the parts that can change its value
+            return f"{self.fn}(" + ", ".join(f"lambda: {p.expr()}" for p in self.parts) + ")"
         return f"{self.fn}(ws, **{self.args!r})"
 
 

@@ -184,15 +184,18 @@ class BuildPlan:
         ][k] + from_source
         program = PROGRAM.format(src=in_path, out=out, start=starts[k], holidays=hol_words, order=order_hint)
         pairs = [[d, t["name"]] for t in tasks for d in t["deps"]]
+        dates = [Check("dates_correct", "docs_table_rows", {"path": out, "header": ["task", "start", "end"],
+                                                            "rows": [[r[0], r[2], r[3]] for r in rows]}),
+                 Check("dependencies_respected", "docs_table_before", {"path": out, "column": "task", "pairs": pairs,
+                                                                       "start_col": "start", "end_col": "end"})]
+        scheduled = Check("", "mean_of", parts=[Check("", c.fn, c.args) for c in dates])
+        # owners and order count as far as the tasks are scheduled: the task list copied as it is keeps its owners
         checks = [
-            Check("dates_correct", "docs_table_rows", {"path": out, "header": ["task", "start", "end"],
-                                                       "rows": [[r[0], r[2], r[3]] for r in rows]}),
-            Check("dependencies_respected", "docs_table_before", {"path": out, "column": "task", "pairs": pairs,
-                                                                  "start_col": "start", "end_col": "end"}),
-            Check("owners_kept", "docs_table_rows", {"path": out, "header": ["task", "owner"],
-                                                     "rows": [[r[0], r[1]] for r in rows]}),
-            Check("sorted_by_start", "docs_table_rows", {"path": out, "header": ["task"], "rows": [[r[0]] for r in rows],
-                                                         "ordered": True}),
+            *dates,
+            Check("owners_kept", "gated", parts=[Check("", "docs_table_rows", {
+                "path": out, "header": ["task", "owner"], "rows": [[r[0], r[1]] for r in rows]}), scheduled]),
+            Check("sorted_by_start", "gated", parts=[Check("", "docs_table_rows", {
+                "path": out, "header": ["task"], "rows": [[r[0]] for r in rows], "ordered": True}), scheduled]),
         ]
         if as_md:
             checks.append(Check("finish_date", "docs_regex", {"path": out,

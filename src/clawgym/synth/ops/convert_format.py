@@ -312,6 +312,9 @@ class ConvertFormat:
             Check("value_types_kept", "data_config_types", {"path": out, "expected": data}),
             Check("top_level_keys", "data_config_keys", {"path": out, "keys": [k for k, _ in top]}),
         ]
+        if to_yaml:  # JSON is YAML too: the JSON input copied to the .yaml path must not pass for a conversion
+            checks = [Check(c.name, "gated", parts=[Check("", c.fn, c.args), Check("", "data_not_json", {"path": out})])
+                      for c in checks]
         text = _yaml(data) if to_yaml else _json(data)
         half = dict(top[: max(1, len(top) // 2)])
         half = json.loads(json.dumps(half), parse_float=str, parse_int=str)

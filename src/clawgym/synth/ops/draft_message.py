@@ -91,10 +91,22 @@ def _checks(out: str, to: list[str], subject_has: list[str], body_has: list[str]
     rcpt = {"path": out, "to": to}
     if not_to:
         rcpt["not_to"] = not_to
-    checks = [Check("recipients_right", "docs_eml", rcpt),
-              Check("subject_right", "docs_eml", {"path": out, "subject_has": subject_has})]
-    checks.append(Check("body_has_key_facts", "docs_eml", {"path": out, "body_has": body_has}))
+    # the subject and the body count only in a message to the right people: a copy of the mail being answered
+    # (its subject, its facts) or the request itself (which states the facts) is no such message, nor is a file
+    # without any recipient for the "must not be there" part of the recipients
+    recipients = (Check("recipients_right", "gated", parts=[Check("", "docs_eml", rcpt), addressed(out, to)])
+                  if not_to else Check("recipients_right", "docs_eml", rcpt))
+    checks = [recipients,
+              Check("subject_right", "gated", parts=[Check("", "docs_eml", {"path": out, "subject_has": subject_has}),
+                                                    addressed(out, to)])]
+    checks.append(Check("body_has_key_facts", "gated", parts=[Check("", "docs_eml", {"path": out, "body_has": body_has}),
+                                                             addressed(out, to)]))
     return checks
+
+
+def addressed(out: str, to: list[str]) -> Check:
+    """The fraction of the recipients the message at `out` is addressed to (what gates its other checks)."""
+    return Check("", "docs_eml", {"path": out, "to": to})
 
 
 def _and(items: list[str]) -> str:
@@ -376,7 +388,8 @@ class DraftMessage:
             f"whole of `{source.path}`.",
         ])
         checks = _checks(out, [addr], [subject], [])
-        checks[-1] = Check("body_has_document", "docs_eml_has_file", {"path": out, "src": source.path})
+        checks[-1] = Check("body_has_document", "gated", parts=[
+            Check("", "docs_eml_has_file", {"path": out, "src": source.path}), addressed(out, [addr])])
         partial = eml_text(f"{me} <{my_addr}>", [addr], subject, f"Hi,\n\nsee {source.path}.\n")
         return self._chained_plan(ctx, source, instruction, checks, out, text, partial, f"email {source.path} to {addr}")
 

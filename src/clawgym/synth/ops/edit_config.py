@@ -381,12 +381,16 @@ class EditConfig:
                       Check("preserved", "sys_config_matches", {**args, "expected": _sub(fmt, cfg, preserved)})]
         if comments:
             kept_parts.append(Check("comments", "text_has", {"path": path, "needles": comments}))
+        # keys that must be gone count only in the config with its settings in it: an empty file has none of them
         checks = [
             Check("values_updated", "sys_config_matches", {**args, "expected": exp_bumped}),
-            Check("keys_renamed", "sys_config_matches", {**args, "expected": exp_renamed,
-                                                         "absent": _absent(fmt, renames)}),
+            Check("keys_renamed", "gated", parts=[
+                Check("", "sys_config_matches", {**args, "expected": exp_renamed, "absent": _absent(fmt, renames)}),
+                Check("", "sys_config_matches", {**args, "expected": exp_renamed})]),
             Check("section_added", "sys_config_matches", {**args, "expected": exp_added}),
-            Check("deprecated_removed", "sys_config_matches", {**args, "absent": _absent(fmt, dep_items)}),
+            Check("deprecated_removed", "gated", parts=[
+                Check("", "sys_config_matches", {**args, "absent": _absent(fmt, dep_items)}),
+                Check("", "sys_config_matches", {**args, "expected": _sub(fmt, cfg, preserved)})]),
             Check("other_settings_kept", "min_of", parts=kept_parts),
         ]
         # partial: bumps and the new section done, renames and removals forgotten

@@ -268,14 +268,18 @@ class EditDocument:
             checks.append(Check("paragraph_removed", "min_of", parts=[
                 Check("", "text_has_none", {"path": out, "needles": [removed[1]]}),
                 Check("", "docs_headings", {"path": out, "present": [heading_now]})]))
-        if renamed:
-            checks.append(Check("heading_renamed", "docs_headings",
-                                {"path": out, "present": [renamed[1]], "absent": [renamed[0]]}))
-        keep = Check("rest_unchanged", "docs_text_has", {"path": out, "needles": keep_sents + [final_title]})
+        if renamed:  # the new heading there AND the old one gone (a file without headings has no old one either)
+            checks.append(Check("heading_renamed", "min_of", parts=[
+                Check("", "docs_headings", {"path": out, "present": [renamed[1]]}),
+                Check("", "docs_headings", {"path": out, "absent": [renamed[0]]})]))
+        keep = Check("", "docs_text_has", {"path": out, "needles": keep_sents + [final_title]})
         if in_place:
-            keep = Check("rest_unchanged", "min_of", parts=[
+            keep = Check("", "min_of", parts=[
                 keep, Check("", "text_has_none", {"path": out, "needles": [old_fig, old_name]})])
-        checks.append(keep)
+        # the rest kept counts only as far as the edits are made: the document left as it was (or copied) keeps
+        # everything and edits nothing
+        checks.append(Check("rest_unchanged", "gated", parts=[keep, Check("", "mean_of", parts=[
+            Check("", c.fn, c.args, c.parts) for c in checks])]))
 
         where = (f"Edit `{src}` in place" if in_place else
                  f"Take `{src}` and save the edited version as `{out}` (leave the original as it is)")
@@ -338,6 +342,7 @@ class EditDocument:
             text += "\n"
         asks: list[str] = []
         checks: list[Check] = []
+        lines_removed = -1
         stem = re.sub(r"\.[a-z]+$", "", source.path.split("/")[-1])
         folder = source.path.rsplit("/", 1)[0] + "/" if "/" in source.path else ""
         out = ctx.path(f"{folder}{stem}{rng.choice(['_for_review', '_edited', '_shared', '_v2'])}.md")
@@ -387,6 +392,7 @@ class EditDocument:
             final = "\n".join(ln for ln in final.split("\n") if nm not in ln)
             asks.append(rng.choice([f"remove every line that mentions {nm} (they asked not to be named)",
                                     f"take out all lines mentioning {nm}"]))
+            lines_removed = len(checks)  # made below, once the other edits are known
             checks.append(Check("lines_removed", "docs_no_line_with", {"path": out, "needles": [nm]}))
         for c in checks:
             if c.fn == "docs_replaced":
@@ -415,8 +421,19 @@ class EditDocument:
         final = final.rstrip("\n") + f"\n\n## {sec}\n\n{content}\n"
         asks.append(f"add a final section '## {sec}' with these lines:\n{content}\n")
         checks.append(Check("section_added", "docs_section_has", {"path": out, "heading": sec, "needles": needles}))
-        checks.append(Check("rest_unchanged", "docs_kept_lines", {"src": source.path, "out": out, "replace": replace,
-                                                                  "drop_with": drop}))
+        if drop:
+            # no line naming them counts in a copy that holds the rest of the source with the other edits made
+            # (an empty file names no one; nor does the copy of another file)
+            others = [Check("", c.fn, c.args, c.parts) for i, c in enumerate(checks) if i != lines_removed]
+            checks[lines_removed] = Check("lines_removed", "gated", parts=[
+                Check("", "docs_no_line_with", {"path": out, "needles": drop}),
+                Check("", "docs_kept_lines", {"src": source.path, "out": out, "replace": replace, "drop_with": drop}),
+                Check("", "mean_of", parts=others)])
+        # the rest kept counts only as far as the edits are made (an unchanged copy keeps everything)
+        edits = [Check("", c.fn, c.args, c.parts) for c in checks]
+        checks.append(Check("rest_unchanged", "gated", parts=[
+            Check("", "docs_kept_lines", {"src": source.path, "out": out, "replace": replace, "drop_with": drop}),
+            Check("", "mean_of", parts=edits)]))
         bullets = "\n".join(f"- {a}" for a in asks)
         instruction = rng.choice([
             f"make a copy of {source.description} as `{out}` with these edits:\n{bullets}\nLeave `{source.path}` "

@@ -341,10 +341,14 @@ class FixFailingTests:
             "code, not the tests, make sure `python3 -m pytest -q` passes in the repo, and commit.",
         ])
         all_cases = [c for f in buggy for c in bugs[f.name].cases]
-        checks = [Check("test_suite_passes", "pytest_passes", {"cwd": repo, "args": PYTEST_ARGS})]
-        for f in buggy:
-            checks.append(Check(f"fixed_{f.name}", "sys_py_cases", {
-                "cwd": repo, "setup": f"from {pkg}.{f.module} import {f.name}", "cases": bugs[f.name].cases}))
+        fixed = [Check(f"fixed_{f.name}", "sys_py_cases", {
+            "cwd": repo, "setup": f"from {pkg}.{f.module} import {f.name}", "cases": bugs[f.name].cases}) for f in buggy]
+        # the suite passing counts as far as the fixed functions behave right on the hidden cases (and the suite
+        # is not even run when none does: an untouched, emptied or overwritten package)
+        checks = [Check("test_suite_passes", "gated", parts=[
+            Check("", "pytest_passes", {"cwd": repo, "args": PYTEST_ARGS}),
+            Check("", "mean_of", parts=[Check("", c.fn, c.args) for c in fixed])])]
+        checks += fixed
         setup = "; ".join(f"from {pkg}.{f.module} import {f.name}" for f in buggy)
         checks.append(Check("tests_untouched", "min_of", parts=[
             Check("t", "text_equals", {"path": f"{repo}/{p}", "expected": t}) for p, t in tests.items()] + [

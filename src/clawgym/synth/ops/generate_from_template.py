@@ -10,6 +10,7 @@ import re
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.checklib_docs import _docs_has
 from clawgym.synth.ops._docs_common import (
     add_workdays,
     date_col,
@@ -82,6 +83,25 @@ KINDS = {
 }
 COURSES = ["First aid refresher", "Food hygiene level 2", "Data protection basics", "Fire warden training",
            "Manual handling", "Spreadsheet essentials", "Customer care", "Safeguarding"]
+
+
+def row_specs(files_out: dict[str, str], values: dict[str, list[str]], keys: dict[str, list[str]]) -> dict:
+    """{path: [its row's values, other rows' values]} for docs_row_files / docs_row_values: of `values[path]`
+    those the expected file holds, and of the other paths' `keys` (values that tell a row apart) those it does
+    not hold. A file then counts as a row's file only with that row's content in it, and no other row's."""
+    specs = {}
+    for p, text in files_out.items():
+        own = list(dict.fromkeys(v for v in values[p] if v.strip() and _docs_has(text, v)))
+        others = list(dict.fromkeys(v for q, ks in keys.items() if q != p for v in ks
+                                    if v.strip() and not _docs_has(text, v)))
+        specs[p] = [own, others]
+    return specs
+
+
+def _distinct(values: list[str], all_values: dict[str, list[str]], path: str) -> list[str]:
+    """The first of a row's `values` that no other row has (what tells the row apart), or none."""
+    others = {v.casefold() for q, vs in all_values.items() if q != path for v in vs}
+    return [v for v in values if v.casefold() not in others][:1]
 
 
 def _sort_key(v: str) -> tuple:
@@ -186,8 +206,13 @@ class GenerateFromTemplate:
             f"`{ph}` placeholders may be left in the output.",
         ])
         expected = [paths[r[id_field]] for r in active]
+        # a file counts for the format checks (one per active row, no placeholder left) only when it is its row's
+        # file: its row's values in it and no other row's id (an empty file, the request or the data copied to
+        # every path earns nothing)
+        specs = row_specs(files_out, {paths[r[id_field]]: [r[f] for f in spec["fields"]] for r in active},
+                          {paths[r[id_field]]: [r[id_field]] for r in rows})
         checks = [Check("one_file_per_active_row", "min_of", parts=[
-            Check("", "paths_exist", {"paths": expected}),
+            Check("", "docs_row_files", {"specs": specs}),
             Check("", "docs_paths_absent", {"paths": skipped_paths})])]
         if mail:
             checks += [
@@ -200,11 +225,12 @@ class GenerateFromTemplate:
             ]
         else:
             checks += [
-                Check("values_filled", "docs_files_have",
-                      {"specs": {paths[r[id_field]]: [r[f] for f in value_fields] for r in active}}),
+                Check("values_filled", "docs_row_values",
+                      {"specs": row_specs(files_out, {paths[r[id_field]]: [r[f] for f in value_fields] for r in active},
+                                          {paths[r[id_field]]: [r[id_field]] for r in rows})}),
                 Check("matches_template", "docs_texts_equal", {"specs": files_out}),
             ]
-        checks.append(Check("no_placeholders_left", "docs_files_lack", {"paths": expected, "needles": tokens}))
+        checks.append(Check("no_placeholders_left", "docs_row_files", {"specs": specs, "lack": tokens}))
         # partial: all rows (the cancelled ones too), the first two raw with placeholders left
         partial_steps = []
         for i, r in enumerate(rows):
@@ -274,12 +300,15 @@ class GenerateFromTemplate:
             f"`{out_dir}/01.md`, `{out_dir}/02.md` and so on, numbered {order_txt}.",
         ])
         tokens = [_ph(syntax, k) for k in keys]
+        # as in the standalone case, a file counts for the format checks only with its own row's values in it
+        # and not another row's (the values that tell each row apart from the others)
+        row_values = {p: [r[i] for i in fields if i < len(r) and r[i].strip()] for p, r in zip(paths, rows, strict=False)}
+        specs = row_specs(files_out, row_values, {p: _distinct(v, row_values, p) for p, v in row_values.items()})
         checks = [
-            Check("one_file_per_row", "paths_exist", {"paths": paths}),
-            Check("values_filled", "docs_files_have",
-                  {"specs": {p: [r[i] for i in fields if i < len(r) and r[i].strip()] for p, r in zip(paths, rows, strict=False)}}),
+            Check("one_file_per_row", "docs_row_files", {"specs": specs}),
+            Check("values_filled", "docs_row_values", {"specs": specs}),
             Check("matches_template", "docs_texts_equal", {"specs": files_out}),
-            Check("no_placeholders_left", "docs_files_lack", {"paths": paths, "needles": tokens}),
+            Check("no_placeholders_left", "docs_row_files", {"specs": specs, "lack": tokens}),
         ]
         partial = [write(p, template if i == 0 else t) for i, (p, t) in enumerate(files_out.items())][: max(1, len(paths) - 1)]
         if len(paths) == 1:

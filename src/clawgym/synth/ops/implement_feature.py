@@ -370,7 +370,11 @@ class ImplementFeature:
         ])
         setup = f"from {pkg}.{feat.module} import {feat.name}"
         checks = [
-            Check("test_suite_passes", "pytest_passes", {"cwd": repo, "args": PYTEST_ARGS}),
+            # the suite passing counts as far as the feature behaves right on the hidden cases (and the suite is
+            # not even run when it does not at all: the stub left, emptied or overwritten)
+            Check("test_suite_passes", "gated", parts=[
+                Check("", "pytest_passes", {"cwd": repo, "args": PYTEST_ARGS}),
+                Check("", "sys_py_cases", {"cwd": repo, "setup": setup, "cases": feat.hidden})]),
             Check("feature_behaviour", "sys_py_cases", {"cwd": repo, "setup": setup, "cases": feat.hidden}),
             Check("tests_untouched", "min_of", parts=[
                 Check("t", "text_equals", {"path": f"{repo}/{p}", "expected": t}) for p, t in tests.items()] + [

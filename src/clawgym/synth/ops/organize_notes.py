@@ -180,10 +180,13 @@ class OrganizeNotes:
             f"`{root}/{out_dir}/<topic>.md`; each note becomes a `## <title>` section holding its body, sorted by "
             f"date (oldest first).{misc} Add `{index}` with a link to each topic page. Don't delete the originals.",
         ])
+        under_topic = {"specs": {pages[g]: {n["title"]: [n["body"][:60]] for n in notes if n["primary"] == g}
+                                 for g in groups}}
         checks = [
-            Check("topic_pages_exist", "paths_exist", {"paths": list(pages.values())}),
-            Check("notes_under_right_topic", "docs_files_sections", {"specs": {
-                pages[g]: {n["title"]: [n["body"][:60]] for n in notes if n["primary"] == g} for g in groups}}),
+            # a page counts as far as the notes are under their topics (any file at those paths is no topic page)
+            Check("topic_pages_exist", "gated", parts=[Check("", "paths_exist", {"paths": list(pages.values())}),
+                                                       Check("", "docs_files_sections", under_topic)]),
+            Check("notes_under_right_topic", "docs_files_sections", under_topic),
             Check("notes_in_date_order", "min_of", parts=[
                 Check("", "docs_order", {"path": pages[g], "needles": [n["title"] for n in sorted(
                     (n for n in notes if n["primary"] == g), key=lambda n: (n["date"], n["title"]))]})
