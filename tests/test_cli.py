@@ -137,10 +137,16 @@ def test_ctrl_c_stops_running_sandboxes_at_once(tmp_path, backend, request):
 
     def sandboxes_alive() -> int:
         if backend == "docker":
-            owner = f"clawgym.owner={socket.gethostname()}:{proc.pid}"
+            from clawgym.sandbox.docker import OWNER_LABEL
+            from clawgym.sandbox.sweep import parse_label
+
             # the low-level listing: `containers.list` inspects each container after listing, and a container the
             # rollout removes in between makes it raise NotFound
-            return len(b.client.api.containers(all=True, filters={"label": owner}))
+            mine = 0
+            for c in b.client.api.containers(all=True, filters={"label": OWNER_LABEL}):
+                who = parse_label((c.get("Labels") or {}).get(OWNER_LABEL, ""))
+                mine += who is not None and who.host == socket.gethostname() and who.pid == proc.pid
+            return mine
         out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
         return len(out.split())
 
