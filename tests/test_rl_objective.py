@@ -21,15 +21,16 @@ def test_mask_covers_only_response_tokens_never_prompt_or_tool_results():
         {"prompt_ids": [1, *TOOL_RESULT], "response_ids": [9, 10, 11], "advantage": -0.5},
     ]
     b = build_batch(rows, pad_id=0)
-    assert b.input_ids.tolist() == [[1, 2, 901, 902, 903, 4, 7, 8], [1, 901, 902, 903, 9, 10, 11, 0]]
-    assert b.response_mask.tolist() == [[0, 0, 0, 0, 0, 0, 1, 1], [0, 0, 0, 0, 1, 1, 1, 0]]
+    # left-padded: every row ends at the last position
+    assert b.input_ids.tolist() == [[1, 2, 901, 902, 903, 4, 7, 8], [0, 1, 901, 902, 903, 9, 10, 11]]
+    assert b.response_mask.tolist() == [[0, 0, 0, 0, 0, 0, 1, 1], [0, 0, 0, 0, 0, 1, 1, 1]]
     for i, row in enumerate(b.input_ids.tolist()):
         for pos, tok in enumerate(row):
             if tok in TOOL_RESULT:
                 assert b.response_mask[i, pos] == 0
-    assert b.advantages.tolist()[1] == [0, 0, 0, 0, -0.5, -0.5, -0.5, 0]
+    assert b.advantages.tolist()[1] == [0, 0, 0, 0, 0, -0.5, -0.5, -0.5]
     assert b.old_logps.tolist()[0][6:] == [-1.0, -2.0] and b.has_old_logps.tolist() == [1.0, 0.0]
-    assert b.attention_mask.tolist()[1] == [1, 1, 1, 1, 1, 1, 1, 0]
+    assert b.attention_mask.tolist()[1] == [0, 1, 1, 1, 1, 1, 1, 1]
 
 
 def test_bad_rows_are_refused():
@@ -157,3 +158,20 @@ def test_engine_logprobs_are_the_behaviour_policy_and_the_gap_is_reported(smollm
     assert res.stats["engine_logprob_gap_mean"] == pytest.approx(0.5, abs=1e-3)
     assert res.stats["ratio_mean"] == pytest.approx(math.exp(0.5), rel=1e-3)
     assert res.stats["clip_fraction"] == 1.0  # ratio 1.65 > 1.2 with a positive advantage
+
+
+def test_logprobs_of_a_row_do_not_depend_on_its_batch_mates(smollm_lora):
+    """Left padding with explicit position ids: a short row scores the same alone and beside a long one."""
+    from clawgym.train.rl_objective import token_logps
+
+    tok, model = smollm_lora
+    short = {"prompt_ids": tok.encode("Hi there, how", add_special_tokens=False),
+             "response_ids": tok.encode(" are you", add_special_tokens=False), "advantage": 0.0}
+    long = {"prompt_ids": tok.encode("A much longer prompt that goes on and on about the weather in", add_special_tokens=False),
+            "response_ids": tok.encode(" Paris today and tomorrow", add_special_tokens=False), "advantage": 0.0}
+    with torch.no_grad():
+        alone, _ = token_logps(model.eval(), build_batch([short]))
+        both, _ = token_logps(model, build_batch([short, long]))
+    n = len(short["response_ids"])
+    assert both[0, -n:].tolist() == pytest.approx(alone[0, -n:].tolist(), abs=1e-4)
+    assert both[0, :-n].abs().sum() == 0

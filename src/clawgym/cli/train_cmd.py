@@ -143,3 +143,86 @@ def export_cmd(
     except ClawgymError as exc:
         _fail(str(exc))
     out.print(f"exported {path}; serve it with `clawgym serve --model {path}`", highlight=False)
+
+
+@train_app.command("rl")
+def rl_cmd(
+    tasks_path: Path = typer.Argument(..., metavar="TASKS", help="tasks.jsonl to train on (tasks with a code check)."),
+    model: str = typer.Option("smollm2-135m", "--model", help="Base model: an embedded name or a model directory (e.g. an SFT student)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Output directory (state, pool, rollouts, batches, adapters, metrics); rerun to resume."),
+    base_url: str | None = typer.Option(None, "--base-url", help="An OpenAI-compatible engine with LoRA enabled (vLLM); default: the embedded server."),
+    samples: int = typer.Option(4, "-k", "--samples", min=2, help="Samples per task (a GRPO group)."),
+    tasks_per_iter: int = typer.Option(8, "--tasks-per-iter", min=1),
+    iterations: int = typer.Option(1, "--iterations", min=1, help="Policy versions to publish in all (a rerun continues up to this)."),
+    temperature: float = typer.Option(1.0, "--temperature", min=0.0),
+    max_turns: int = typer.Option(4, "--max-turns", min=1),
+    max_tokens: int = typer.Option(256, "--max-tokens", min=1),
+    algo: str = typer.Option("grpo", "--algo", help="grpo, dr-grpo, rloo or reinforce++ (advantages and loss aggregation)."),
+    credit: str = typer.Option("outcome", "--credit", help="outcome or step (see `pool export --credit`)."),
+    gamma: float = typer.Option(1.0, "--gamma", min=0.0, max=1.0),
+    kl_coef: float = typer.Option(0.0, "--kl-coef", min=0.0, help="KL to the initial policy (k3 estimator)."),
+    clip: float = typer.Option(0.2, "--clip", min=0.0, help="Ratio clip epsilon."),
+    lr: float = typer.Option(1e-4, "--lr", min=0.0),
+    lora_r: int = typer.Option(16, "--lora-r", min=1),
+    epochs: int = typer.Option(1, "--epochs", min=1, help="Passes over each batch."),
+    max_staleness: int = typer.Option(0, "--max-staleness", min=0, help="Train on steps at most this many versions old."),
+    seed: int = typer.Option(0, "--seed"),
+    jobs: int = typer.Option(4, "-j", "--jobs", min=1),
+    sandbox: str = typer.Option("auto", "--sandbox"),
+    episode_timeout: float | None = typer.Option(None, "--episode-timeout", min=1.0),
+) -> None:
+    """Online RL: serve policy v, roll out k samples per task into OUT/pool, update a LoRA adapter on the pool's
+    token ids, publish v+1 to the server without restarting it (vLLM's load_lora_adapter), repeat."""
+    from clawgym.core.errors import ClawgymError
+    from clawgym.core.jsonl import read_records_lenient
+    from clawgym.core.records import Task
+    from clawgym.pool.credit import ALGOS, CREDITS
+    from clawgym.sandbox import get_backend
+    from clawgym.train.rl_loop import RLOptions, run_rl
+
+    if algo not in ALGOS:
+        _fail(f"--algo {algo!r}: choose one of {', '.join(ALGOS)}", 2)
+    if credit not in CREDITS:
+        _fail(f"--credit {credit!r}: choose one of {', '.join(CREDITS)}", 2)
+    if not tasks_path.is_file():
+        _fail(f"{tasks_path}: no such file")
+    read = read_records_lenient(tasks_path, Task)
+    for e in read.errors:
+        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+    tasks = [t for t in read.records if t.verifier.code is not None]
+    if not tasks:
+        _fail(f"{tasks_path}: no task with a code check to train on")
+    try:
+        backend = get_backend(sandbox)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    opts = RLOptions(model=model, base_url=base_url, samples=samples, tasks_per_iter=tasks_per_iter,
+                     iterations=iterations, temperature=temperature, max_turns=max_turns, max_tokens=max_tokens,
+                     algo=algo, credit=credit, gamma=gamma, kl_coef=kl_coef, clip=clip, lr=lr, lora_r=lora_r,
+                     epochs=epochs, max_staleness=max_staleness, seed=seed, jobs=jobs, sandbox=sandbox,
+                     episode_timeout=episode_timeout)
+
+    def show(kind: str, data: dict) -> None:
+        if kind == "rollout":
+            err.print(f"v{data['version']}: rolling out {data['tasks']} tasks x {data['samples']}", highlight=False)
+        elif kind == "rolled_out":
+            err.print(f"v{data['version']}: mean reward {data['mean_reward']:.3f}, pass rate {data['pass_rate']:.2f} "
+                      f"over {data['scored']} episodes", highlight=False)
+        elif kind == "update":
+            err.print(f"v{data['version']}: updating on {data['rows']} steps", highlight=False)
+        elif kind == "published":
+            err.print(f"published v{data['published']}: loss {data.get('loss', 0):.4f}, kl {data.get('kl', 0):.4f}, "
+                      f"clip {data.get('clip_fraction', 0):.3f}, ratio max {data.get('ratio_max', 1):.3f}, "
+                      f"rollout {data['rollout_s']:.0f} s, train {data['train_s']:.0f} s", highlight=False)
+
+    try:
+        rows = run_rl(tasks, output, opts, backend=backend, on_event=show)
+    except ClawgymError as exc:
+        _fail(str(exc))
+    finally:
+        backend.close()
+    if not rows:
+        out.print(f"{output}: already at version {iterations}; nothing to do", highlight=False)
+        return
+    out.print(f"published v{rows[-1]['published']}; metrics: {output / 'metrics.jsonl'}, chart: {output / 'metrics.png'}",
+              highlight=False)

@@ -50,8 +50,10 @@ class ObjectiveConfig:
 
 @dataclass
 class TokenBatch:
-    """Rows padded into tensors: ``input_ids`` (B, L), ``attention_mask`` (B, L), ``response_mask`` (B, L) with 1
-    exactly at response positions, and per-position ``old_logps`` / ``advantages`` (0 off the response)."""
+    """Rows left-padded into tensors (every row ends at the last position, so the logits of the response
+    positions are the last ones and only those are computed): ``input_ids`` (B, L), ``attention_mask`` (B, L),
+    ``response_mask`` (B, L) with 1 exactly at response positions, and per-position ``old_logps`` /
+    ``advantages`` (0 off the response)."""
 
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
@@ -62,7 +64,7 @@ class TokenBatch:
 
 
 def build_batch(rows: list[dict[str, Any]], pad_id: int = 0) -> TokenBatch:
-    """Right-padded tensors of `rows` (each with prompt_ids, response_ids, advantage, optional logprobs).
+    """Left-padded tensors of `rows` (each with prompt_ids, response_ids, advantage, optional logprobs).
 
     A row's advantage is a number (on every response token) or a list (one per response token)."""
     if not rows:
@@ -83,41 +85,48 @@ def build_batch(rows: list[dict[str, Any]], pad_id: int = 0) -> TokenBatch:
         if not p:
             raise ValueError(f"row {i}: empty prompt (the first response token needs a context)")
         n = len(p) + len(a)
-        input_ids[i, :n] = torch.tensor(p + a, dtype=torch.long)
-        attention[i, :n] = 1
-        resp[i, len(p):n] = 1.0
+        start = width - n  # left padding
+        r0 = width - len(a)  # first response position
+        input_ids[i, start:] = torch.tensor(p + a, dtype=torch.long)
+        attention[i, start:] = 1
+        resp[i, r0:] = 1.0
         advantage = r["advantage"]
         if isinstance(advantage, (list, tuple)):
             if len(advantage) != len(a):
                 raise ValueError(f"row {i}: {len(advantage)} advantages for {len(a)} response tokens")
-            adv[i, len(p):n] = torch.tensor(advantage, dtype=torch.float32)
+            adv[i, r0:] = torch.tensor(advantage, dtype=torch.float32)
         else:
-            adv[i, len(p):n] = float(advantage)
+            adv[i, r0:] = float(advantage)
         lp = r.get("logprobs")
         if lp is not None:
             if len(lp) != len(a):
                 raise ValueError(f"row {i}: {len(lp)} logprobs for {len(a)} response tokens")
-            old[i, len(p):n] = torch.tensor([float(x) for x in lp], dtype=torch.float32)
+            old[i, r0:] = torch.tensor([float(x) for x in lp], dtype=torch.float32)
             has_old[i] = 1.0
     return TokenBatch(input_ids, attention, resp, old, has_old, adv)
 
 
 def token_logps(model: Any, batch: TokenBatch, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Per-position log-probability of each token under `model` given the tokens before it ((B, L); position 0,
-    which has no context, is 0), and optionally the entropy of the distribution it was drawn from."""
+    """Per-position log-probability of each response token under `model` given the tokens before it ((B, L); 0
+    off the response), and optionally the entropy of the distribution it was drawn from. Only the logits of the
+    last K + 1 positions (K the longest response) are computed: a full (B, L, vocabulary) tensor of a long
+    agent prompt would take gigabytes."""
     from trl.trainer.utils import entropy_from_logits, selective_log_softmax
 
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits  # (B, L, V)
-    logits = logits[:, :-1, :].float()
-    targets = batch.input_ids[:, 1:]
-    lp = selective_log_softmax(logits, targets)
-    zeros = torch.zeros((lp.shape[0], 1), dtype=lp.dtype, device=lp.device)
-    logps = torch.cat([zeros, lp], dim=1)
+    k = int(batch.response_mask.sum(-1).max())
+    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
+                   logits_to_keep=k + 1).logits  # (B, k + 1, V)
+    logits = logits[:, :-1, :].float()  # position j predicts the token at j + 1: the last k tokens
+    lp = selective_log_softmax(logits, batch.input_ids[:, -k:])
+    b, width = batch.input_ids.shape
+    logps = torch.zeros((b, width), dtype=lp.dtype, device=lp.device)
+    logps = torch.cat([logps[:, : width - k], lp], dim=1) * batch.response_mask
     ent = None
     if with_entropy:
         with torch.no_grad():
             e = entropy_from_logits(logits)
-        ent = torch.cat([zeros, e], dim=1)
+        ent = torch.cat([torch.zeros((b, width - k), dtype=e.dtype), e], dim=1) * batch.response_mask
     return logps, ent
 
 

@@ -1,0 +1,348 @@
+"""`clawgym train rl`: the online loop. Serve policy version v, roll out k samples per task through the gateway
+into one pool, build the batch from the pool's step rows (curation respected), update a LoRA adapter on the
+engine's own token ids, publish version v + 1 to the running server without restarting it, and go on.
+
+The output directory holds:
+
+* `state.json`: the last published version, its adapter, and how many times each iteration was started;
+* `pool/`: every model call of every iteration (trajectory ids `v<N>.r<R>.<task>#<sample>`, groups
+  `v<N>.r<R>.<task>`, steps stamped `policy_version = N`); R counts the starts of iteration N, so the steps of an
+  episode cut short by a kill never join the trajectory that reran it;
+* `rollouts/v<N>/`: each iteration's rollout (trajectories, logs, workspaces), resumable;
+* `batches/v<N>.jsonl`: the rows the update of iteration N trained on (`pool export --format rl` rows);
+* `adapters/v<N>/`: the adapter of policy version N (peft format, with the optimizer's state);
+* `metrics.jsonl` and `metrics.png`: one row per iteration (rewards, pass rate, per operation family, the
+  update's statistics, staleness, tokens/s and the wall time of each phase).
+
+Versions are published by `POST /v1/load_lora_adapter` (vLLM's route, also served by `clawgym serve`): adapter
+`policy-v<N>` is then the `model` of the next rollouts. Resume: after a kill at any point, the same command
+reloads the last published adapter and optimizer state, publishes it again, and continues; an iteration's
+rollout resumes where it stopped; a version is published (its adapter saved, `state.json` replaced) before
+the server learns of it, so no published version is lost or made twice.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clawgym.core.atomic import write_text
+from clawgym.core.errors import ClawgymError
+from clawgym.core.records import Task
+
+ADAPTER_PREFIX = "policy-v"
+
+
+class RLError(ClawgymError):
+    """The RL loop cannot go on (bad options, a server that refuses the adapter)."""
+
+
+@dataclass
+class RLOptions:
+    """Settings of `clawgym train rl` (each one a CLI option of the same name)."""
+
+    model: str = "smollm2-135m"  # the base model: an embedded name or a model directory
+    base_url: str | None = None  # an OpenAI-compatible engine with LoRA enabled (vLLM); None: the embedded server
+    samples: int = 4  # k per task
+    tasks_per_iter: int = 8
+    iterations: int = 1
+    temperature: float = 1.0
+    max_turns: int = 4
+    max_tokens: int = 256
+    algo: str = "grpo"
+    credit: str = "outcome"
+    gamma: float = 1.0
+    kl_coef: float = 0.0
+    clip: float = 0.2
+    lr: float = 1e-4
+    lora_r: int = 16
+    lora_alpha: int | None = None
+    epochs: int = 1  # passes over each batch
+    max_staleness: int = 0  # versions a trained step may lag behind the policy being updated
+    micro_batch_tokens: int = 4096
+    seed: int = 0
+    jobs: int = 4
+    sandbox: str = "auto"
+    episode_timeout: float | None = None
+    precision: str = "fp32"
+
+
+@dataclass
+class RLState:
+    version: int = 0  # the published policy version (0: the initial policy, no adapter)
+    starts: dict[str, int] = field(default_factory=dict)  # iteration -> times it was started
+    trained_groups: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path) -> RLState:
+        if not path.exists():
+            return cls()
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (ValueError, TypeError) as exc:
+            raise RLError(f"{path}: not a state file of `clawgym train rl` ({exc})") from None
+
+    def save(self, path: Path) -> None:
+        write_text(path, json.dumps(asdict(self), indent=2) + "\n")
+
+
+def adapter_name(version: int) -> str:
+    return f"{ADAPTER_PREFIX}{version}"
+
+
+def tasks_of_iteration(tasks: list[Task], n: int, iteration: int, seed: int) -> list[Task]:
+    """The tasks of one iteration: a fixed shuffle of the task list (by `seed`), taken `n` at a time, wrapping
+    around; the same for every rerun."""
+    order = list(range(len(tasks)))
+    random.Random(seed).shuffle(order)
+    start = (iteration * n) % len(order)
+    picked = [order[(start + i) % len(order)] for i in range(min(n, len(order)))]
+    return [tasks[i] for i in picked]
+
+
+def select_rows(rows: list[dict[str, Any]], version: int, max_staleness: int,
+                trained: set[str]) -> tuple[list[dict[str, Any]], Counter]:
+    """The batch of the update of `version` from exported rows: steps of groups not trained on yet whose policy
+    version lags at most `max_staleness`; returns the rows and the count of the others, by reason."""
+    keep, dropped = [], Counter()
+    for r in rows:
+        if r["group_id"] in trained:
+            dropped["group already trained on"] += 1
+            continue
+        try:
+            lag = version - int(r.get("policy_version"))
+        except (TypeError, ValueError):
+            dropped["no policy version"] += 1
+            continue
+        if lag > max_staleness or lag < 0:
+            dropped[f"staleness {lag}"] += 1
+            continue
+        r["staleness"] = lag
+        keep.append(r)
+    return keep, dropped
+
+
+class PolicyServer:
+    """Where the policy is served: the embedded server (started here) or a given engine; publishes adapters with
+    vLLM's `load_lora_adapter` / `unload_lora_adapter`."""
+
+    def __init__(self, model: str, base_url: str | None, log_path: Path, precision: str):
+        self.model = model
+        self._given = base_url
+        self._proc = None
+        self._log = log_path
+        self._precision = precision
+        self.base_url = base_url or ""
+
+    def __enter__(self) -> PolicyServer:
+        if self._given is None:
+            from clawgym.serve.server import ServerProcess
+
+            self._proc = ServerProcess(self.model, log_path=self._log, precision=self._precision).start()
+            self.base_url = self._proc.base_url
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None:
+            self._proc.stop()
+
+    def _post(self, route: str, body: dict[str, Any]) -> tuple[int, str]:
+        import httpx
+
+        root = self.base_url.rstrip("/")
+        root = root[: -len("/v1")] if root.endswith("/v1") else root
+        res = httpx.post(f"{root}/v1/{route}", json=body, timeout=600)
+        return res.status_code, res.text
+
+    def publish(self, name: str, path: Path) -> None:
+        code, text = self._post("load_lora_adapter", {"lora_name": name, "lora_path": str(path)})
+        if code != 200 and "already" not in text:
+            raise RLError(f"the server refused adapter {name} ({code}): {text[:300]}")
+
+    def retire(self, name: str) -> None:
+        self._post("unload_lora_adapter", {"lora_name": name})
+
+
+def _trainable_model(opts: RLOptions, adapter: Path | None):
+    import torch
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from clawgym.llm.models import resolve_model_dir
+
+    path = resolve_model_dir(opts.model)
+    tok = AutoTokenizer.from_pretrained(str(path))
+    base = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+    if adapter is not None:
+        model = PeftModel.from_pretrained(base, str(adapter), is_trainable=True)
+    else:
+        cfg = LoraConfig(r=opts.lora_r, lora_alpha=opts.lora_alpha or 2 * opts.lora_r, lora_dropout=0.0,
+                         target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+                         task_type="CAUSAL_LM")
+        model = get_peft_model(base, cfg)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=opts.lr)
+    if adapter is not None and (adapter / "optimizer.pt").exists():
+        opt.load_state_dict(torch.load(adapter / "optimizer.pt", weights_only=True))
+    return tok, model, opt
+
+
+def _save_adapter(model: Any, opt: Any, dest: Path) -> None:
+    """Save atomically: written to a temp dir beside `dest`, renamed into place."""
+    import shutil
+
+    import torch
+
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(str(tmp))
+    torch.save(opt.state_dict(), tmp / "optimizer.pt")
+    if dest.exists():
+        shutil.rmtree(dest)
+    tmp.rename(dest)
+
+
+def _chart(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [r["version"] for r in rows]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
+    axes[0].plot(xs, [r["mean_reward"] for r in rows], marker="o", label="mean reward")
+    axes[0].plot(xs, [r["pass_rate"] for r in rows], marker="s", label="pass rate")
+    axes[0].set_ylim(-0.02, 1.02)
+    axes[0].legend(fontsize=8)
+    axes[1].plot(xs, [r.get("kl", 0.0) for r in rows], marker="o", label="KL")
+    axes[1].plot(xs, [r.get("clip_fraction", 0.0) for r in rows], marker="s", label="clip fraction")
+    axes[1].legend(fontsize=8)
+    axes[2].plot(xs, [r.get("entropy", 0.0) for r in rows], marker="o", label="entropy")
+    axes[2].legend(fontsize=8)
+    for ax in axes:
+        ax.set_xlabel("policy version rolled out")
+    fig.tight_layout()
+    tmp = path.with_name(path.name + ".tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def _reward_summary(trajs: list[Any], tasks: dict[str, Task]) -> dict[str, Any]:
+    scored = [t for t in trajs if t.score is not None]
+    by_op: dict[str, list[float]] = {}
+    for t in scored:
+        task = tasks.get(t.task_id)
+        for op in (task.operations if task is not None and task.operations else ["(none)"]):
+            by_op.setdefault(op, []).append(t.score)
+    return {
+        "episodes": len(trajs), "scored": len(scored),
+        "mean_reward": sum(t.score for t in scored) / len(scored) if scored else 0.0,
+        "pass_rate": sum(1 for t in scored if t.verdict and t.verdict.passed) / len(scored) if scored else 0.0,
+        "per_operation": {op: round(sum(v) / len(v), 4) for op, v in sorted(by_op.items())},
+        "statuses": dict(Counter(t.status for t in trajs)),
+    }
+
+
+def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
+           on_event: Callable[[str, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Run (or resume) the loop; return the metrics rows of the iterations run now."""
+    import torch
+
+    from clawgym.pool import Pool, export_rl
+    from clawgym.rollout import RolloutOptions, run_rollout
+    from clawgym.rollout.setup import AgentSpec, agent_session
+    from clawgym.train.rl_objective import ObjectiveConfig
+    from clawgym.train.rl_update import rl_update
+
+    if not tasks:
+        raise RLError("no tasks to train on")
+    emit = on_event or (lambda kind, data: None)
+    out.mkdir(parents=True, exist_ok=True)
+    state_path = out / "state.json"
+    state = RLState.load(state_path)
+    torch.manual_seed(opts.seed)
+    adapter_dir = out / "adapters"
+    current = adapter_dir / f"v{state.version}" if state.version > 0 else None
+    tok, model, opt = _trainable_model(opts, current)
+    by_id = {t.id: t for t in tasks}
+    ran: list[dict[str, Any]] = []
+    cfg = ObjectiveConfig(algo=opts.algo, clip_low=opts.clip, clip_high=opts.clip, kl_coef=opts.kl_coef,
+                          max_response_len=opts.max_tokens)
+    (out / "logs").mkdir(exist_ok=True)
+    with PolicyServer(opts.model, opts.base_url, out / "logs" / "server.log", opts.precision) as server:
+        if state.version > 0:
+            server.publish(adapter_name(state.version), current)
+        while state.version < opts.iterations:
+            v = state.version
+            key = str(v)
+            state.starts[key] = state.starts.get(key, 0) + 1
+            state.save(state_path)
+            prefix = f"v{v}.r{state.starts[key]}."
+            served = adapter_name(v) if v > 0 else opts.model
+            it_tasks = tasks_of_iteration(tasks, opts.tasks_per_iter, v, opts.seed)
+            emit("rollout", {"version": v, "tasks": len(it_tasks), "samples": opts.samples})
+            t0 = time.monotonic()
+            spec = AgentSpec(name="llm", model=served, base_url=server.base_url, max_turns=opts.max_turns,
+                             max_tokens=opts.max_tokens, temperature=opts.temperature, policy_version=str(v),
+                             pool_dir=out / "pool", id_prefix=prefix, precision=opts.precision)
+            ropts = RolloutOptions(samples=opts.samples, jobs=opts.jobs, episode_timeout=opts.episode_timeout)
+            run_dir = out / "rollouts" / f"v{v}"
+            with agent_session(spec, run_dir, it_tasks, ropts) as session:
+                report = run_rollout(it_tasks, session.factory, backend, run_dir, ropts,
+                                     settings={**session.settings, "rl_version": v})
+                usage = session.client.usage.as_dict() if session.client is not None else {}
+            t_roll = time.monotonic() - t0
+            summary = _reward_summary(report.all, by_id)
+            emit("rolled_out", {"version": v, **summary})
+
+            t1 = time.monotonic()
+            batch_path = out / "batches" / f"v{v}.jsonl"
+            batch_path.parent.mkdir(exist_ok=True)
+            with Pool(out / "pool") as pool:
+                exported = export_rl(pool, batch_path, algo=opts.algo, credit=opts.credit, gamma=opts.gamma)
+            rows = [json.loads(line) for line in batch_path.read_text().splitlines()]
+            this_iter = {r["group_id"] for r in rows if r["group_id"].startswith(f"v{v}.")}
+            rows, skipped = select_rows(rows, v, opts.max_staleness, set(state.trained_groups))
+            if not rows:
+                raise RLError(f"iteration {v}: no step to train on (episodes: {summary['statuses']}; export dropped "
+                              f"{exported.get('dropped', {})}); see {run_dir / 'logs' / 'run.log'}")
+            emit("update", {"version": v, "rows": len(rows)})
+            upd = rl_update(model, opt, rows, cfg, epochs=opts.epochs, micro_batch_tokens=opts.micro_batch_tokens,
+                            pad_id=tok.pad_token_id or 0)
+            t_train = time.monotonic() - t1
+
+            t2 = time.monotonic()
+            new = v + 1
+            dest = adapter_dir / f"v{new}"
+            dest.parent.mkdir(exist_ok=True)
+            _save_adapter(model, opt, dest)
+            state.version = new
+            state.trained_groups = sorted(set(state.trained_groups) | this_iter | {r["group_id"] for r in rows})
+            state.save(state_path)
+            server.publish(adapter_name(new), dest)
+            if v > 0:
+                server.retire(adapter_name(v))
+            t_pub = time.monotonic() - t2
+
+            stale = [r["staleness"] for r in rows]
+            row = {
+                "version": v, "published": new, **summary, **{k: v_ for k, v_ in upd.stats.items()},
+                "batch_rows": len(rows), "batch_dropped": dict(skipped) | exported.get("dropped", {}),
+                "staleness_mean": sum(stale) / len(stale) if stale else 0.0, "staleness_max": max(stale, default=0),
+                "rollout_s": round(t_roll, 2), "train_s": round(t_train, 2), "publish_s": round(t_pub, 2),
+                "rollout_tokens_per_s": round(usage.get("completion_tokens", 0) / t_roll, 2) if t_roll else 0.0,
+                "train_tokens_per_s": round(upd.stats.get("tokens", 0) / t_train, 2) if t_train else 0.0,
+            }
+            with open(out / "metrics.jsonl", "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(row) + "\n")
+            ran.append(row)
+            all_rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+            _chart(all_rows, out / "metrics.png")
+            emit("published", row)
+    return ran

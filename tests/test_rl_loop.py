@@ -1,0 +1,92 @@
+"""`clawgym train rl` end to end on real parts: the embedded server with the real SmolLM2 weights, the gateway and
+the pool, real bwrap sandboxes and verifiers, LoRA updates, hot-loaded adapters. A toy task with a verifiable
+reward (say "yes"): after two iterations the rewarded answer is more likely under the published policy."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from clawgym.core.records import Task
+from conftest import require
+
+GRADE = '''
+def grade(transcript, workspace_path):
+    said = [e["message"] for e in transcript if e.get("type") == "message" and e["message"].get("role") == "assistant"]
+    text = " ".join(p.get("text", "") for m in said for p in (m.get("content") or []) if isinstance(p, dict))
+    return {"said_yes": 1.0 if "yes" in text.lower() else 0.0}
+'''
+
+
+def toy_task(i: int) -> Task:
+    return Task.model_validate({
+        "id": f"say-yes-{i}", "instruction": "Is water wet? Reply with one word: Yes or No.",
+        "operations": ["toy"], "verifier": {"code": {"kind": "python", "source": GRADE}},
+    })
+
+
+@pytest.fixture(scope="module")
+def model_ready():
+    from clawgym.llm.models import resolve_model_dir
+
+    try:
+        resolve_model_dir("smollm2-135m")
+    except Exception as exc:
+        require(False, f"SmolLM2 weights not installed ({exc})")
+
+
+def _logp(adapter, prompt_ids: list[int], response_ids: list[int]) -> float:
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from clawgym.llm.models import resolve_model_dir
+    from clawgym.train.rl_objective import build_batch, token_logps
+
+    model = AutoModelForCausalLM.from_pretrained(str(resolve_model_dir("smollm2-135m")), dtype=torch.float32)
+    if adapter is not None:
+        model = PeftModel.from_pretrained(model, str(adapter))
+    b = build_batch([{"prompt_ids": prompt_ids, "response_ids": response_ids, "advantage": 0.0}])
+    with torch.no_grad():
+        lp, _ = token_logps(model.eval(), b)
+    return float((lp * b.response_mask).sum())
+
+
+def test_rl_loop_publishes_versions_and_makes_the_rewarded_answer_likelier(model_ready, bwrap_backend, tmp_path):
+    from clawgym.pool import Pool
+    from clawgym.train.rl_loop import RLOptions, run_rl
+
+    out = tmp_path / "rl"
+    tasks = [toy_task(i) for i in range(2)]
+    opts = RLOptions(samples=4, tasks_per_iter=2, iterations=2, temperature=1.0, max_turns=1, max_tokens=8,
+                     lr=1e-3, jobs=4, seed=0)
+    rows = run_rl(tasks, out, opts, backend=bwrap_backend)
+    assert [r["published"] for r in rows] == [1, 2]
+    assert json.loads((out / "state.json").read_text())["version"] == 2
+    assert (out / "adapters" / "v1" / "adapter_config.json").exists()
+    assert (out / "adapters" / "v2" / "adapter_model.safetensors").exists()
+    assert (out / "metrics.png").stat().st_size > 0
+    metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["version"] for m in metrics] == [0, 1]
+    for m in metrics:
+        assert m["episodes"] == 8 and m["staleness_max"] == 0 and "kl" in m and "clip_fraction" in m
+        assert m["per_operation"].keys() == {"toy"}
+
+    with Pool(out / "pool") as pool:
+        steps = pool.steps()
+        versions = {s.policy_version for s in steps}
+        rewarded = [t for t in pool.trajectories() if t["reward"] == 1.0 and t["id"].startswith("v0.")]
+    assert versions == {"0", "1"}
+    assert rewarded, "no episode of the first policy said yes: the toy task gives no learning signal"
+    # the rewarded behaviour is likelier under the published policy: the mean logprob of the first token of the
+    # answers that earned the reward (how they start: "Yes") rises from v0 to v2, and so does the reward
+    firsts = [s for s in steps if s.trajectory_id in {t["id"] for t in rewarded}]
+    before = sum(_logp(None, s.prompt_ids, s.response_ids[:1]) for s in firsts) / len(firsts)
+    after = sum(_logp(out / "adapters" / "v2", s.prompt_ids, s.response_ids[:1]) for s in firsts) / len(firsts)
+    assert after > before, (before, after)
+    assert metrics[1]["mean_reward"] >= metrics[0]["mean_reward"], metrics
+
+    # a rerun has nothing left to do, and changes nothing
+    assert run_rl(tasks, out, opts, backend=bwrap_backend) == []
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
