@@ -312,7 +312,7 @@ def write_run_info(run_dir: Path, settings: dict) -> None:
 
 @contextlib.contextmanager
 def terminate_as_interrupt():
-    """While a run goes on in the main thread, SIGTERM (a scheduler's stop, `kill`) raises KeyboardInterrupt
+    """(A context manager, or a decorator.) While a run goes on in the main thread, SIGTERM (a scheduler's stop, `kill`) raises KeyboardInterrupt
     there, so the run stops its sandboxes and removes their directories as it does on Ctrl-C; the default
     SIGTERM ends the process on the spot and leaves them behind."""
     if threading.current_thread() is not threading.main_thread():
@@ -329,6 +329,7 @@ def terminate_as_interrupt():
         signal.signal(signal.SIGTERM, old)
 
 
+@terminate_as_interrupt()
 def run_rollout(
     tasks: Iterable[Task],
     agent_factory: Callable[[], Agent],
@@ -344,20 +345,6 @@ def run_rollout(
     `on_start(total_to_run, skipped)` and `on_done(trajectory)` let a caller show progress. SIGTERM ends the
     run as Ctrl-C does (see :func:`terminate_as_interrupt`).
     """
-    with terminate_as_interrupt():
-        return _run_rollout(tasks, agent_factory, backend, run_dir, options, on_start, on_done, settings)
-
-
-def _run_rollout(
-    tasks: Iterable[Task],
-    agent_factory: Callable[[], Agent],
-    backend: SandboxBackend,
-    run_dir: Path,
-    options: RolloutOptions | None = None,
-    on_start: Callable[[int, int], None] | None = None,
-    on_done: Callable[[Trajectory], None] | None = None,
-    settings: dict | None = None,
-) -> RolloutReport:
     options = options or RolloutOptions()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
