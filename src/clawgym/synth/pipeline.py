@@ -177,6 +177,16 @@ def _remove_tmp(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def sandbox_base() -> str | None:
+    """Where validation's sandboxes go. Validation makes and copies many small workspaces: a RAM-backed tmpfs
+    makes that several times faster than a disk (CLAWGYM_SANDBOX_TMP when set, else /dev/shm when it is
+    there, else the system's temp dir)."""
+    base = os.environ.get("CLAWGYM_SANDBOX_TMP")
+    if base is None and os.access("/dev/shm", os.W_OK):
+        base = "/dev/shm"
+    return base
+
+
 def _stop_everything() -> None:
     """Stop this worker's sandboxes (their processes killed, their directories removed) and remove its private
     temp dir, where every sandbox it starts lives."""
@@ -188,6 +198,9 @@ def _stop_everything() -> None:
     tmp = _W.get("tmp")
     if tmp:
         _remove_tmp(tmp)
+    if _W.get("run_dir"):  # the run's directory goes with the last of its workers (when the parent is gone)
+        with contextlib.suppress(OSError):
+            os.rmdir(_W["run_dir"])
 
 
 def _parent_gone(signum: int | None = None, frame=None) -> None:
@@ -229,20 +242,18 @@ def _die_with_parent(parent_pid: int) -> None:
 def _init_worker(taxonomy_path: str | None, personas_path: str | None, categories: list[str] | None,
                  sandbox: str, validate: bool = True, operations: list[str] | None = None,
                  max_ops: int | None = None, solution: str = "direct", program_ops: list[str] | None = None,
-                 parent_pid: int | None = None) -> None:
+                 parent_pid: int | None = None, run_dir: str | None = None) -> None:
     from multiprocessing import util
 
     from clawgym.sandbox import get_backend
 
     if parent_pid is not None:
         _die_with_parent(parent_pid)
-    # validation makes and copies many small workspaces: a RAM-backed tmpfs makes that several times faster
-    # than a disk (sandbox temp dirs go where CLAWGYM_SANDBOX_TMP says; /dev/shm when it is there). Each worker
-    # keeps its sandboxes in a directory of its own there, removed when it ends, however it ends.
-    base = os.environ.get("CLAWGYM_SANDBOX_TMP")
-    if base is None and os.access("/dev/shm", os.W_OK):
-        base = "/dev/shm"
-    _W["tmp"] = tempfile.mkdtemp(prefix=f"clawgym-synth-{os.getpid()}-", dir=base)
+    # Each worker keeps its sandboxes in a directory of its own (in the run's directory, see synthesize),
+    # removed when it ends, however it ends.
+    _W["run_dir"] = run_dir
+    _W["tmp"] = tempfile.mkdtemp(prefix=f"worker-{os.getpid()}-" if run_dir else f"clawgym-synth-{os.getpid()}-",
+                                 dir=run_dir or sandbox_base())
     os.environ["CLAWGYM_SANDBOX_TMP"] = _W["tmp"]
     util.Finalize(None, _remove_tmp, args=(_W["tmp"],), exitpriority=1)
     _load_worker_state(taxonomy_path, personas_path, categories, validate, operations, max_ops, solution, program_ops)
@@ -419,64 +430,71 @@ def synthesize(
     if not todo:
         return report
     appender = JsonlAppender(output)
+    # the run's sandboxes live in one directory: each worker's in a folder of its own there, which the worker
+    # removes however it ends (with the run's directory when it is the last); the run removes what is left
+    run_dir = tempfile.mkdtemp(prefix=f"clawgym-synth-{os.getpid()}-", dir=sandbox_base()) if validate else None
     init = (str(taxonomy_path) if taxonomy_path else None, str(personas_path) if personas_path else None,
-            categories, sandbox, validate, operations, max_ops, solution, program_ops, os.getpid())
+            categories, sandbox, validate, operations, max_ops, solution, program_ops, os.getpid(), run_dir)
     results: dict[int, tuple] = {}
     next_to_write = 0
     queue = list(todo)
     pending: set[Future] = set()
-    with ProcessPoolExecutor(max_workers=max(1, jobs), initializer=_init_worker, initargs=init) as pool:
-        try:
-            def submit(chunk: list[tuple[int, int]]) -> None:
-                pending.add(pool.submit(work, seed, chunk, validate, make))
+    try:
+        with ProcessPoolExecutor(max_workers=max(1, jobs), initializer=_init_worker, initargs=init) as pool:
+            try:
+                def submit(chunk: list[tuple[int, int]]) -> None:
+                    pending.add(pool.submit(work, seed, chunk, validate, make))
 
-            def submit_next() -> None:
-                size = max(MIN_CHUNK, min(CHUNK, -(-len(queue) // (2 * max(1, jobs)))))
-                chunk = [(i, 0) for i in queue[:size]]
-                del queue[:size]
-                if chunk:
-                    submit(chunk)
+                def submit_next() -> None:
+                    size = max(MIN_CHUNK, min(CHUNK, -(-len(queue) // (2 * max(1, jobs)))))
+                    chunk = [(i, 0) for i in queue[:size]]
+                    del queue[:size]
+                    if chunk:
+                        submit(chunk)
 
-            for _ in range(max(1, jobs) * 3):
-                submit_next()
-            while pending:
-                finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    pending.discard(fut)
-                    for res in fut.result():
-                        results[res[0]] = res
+                for _ in range(max(1, jobs) * 3):
                     submit_next()
-                # decide in index order, so duplicates resolve the same way whatever the timing
-                while next_to_write < len(todo) and todo[next_to_write] in results:
-                    index, attempt, task_json, reason, detail, fp, info = results.pop(todo[next_to_write])
-                    if task_json is not None and (fp in seen_fp or info["instruction"] in seen_text):
-                        task_json, reason, detail = None, "duplicate", f"fingerprint {fp}"
-                    if task_json is None:
-                        report.rejected[reason] += 1
-                        report.examples.setdefault(reason, detail)
-                        if info and info.get("cheats"):
-                            report.add_cheat_rejection(info["cheats"])
-                        if attempt + 1 >= MAX_ATTEMPTS:
-                            raise ClawgymError(
-                                f"task index {index}: no valid task after {MAX_ATTEMPTS} attempts "
-                                f"(last: {reason}: {detail})"
-                            )
-                        submit([(index, attempt + 1)])
-                        break  # wait for the retry before writing later indices
-                    seen_fp.add(fp)
-                    seen_text.add(info["instruction"])
-                    appender.append_json(task_json)
-                    report.add_info(info)
-                    report.written += 1
-                    next_to_write += 1
-                    if on_progress:
-                        on_progress(report.resumed + report.written, n)
-        except BaseException:
-            for fut in pending:
-                fut.cancel()
-            raise
-        finally:
-            appender.close()
+                while pending:
+                    finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        pending.discard(fut)
+                        for res in fut.result():
+                            results[res[0]] = res
+                        submit_next()
+                    # decide in index order, so duplicates resolve the same way whatever the timing
+                    while next_to_write < len(todo) and todo[next_to_write] in results:
+                        index, attempt, task_json, reason, detail, fp, info = results.pop(todo[next_to_write])
+                        if task_json is not None and (fp in seen_fp or info["instruction"] in seen_text):
+                            task_json, reason, detail = None, "duplicate", f"fingerprint {fp}"
+                        if task_json is None:
+                            report.rejected[reason] += 1
+                            report.examples.setdefault(reason, detail)
+                            if info and info.get("cheats"):
+                                report.add_cheat_rejection(info["cheats"])
+                            if attempt + 1 >= MAX_ATTEMPTS:
+                                raise ClawgymError(
+                                    f"task index {index}: no valid task after {MAX_ATTEMPTS} attempts "
+                                    f"(last: {reason}: {detail})"
+                                )
+                            submit([(index, attempt + 1)])
+                            break  # wait for the retry before writing later indices
+                        seen_fp.add(fp)
+                        seen_text.add(info["instruction"])
+                        appender.append_json(task_json)
+                        report.add_info(info)
+                        report.written += 1
+                        next_to_write += 1
+                        if on_progress:
+                            on_progress(report.resumed + report.written, n)
+            except BaseException:
+                for fut in pending:
+                    fut.cancel()
+                raise
+            finally:
+                appender.close()
+    finally:
+        if run_dir:  # the workers are gone (the pool waited for them): what they left, if anything
+            _remove_tmp(run_dir)
     report_path = output.with_name(output.name + ".report.json")
     write_json(report_path, report.as_dict())
     return report
