@@ -90,3 +90,50 @@ def test_rl_loop_publishes_versions_and_makes_the_rewarded_answer_likelier(model
     # a rerun has nothing left to do, and changes nothing
     assert run_rl(tasks, out, opts, backend=bwrap_backend) == []
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+
+
+@pytest.mark.slow
+def test_kill_9_mid_iteration_then_rerun_gives_the_same_versions_and_no_duplicate_episode(model_ready, bwrap_backend,
+                                                                                          tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from clawgym.pool import Pool
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(toy_task(i).model_dump_json() + "\n" for i in range(2)))
+    out = tmp_path / "rl"
+    cmd = [sys.executable, "-m", "clawgym", "train", "rl", str(tasks), "-k", "4", "--tasks-per-iter", "2",
+           "--iterations", "2", "--max-turns", "1", "--max-tokens", "8", "--lr", "1e-3", "--sandbox", "bwrap",
+           "-o", str(out)]
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    progress = out / "rollouts" / "v1" / "trajectories.jsonl"
+    deadline = time.monotonic() + 900
+    try:
+        while not (progress.exists() and progress.read_text().strip()):
+            assert proc.poll() is None and time.monotonic() < deadline, "iteration 1 never started"
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert json.loads((out / "state.json").read_text())["version"] == 1  # v1 published, its rollout cut short
+
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads((out / "state.json").read_text())["version"] == 2
+    metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["version"] for m in metrics] == [0, 1] and [m["published"] for m in metrics] == [1, 2]
+    assert (out / "adapters" / "v1").is_dir() and (out / "adapters" / "v2").is_dir()
+    # every episode of iteration 1 is in its batch once, whichever start of the iteration ran it
+    rows = [json.loads(x) for x in (out / "batches" / "v1.jsonl").read_text().splitlines()]
+    by_episode: dict[str, set[str]] = {}
+    for r in rows:
+        episode = r["trajectory_id"].split(".", 2)[2]
+        by_episode.setdefault(episode, set()).add(r["trajectory_id"])
+    assert len(by_episode) == 8 and all(len(v) == 1 for v in by_episode.values()), by_episode
+    with Pool(out / "pool") as pool:
+        kept = [t for t in pool.trajectories(ended=True, trainable=True) if t["id"].startswith("v1.")]
+    assert len(kept) == 8

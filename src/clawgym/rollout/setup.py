@@ -41,10 +41,11 @@ class AgentSpec:
     budget_wall_s: float | None = None
     # the embedded server's precision, when one is started for a local model (see `clawgym serve --precision`)
     precision: str = "fp32"
-    # the pool the gateway records into (default RUN_DIR/pool), and a prefix of the trajectory and group ids it
+    # the pool the gateway records into (default RUN_DIR/pool), and prefixes of the trajectory and group ids it
     # records: several runs (the iterations of `train rl`) share one pool without their ids meeting
     pool_dir: Path | None = None
     id_prefix: str = ""
+    group_prefix: str | None = None  # None: id_prefix
 
 
 @dataclass
@@ -100,17 +101,18 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
             pool = Pool(pool_dir)
             stack.callback(pool.close)
             pre = spec.id_prefix
+            gpre = spec.id_prefix if spec.group_prefix is None else spec.group_prefix
             for t in tasks:
-                pool.expect_group(pre + t.id, options.samples)
+                pool.expect_group(gpre + t.id, options.samples)
             gw = stack.enter_context(GatewayThread(url, pool, policy_version=spec.policy_version,
                                                    upstream_key=os.environ.get("OPENAI_API_KEY")))
 
             def route(task, ctx):
-                return gw.url_for(pre + ctx.trajectory_id, pre + task.id)
+                return gw.url_for(pre + ctx.trajectory_id, gpre + task.id)
 
             def on_attempt(t) -> None:
                 tid = t.id if t.attempts == 1 else f"{t.id}~{t.attempts}"
-                pool.end_trajectory(pre + tid, group_id=pre + t.task_id, task_id=t.task_id, status=t.status,
+                pool.end_trajectory(pre + tid, group_id=gpre + t.task_id, task_id=t.task_id, status=t.status,
                                     reward=t.score, verdict=t.verdict.model_dump() if t.verdict else None)
 
             options.on_attempt = on_attempt

@@ -6,8 +6,9 @@ The output directory holds:
 
 * `state.json`: the last published version, its adapter, and how many times each iteration was started;
 * `pool/`: every model call of every iteration (trajectory ids `v<N>.r<R>.<task>#<sample>`, groups
-  `v<N>.r<R>.<task>`, steps stamped `policy_version = N`); R counts the starts of iteration N, so the steps of an
-  episode cut short by a kill never join the trajectory that reran it;
+  `v<N>.<task>`, steps stamped `policy_version = N`); R counts the starts of iteration N, so the steps of an
+  episode cut short by a kill never join the trajectory that reran it, while the episodes that ended before the
+  kill and those run after it form one group;
 * `rollouts/v<N>/`: each iteration's rollout (trajectories, logs, workspaces), resumable;
 * `batches/v<N>.jsonl`: the rows the update of iteration N trained on (`pool export --format rl` rows);
 * `adapters/v<N>/`: the adapter of policy version N (peft format, with the optimizer's state);
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -32,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clawgym.core.atomic import write_text
+from clawgym.core.atomic import write_lines, write_text
 from clawgym.core.errors import ClawgymError
 from clawgym.core.records import Task
 
@@ -207,6 +209,31 @@ def _save_adapter(model: Any, opt: Any, dest: Path) -> None:
     tmp.rename(dest)
 
 
+def drop_superseded(pool: Any, version: int) -> int:
+    """Mark not trainable the pool trajectories of iteration `version` that a rerun superseded: an episode may
+    have ended in the pool and been cut off by a kill before the run recorded it, then run again under the next
+    start's prefix. Per episode only its latest start (and attempt) stays, so no episode counts twice in a group.
+    Returns how many were marked."""
+    latest: dict[str, tuple[tuple[int, int], str]] = {}
+    dropped = 0
+    pat = re.compile(rf"v{version}\.r(\d+)\.(.+?)(?:~(\d+))?$")
+    for t in pool.trajectories(ended=True, trainable=True):
+        m = pat.match(t["id"])
+        if m is None:
+            continue
+        key, rank = m.group(2), (int(m.group(1)), int(m.group(3) or 1))
+        best = latest.get(key)
+        if best is None or rank > best[0]:
+            if best is not None:
+                pool.curate(trajectory_id=best[1], trainable=False, note="superseded by a rerun", by="train-rl")
+                dropped += 1
+            latest[key] = (rank, t["id"])
+        else:
+            pool.curate(trajectory_id=t["id"], trainable=False, note="superseded by a rerun", by="train-rl")
+            dropped += 1
+    return dropped
+
+
 def _chart(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
@@ -290,7 +317,8 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
             t0 = time.monotonic()
             spec = AgentSpec(name="llm", model=served, base_url=server.base_url, max_turns=opts.max_turns,
                              max_tokens=opts.max_tokens, temperature=opts.temperature, policy_version=str(v),
-                             pool_dir=out / "pool", id_prefix=prefix, precision=opts.precision)
+                             pool_dir=out / "pool", id_prefix=prefix, group_prefix=f"v{v}.",
+                             precision=opts.precision)
             ropts = RolloutOptions(samples=opts.samples, jobs=opts.jobs, episode_timeout=opts.episode_timeout)
             run_dir = out / "rollouts" / f"v{v}"
             with agent_session(spec, run_dir, it_tasks, ropts) as session:
@@ -304,11 +332,15 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
             t1 = time.monotonic()
             batch_path = out / "batches" / f"v{v}.jsonl"
             batch_path.parent.mkdir(exist_ok=True)
+            export_path = batch_path.with_name(f".v{v}.export.jsonl")
             with Pool(out / "pool") as pool:
-                exported = export_rl(pool, batch_path, algo=opts.algo, credit=opts.credit, gamma=opts.gamma)
-            rows = [json.loads(line) for line in batch_path.read_text().splitlines()]
+                superseded = drop_superseded(pool, v)
+                exported = export_rl(pool, export_path, algo=opts.algo, credit=opts.credit, gamma=opts.gamma)
+            rows = [json.loads(line) for line in export_path.read_text().splitlines()]
+            export_path.unlink()
             this_iter = {r["group_id"] for r in rows if r["group_id"].startswith(f"v{v}.")}
             rows, skipped = select_rows(rows, v, opts.max_staleness, set(state.trained_groups))
+            write_lines(batch_path, (json.dumps(r) + "\n" for r in rows))
             if not rows:
                 raise RLError(f"iteration {v}: no step to train on (episodes: {summary['statuses']}; export dropped "
                               f"{exported.get('dropped', {})}); see {run_dir / 'logs' / 'run.log'}")
@@ -334,6 +366,7 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
             row = {
                 "version": v, "published": new, **summary, **{k: v_ for k, v_ in upd.stats.items()},
                 "batch_rows": len(rows), "batch_dropped": dict(skipped) | exported.get("dropped", {}),
+                "superseded_episodes": superseded,
                 "staleness_mean": sum(stale) / len(stale) if stale else 0.0, "staleness_max": max(stale, default=0),
                 "rollout_s": round(t_roll, 2), "train_s": round(t_train, 2), "publish_s": round(t_pub, 2),
                 "rollout_tokens_per_s": round(usage.get("completion_tokens", 0) / t_roll, 2) if t_roll else 0.0,
