@@ -269,7 +269,8 @@ def fake_serve():
         raise EngineError("fake engine: reached")
 
     engine = SimpleNamespace(tokenizer=_FakeTokenizer(), submit=submit, busy=False, precision="fp32", threads=1,
-                             stats={}, context_length=8192)
+                             stats={}, context_length=8192, adapter_status=dict, adapters=list,
+                             has_adapter=lambda name: False)
     with _serve_app(create_app(engine, "fake")) as port:
         yield port, engine, submitted
 
