@@ -380,7 +380,11 @@ def test_host_file_access_races(bwrap_backend):
     try:
         with started(bwrap_backend) as sb:
             sb.write_file("swap.py", SWAPPER.format(secret=secret))
-            assert sb.exec("echo inside > a; python3 swap.py >/dev/null 2>&1 & sleep 0.3; test -L f -o -f f").ok
+            # the swapper is running once f exists (python3's start-up may take a while on a loaded machine; f is
+            # briefly absent between a removal and the next creation, so look a few times)
+            started_swapping = ("echo inside > a; python3 swap.py >/dev/null 2>&1 & "
+                                "for i in $(seq 1 100); do test -L f -o -f f && exit 0; sleep 0.05; done; exit 1")
+            assert sb.exec(started_swapping).ok
             seen = set()
             deadline = time.monotonic() + 1.0
             while time.monotonic() < deadline:
