@@ -79,11 +79,13 @@ def test_rl_loop_publishes_versions_and_makes_the_rewarded_answer_likelier(model
         rewarded = [t for t in pool.trajectories() if t["reward"] == 1.0 and t["id"].startswith("v0.")]
     assert versions == {"0", "1"}
     assert rewarded, "no episode of the first policy said yes: the toy task gives no learning signal"
-    # the rewarded behaviour is likelier under the published policy: the mean logprob of the first token of the
-    # answers that earned the reward (how they start: "Yes") rises from v0 to v2, and so does the reward
-    firsts = [s for s in steps if s.trajectory_id in {t["id"] for t in rewarded}]
-    before = sum(_logp(None, s.prompt_ids, s.response_ids[:1]) for s in firsts) / len(firsts)
-    after = sum(_logp(out / "adapters" / "v2", s.prompt_ids, s.response_ids[:1]) for s in firsts) / len(firsts)
+    # the rewarded behaviour is likelier under the published policy: the probability that it gives one of the
+    # answers that earned the reward under the first policy (the prompt is the one the engine saw) rises
+    import math
+
+    answers = {tuple(s.response_ids): s.prompt_ids for s in steps if s.trajectory_id in {t["id"] for t in rewarded}}
+    before = sum(math.exp(_logp(None, p, list(r))) for r, p in answers.items())
+    after = sum(math.exp(_logp(out / "adapters" / "v2", p, list(r))) for r, p in answers.items())
     assert after > before, (before, after)
     assert metrics[1]["mean_reward"] >= metrics[0]["mean_reward"], metrics
 

@@ -46,6 +46,7 @@ class AgentSpec:
     pool_dir: Path | None = None
     id_prefix: str = ""
     group_prefix: str | None = None  # None: id_prefix
+    seed: int | None = None  # llm agent: sampling seed of each model call (seed + sample index), for repeatable runs
 
 
 @dataclass
@@ -123,7 +124,7 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
         limits = AgentLimits(max_turns=spec.max_turns, max_completion_tokens=spec.max_tokens,
                              max_total_tokens=spec.max_total_tokens, temperature=spec.temperature)
         settings.update(model=spec.model, base_url=url, limits_agent=limits.__dict__, **_endpoint_settings(spec))
-        yield AgentSession(lambda: LLMAgent(client, limits, route=route), settings, client)
+        yield AgentSession(lambda: LLMAgent(client, limits, route=route, seed=spec.seed), settings, client)
 
 
 @contextmanager

@@ -318,7 +318,7 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
             spec = AgentSpec(name="llm", model=served, base_url=server.base_url, max_turns=opts.max_turns,
                              max_tokens=opts.max_tokens, temperature=opts.temperature, policy_version=str(v),
                              pool_dir=out / "pool", id_prefix=prefix, group_prefix=f"v{v}.",
-                             precision=opts.precision)
+                             precision=opts.precision, seed=opts.seed * 1_000_003 + v * 1009)
             ropts = RolloutOptions(samples=opts.samples, jobs=opts.jobs, episode_timeout=opts.episode_timeout)
             run_dir = out / "rollouts" / f"v{v}"
             with agent_session(spec, run_dir, it_tasks, ropts) as session:
