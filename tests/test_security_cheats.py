@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from clawgym.core.records import Task
+from clawgym.sandbox.disk import mounts_under, unmount
 from clawgym.synth.ops.base import Check
 from clawgym.synth.ops.clean_data import CleanData
 from clawgym.synth.pipeline import make_candidates, synthesize
@@ -235,8 +236,12 @@ def test_kill_9_of_synth_leaves_no_worker_or_sandbox(tmp_path, bwrap_backend):
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and any(sbx.iterdir()):
             time.sleep(0.2)
-        assert not any(sbx.iterdir()), f"sandboxes left in {sbx}: {[p.name for p in sbx.iterdir()]}"
+        left_mounts = mounts_under(sbx)
+        assert not left_mounts, f"host mounts left after kill -9 of synth: {left_mounts}"
+        assert not any(sbx.iterdir()), f"sandboxes left in {sbx}: {sorted(str(p.relative_to(sbx)) for p in sbx.rglob('*'))}"
     finally:
+        for point in mounts_under(sbx):  # never leave the host with what the code under test leaked
+            unmount(point)
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
         for p, s in tree.items():  # what this test started and the code under test left running

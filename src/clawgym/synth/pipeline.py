@@ -189,13 +189,22 @@ def sandbox_base() -> str | None:
 
 def _stop_everything() -> None:
     """Stop this worker's sandboxes (their processes killed, their directories removed) and remove its private
-    temp dir, where every sandbox it starts lives."""
+    temp dir, where every sandbox it starts lives.
+
+    What a worker killed half-way through this would leave on the host comes first: the size-capped
+    filesystems of its sandboxes are host mounts, detached at once (lazily: a sandbox process still using one
+    keeps it, invisibly, until it dies), and with them gone nothing inside a sandbox can write under the temp
+    dir any more, so it is removed whole next. Killing the sandboxes' processes and removing their cgroups,
+    the slow part, comes last (the processes die with the worker in any case: bwrap --die-with-parent; a
+    cgroup left behind is swept by the next run)."""
+    tmp = _W.get("tmp")
+    if tmp:
+        _remove_tmp(tmp)
     _drop_sandboxes()
     with contextlib.suppress(Exception):
         from clawgym.synth.validate import stop_task_sandboxes
 
         stop_task_sandboxes()
-    tmp = _W.get("tmp")
     if tmp:
         _remove_tmp(tmp)
     if _W.get("run_dir"):  # the run's directory goes with the last of its workers (when the parent is gone)
@@ -206,6 +215,9 @@ def _stop_everything() -> None:
 def _parent_gone(signum: int | None = None, frame=None) -> None:
     """The worker's SIGTERM handler: the parent died (PR_SET_PDEATHSIG, or the watcher thread noticed), or the
     pool terminates its workers. Nothing this worker does is wanted any more: clean up and leave at once."""
+    # once: a second SIGTERM (the watcher thread's, after the kernel's) must not start the cleanup again in
+    # the middle of this one
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         _stop_everything()
     finally:
