@@ -25,11 +25,13 @@ import signal
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clawgym import __version__
 from clawgym.agent.base import Agent, AgentOutcome, EpisodeContext
@@ -41,6 +43,10 @@ from clawgym.verify import verify_episode
 from clawgym.verify.code import CodeResult
 from clawgym.verify.scoring import combine
 from clawgym.workspace.materialize import snapshot_archive
+
+if TYPE_CHECKING:
+    from clawgym.rollout.executor import Attempt, Executor
+    from clawgym.rollout.recipe import AgentRecipe
 
 TRAJECTORIES = "trajectories.jsonl"
 
@@ -94,6 +100,11 @@ class RolloutOptions:
     # wall time of one episode in place of the tasks' own limits (None: each task's timeout_seconds). Raise it
     # when many episodes share one slow model: an episode cut short while waiting its turn is retried from scratch
     episode_timeout: float | None = None
+    # where attempts run (clawgym.rollout.executor): None is the local thread pool of `jobs`; a RayExecutor
+    # spreads them over a cluster. The caller enters (and leaves) it, so one connection serves several rollouts
+    executor: Executor | None = None
+    # how a worker elsewhere builds the agent (set by the agent session; noop and oracle need none)
+    recipe: AgentRecipe | None = None
 
     def timeout_of(self, task: Task) -> float:
         return self.episode_timeout or task.timeout_seconds
@@ -329,6 +340,30 @@ def terminate_as_interrupt():
         signal.signal(signal.SIGTERM, old)
 
 
+def infra_trajectory(task: Task, sample: int, agent: str, sandbox: str, kind: str, message: str) -> Trajectory:
+    """The record of an attempt that failed before it could say anything itself (its worker node was lost)."""
+    now = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return Trajectory(
+        id=episode_id(task.id, sample), task_id=task.id, sample=sample, agent=agent, sandbox=sandbox,
+        started_at=now, status="infra_error", error=ErrorInfo(kind=kind, message=message),
+        verdict=Verdict(status="infra_error", error=message), duration_s=0.0,
+    )
+
+
+def _write_attempt_files(run_dir: Path, files: dict[str, bytes]) -> None:
+    """Write what a remote attempt kept (its workspace archive) into the run dir, atomically; only under
+    `workspaces/`, whatever the worker sent."""
+    root = (run_dir / "workspaces").resolve()
+    for rel, data in files.items():
+        dest = (run_dir / rel).resolve()
+        if dest.parent != root:
+            raise ClawgymError(f"a worker sent a file outside {root}: {rel!r}")
+        tmp = dest.with_name(f".{dest.name}.tmp")
+        root.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        tmp.replace(dest)
+
+
 @terminate_as_interrupt()
 def run_rollout(
     tasks: Iterable[Task],
@@ -340,70 +375,130 @@ def run_rollout(
     on_done: Callable[[Trajectory], None] | None = None,
     settings: dict | None = None,
 ) -> RolloutReport:
-    """Run every (task, sample) episode not yet finished in `run_dir`, `options.jobs` at a time.
+    """Run every (task, sample) episode not yet finished in `run_dir`, `options.jobs` at a time (or over the
+    nodes of `options.executor`).
 
-    `on_start(total_to_run, skipped)` and `on_done(trajectory)` let a caller show progress. SIGTERM ends the
-    run as Ctrl-C does (see :func:`terminate_as_interrupt`).
+    This function is the one writer of the run: attempts run wherever the executor puts them, and come back
+    here to be retried (infrastructure errors, `options.infra_retries` times), reported to `on_attempt`, and
+    appended to `trajectories.jsonl`. `on_start(total_to_run, skipped)` and `on_done(trajectory)` let a caller
+    show progress. SIGTERM ends the run as Ctrl-C does (see :func:`terminate_as_interrupt`).
     """
+    from clawgym.rollout.executor import EpisodeRun, LocalExecutor
+
     options = options or RolloutOptions()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     agent_name = agent_factory().name
-    write_run_info(run_dir, {
+    executor = options.executor or LocalExecutor(options.jobs)
+    log = _Log(run_dir / "logs" / "run.log")
+    live = _LiveSandboxes()
+    try:
+        ex_info = executor.begin(EpisodeRun(agent_factory, backend, options, run_dir, log, live))
+    except BaseException:
+        log.close()
+        raise
+    base_info = {
         "agent": agent_name, "sandbox": backend.name, "samples": options.samples, "jobs": options.jobs,
         "limits": options.limits.model_dump(), **(settings or {}),
-    })
+    }
+    # which node ran which episode (remote executors): kept across resumes, written at most every few seconds
+    nodes_of: dict[str, str] = {}
+    if ex_info:
+        with contextlib.suppress(Exception):
+            nodes_of = dict(json.loads((run_dir / "run.json").read_text()).get("episode_nodes") or {})
+        base_info["executor"] = ex_info
+    write_run_info(run_dir, {**base_info, **({"episode_nodes": nodes_of} if ex_info else {})})
+    last_info = time.monotonic()
     done = load_done(run_dir)
     todo = [(t, s) for t in tasks for s in range(options.samples) if episode_id(t.id, s) not in done]
     skipped = len(done)
     if on_start:
         on_start(len(todo), skipped)
-    log = _Log(run_dir / "logs" / "run.log")
     log(f"run start: {len(todo)} episodes to run, {skipped} already done; agent={agent_name} "
-        f"sandbox={backend.name} jobs={options.jobs}")
+        f"sandbox={backend.name} jobs={options.jobs}" + (f" executor={executor.name}" if ex_info else ""))
     ran: list[Trajectory] = []
     appender = JsonlAppender(run_dir / TRAJECTORIES)
     if appender.torn_bytes:
         log(f"cut a torn last line ({appender.torn_bytes} bytes) from {TRAJECTORIES}")
-    pool = ThreadPoolExecutor(max_workers=max(1, options.jobs), thread_name_prefix="episode")
-    live = _LiveSandboxes()
     interrupted = False
-    pending: set[Future] = set()
+    # (task, sample, attempt, not before): a retried attempt waits retry_delay_s x attempts before it starts
+    queue: deque[tuple[Task, int, int, float]] = deque((t, s, 1, 0.0) for t, s in todo)
+    pending: dict[Future[Attempt], tuple[Task, int, int]] = {}
+
+    def finish(fut: Future[Attempt]) -> None:
+        nonlocal last_info
+        task, sample, attempt = pending.pop(fut)
+        result = fut.result()
+        traj = result.trajectory
+        traj.attempts = attempt
+        for line in result.log:
+            log(line)
+        if result.files:
+            _write_attempt_files(run_dir, result.files)
+        if options.on_attempt is not None:
+            try:
+                options.on_attempt(traj)
+            except Exception as exc:  # a hook must not lose the episode
+                log(f"{traj.id} on_attempt hook failed: {type(exc).__name__}: {exc}")
+        if ex_info and result.node:
+            nodes_of[traj.id] = result.node
+        if traj.status == "infra_error" and attempt <= options.infra_retries and not live.closed:
+            log(f"{traj.id} retrying after an infrastructure error (attempt {attempt + 1} of "
+                f"{options.infra_retries + 1})")
+            queue.appendleft((task, sample, attempt + 1, time.monotonic() + options.retry_delay_s * attempt))
+            return
+        appender.append(traj)
+        ran.append(traj)
+        if on_done:
+            on_done(traj)
+        if ex_info and time.monotonic() - last_info > 2.0:
+            write_run_info(run_dir, {**base_info, "episode_nodes": nodes_of})
+            last_info = time.monotonic()
+
     try:
-        queue = list(todo)
         while queue or pending:
-            while queue and len(pending) < max(1, options.jobs) * 2:
-                task, sample = queue.pop(0)
-                pending.add(pool.submit(
-                    run_episode_with_retries, task, sample, agent_factory, backend, options, run_dir, log, live
-                ))
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            now = time.monotonic()
+            wake: float | None = None
+            held: list[tuple[Task, int, int, float]] = []
+            while queue and len(pending) < max(1, executor.capacity()):
+                item = queue.popleft()
+                if item[3] > now:  # a retry still waiting out its delay
+                    held.append(item)
+                    wake = item[3] if wake is None else min(wake, item[3])
+                    continue
+                pending[executor.submit(item[0], item[1], item[2])] = (item[0], item[1], item[2])
+            queue.extendleft(reversed(held))
+            if not pending:
+                if wake is None:
+                    raise ClawgymError(f"the {executor.name} executor has no capacity left to run episodes on")
+                time.sleep(max(0.0, wake - time.monotonic()))
+                continue
+            timeout = None if wake is None else max(0.0, wake - time.monotonic())
+            finished, _ = wait(list(pending), timeout=timeout, return_when=FIRST_COMPLETED)
             for fut in finished:
-                traj = fut.result()
-                appender.append(traj)
-                ran.append(traj)
-                if on_done:
-                    on_done(traj)
+                finish(fut)
     except BaseException:
-        # Ctrl-C (or a crash of the caller): kill the running sandboxes so their episodes end now; what they
+        # Ctrl-C (or a crash of the caller): stop the running sandboxes so their episodes end now; what they
         # return is an infrastructure error that is not recorded, so a rerun retries them.
         log("run interrupted: stopping running sandboxes")
         interrupted = True
-        live.stop_all()
-        pool.shutdown(wait=False, cancel_futures=True)
+        executor.interrupt()
         # Episodes end as their sandboxes die. Wait for them a bounded time, stopping again what registered late;
         # an episode still stuck after that (in a backend call that does not return) must not hold the caller.
         deadline = time.monotonic() + INTERRUPT_GRACE_S
         while any(not f.done() for f in pending) and time.monotonic() < deadline:
-            live.stop_all()
-            wait(pending, timeout=0.5)
+            executor.interrupt()
+            wait(list(pending), timeout=0.5)
         stuck = sum(1 for f in pending if not f.done())
         if stuck:
             log(f"{stuck} episode(s) did not end within {INTERRUPT_GRACE_S:.0f} s of the interrupt; not waiting")
         raise
     finally:
-        pool.shutdown(wait=not interrupted)
+        executor.end(wait=not interrupted)
         appender.close()
+        if ex_info:
+            with contextlib.suppress(Exception):
+                write_run_info(run_dir, {**base_info, "episode_nodes": nodes_of})
         log.close()
     final = {**done, **{t.id: t for t in ran}}
     return RolloutReport(run_dir=run_dir, ran=ran, skipped=skipped, all=list(final.values()))

@@ -1,0 +1,285 @@
+"""The Ray executor: episode attempts as Ray tasks on the nodes of a cluster.
+
+* **Connection**: `address` (`--ray-address`), else Ray's own default: `$RAY_ADDRESS`, else a cluster already
+  running on this host, else a local Ray instance with `local_slots` sandbox slots, started for the run and
+  stopped after it.
+* **Slots**: a node offers sandboxes through the custom resource `clawgym_slots`
+  (`ray start --resources='{"clawgym_slots": 64}'`); every attempt asks for one slot and is pinned to the node
+  the driver picked for it, so a node never runs more sandboxes than it has slots. Attempts ask for no CPU:
+  the slots are the bound.
+* **Node checks**: before a node gets work it runs its own `sandbox check` for the run's backend and looks for
+  the driver's sandbox image; a node that fails takes no episodes. The results are in `run.json` (executor.nodes).
+  Nodes that join later are checked when they appear.
+* **Failures**: an attempt whose node or worker process is lost comes back as an `infra_error` trajectory (kind
+  `node_lost`), which the driver retries on another node like any infrastructure error (Ray's own retries are
+  off, so an attempt runs once). The driver alone appends records, so every episode is recorded exactly once.
+* **Interrupt**: Ctrl-C cancels every attempt in flight (a KeyboardInterrupt in the worker stops its sandbox),
+  then, if they have not ended a few seconds later, kills their worker processes (their sandboxes die with them:
+  bwrap `--die-with-parent`, Docker containers end with their owner's attach).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from clawgym.cluster import SLOT_RESOURCE
+from clawgym.core.errors import ClawgymError
+from clawgym.core.records import Task
+from clawgym.rollout.executor import Attempt, EpisodeRun, Executor
+
+try:
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+except ImportError as exc:  # pragma: no cover - the message is the point
+    raise ClawgymError("--executor ray needs Ray: pip install 'clawgym[ray]'") from exc
+
+from clawgym.cluster import worker
+
+CHECK_TIMEOUT_S = 120.0  # a node's first task starts a worker process: slow on a loaded machine
+REFRESH_S = 5.0  # how often the driver looks for nodes that joined or died
+FORCE_AFTER_S = 5.0  # after an interrupt, how long cancelled attempts get before their workers are killed
+LOCAL_OBJECT_STORE = 256 * 1024**2  # object store of a local instance started for the run
+
+_check = ray.remote(worker.check_node)
+_attempt = ray.remote(worker.run_attempt)
+
+
+@dataclass
+class NodeState:
+    node_id: str
+    slots: int
+    info: dict[str, Any] = field(default_factory=dict)  # the node's check (clawgym.cluster.worker.check_node)
+    ok: bool = False
+    alive: bool = True
+    running: int = 0
+
+    @property
+    def usable(self) -> bool:
+        return self.ok and self.alive
+
+    @property
+    def name(self) -> str:
+        return self.info.get("node") or self.node_id[:8]
+
+
+class RayExecutor(Executor):
+    name = "ray"
+
+    def __init__(self, address: str | None = None, local_slots: int = 1, sandbox: str = "auto"):
+        self.address = address
+        self.local_slots = max(1, local_slots)
+        self.sandbox = sandbox
+        self.nodes: dict[str, NodeState] = {}
+        self._checking: dict[str, Any] = {}  # node id -> ref of its check
+        self._lock = threading.Lock()
+        self._owns_connection = False
+        self._started_local = False
+        self._last_refresh = 0.0
+        self._refresh_now = False
+        self._run: EpisodeRun | None = None
+        self._payload_base: dict[str, Any] = {}
+        self._inflight: dict[Any, str] = {}  # ref -> node id
+        self._interrupted_at: float | None = None
+        self._forced = False
+        self._image: str | None = None
+
+    # -- connection and nodes ------------------------------------------------------------------------------
+    def __enter__(self) -> RayExecutor:
+        self.connect()
+        return self
+
+    def connect(self) -> None:
+        """Connect (or start a local instance), then check every node that offers sandbox slots."""
+        from clawgym.sandbox.image import find_rootfs, recipe_id
+
+        if not ray.is_initialized():
+            quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
+            if self.address or os.environ.get("RAY_ADDRESS"):
+                try:
+                    ray.init(address=self.address, **quiet)
+                except (ConnectionError, ValueError, RuntimeError) as exc:
+                    raise ClawgymError(f"cannot connect to the Ray cluster at "
+                                       f"{self.address or os.environ['RAY_ADDRESS']}: {exc}") from exc
+            else:
+                try:  # a cluster already running on this host
+                    ray.init(address="auto", **quiet)
+                except (ConnectionError, ValueError, RuntimeError):
+                    ray.init(num_cpus=os.cpu_count() or 1, resources={SLOT_RESOURCE: self.local_slots},
+                             object_store_memory=LOCAL_OBJECT_STORE, include_dashboard=False, **quiet)
+                    self._started_local = True
+            self._owns_connection = True
+        self._image = recipe_id() if find_rootfs() is not None and self.sandbox != "local" else None
+        self._refresh(block=True)
+        if not any(n.usable for n in self.nodes.values()):
+            self.close()
+            raise ClawgymError(self._no_nodes_message())
+
+    def _no_nodes_message(self) -> str:
+        if not self.nodes:
+            return (f"no Ray node offers sandbox slots: start nodes with "
+                    f"ray start --resources='{{\"{SLOT_RESOURCE}\": N}}'")
+        why = "; ".join(f"{n.name}: {n.info.get('check', 'no answer to its check')}" for n in self.nodes.values())
+        return f"no Ray node can run {self.sandbox} sandboxes ({why})"
+
+    def _refresh(self, block: bool = False) -> None:
+        """Mark nodes that died, check nodes that appeared, take in checks that have answered."""
+        self._last_refresh = time.monotonic()
+        self._refresh_now = False
+        seen = set()
+        for n in ray.nodes():
+            nid = n["NodeID"]
+            slots = int((n.get("Resources") or {}).get(SLOT_RESOURCE, 0))
+            if not n.get("Alive") or slots <= 0:
+                if nid in self.nodes:
+                    with self._lock:
+                        self.nodes[nid].alive = False
+                continue
+            seen.add(nid)
+            if nid not in self.nodes and nid not in self._checking:
+                strategy = NodeAffinitySchedulingStrategy(nid, soft=False)
+                self._checking[nid] = (slots, _check.options(num_cpus=0, scheduling_strategy=strategy,
+                                                             max_retries=0).remote(self.sandbox, self._image))
+        with self._lock:
+            for nid, node in self.nodes.items():
+                if nid not in seen:
+                    node.alive = False
+        if not self._checking:
+            return
+        refs = {ref: nid for nid, (_, ref) in self._checking.items()}
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=CHECK_TIMEOUT_S if block else 0)
+        for ref in ready:
+            nid = refs[ref]
+            slots, _ = self._checking.pop(nid)
+            try:
+                info = ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - a node that cannot answer its check takes no work
+                info = {"ok": False, "check": f"the check failed: {type(exc).__name__}: {exc}"}
+            with self._lock:
+                self.nodes[nid] = NodeState(nid, slots, info, ok=bool(info.get("ok")))
+        if block:
+            for nid, (slots, _) in list(self._checking.items()):
+                self._checking.pop(nid)
+                self.nodes[nid] = NodeState(nid, slots, {"ok": False, "check": "no answer to its check within "
+                                                         f"{CHECK_TIMEOUT_S:.0f} s"}, ok=False)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": "ray", "address": self.address or os.environ.get("RAY_ADDRESS") or
+            ("local instance" if self._started_local else "auto"),
+            "slot_resource": SLOT_RESOURCE,
+            "nodes": [{**n.info, "slots": n.slots, "used": n.usable} for n in self.nodes.values()],
+        }
+
+    def gateway_host(self) -> str:
+        """127.0.0.1 while every usable node is on this host; else this host's address on the cluster."""
+        here = ray.util.get_node_ip_address()
+        remote = [n for n in self.nodes.values() if n.usable and n.info.get("ip") not in (here, None)]
+        return here if remote else "127.0.0.1"
+
+    def close(self) -> None:
+        if self._owns_connection and ray.is_initialized():
+            ray.shutdown()  # stops the local instance when this run started it
+        self._owns_connection = False
+
+    # -- a rollout ------------------------------------------------------------------------------------------
+    def begin(self, run: EpisodeRun) -> dict[str, Any]:
+        from clawgym.rollout.recipe import AgentRecipe
+
+        if not ray.is_initialized():
+            self.connect()
+        recipe = run.options.recipe
+        if recipe is None:
+            name = run.agent_factory().name
+            if name not in ("noop", "oracle"):
+                raise ClawgymError(f"--executor ray cannot run agent {name!r} (llm, noop and oracle run on a cluster)")
+            recipe = AgentRecipe(name)
+        if run.options.mounts:
+            raise ClawgymError("--executor ray cannot bind host directories into remote sandboxes "
+                               "(the openclaw agent runs with --executor local)")
+        if run.backend.name != self.sandbox and self.sandbox != "auto":
+            raise ClawgymError(f"the executor checked nodes for {self.sandbox} sandboxes, the run uses "
+                               f"{run.backend.name}")
+        self._run = run
+        self._interrupted_at, self._forced = None, False
+        options = dataclasses.replace(run.options, on_attempt=None, executor=None, recipe=None, mounts=[])
+        self._payload_base = {"recipe": recipe, "sandbox": run.backend.name, "options": options}
+        return self.describe()
+
+    def capacity(self) -> int:
+        if self._refresh_now or time.monotonic() - self._last_refresh > REFRESH_S:
+            self._refresh()
+        with self._lock:
+            return sum(n.slots for n in self.nodes.values() if n.usable)
+
+    def _pick(self) -> NodeState:
+        with self._lock:
+            usable = [n for n in self.nodes.values() if n.usable]
+            if not usable:
+                raise ClawgymError(self._no_nodes_message())
+            node = max(usable, key=lambda n: (n.slots - n.running, -n.running))
+            node.running += 1
+            return node
+
+    def submit(self, task: Task, sample: int, attempt: int) -> Future[Attempt]:
+        from clawgym.rollout.runner import infra_trajectory
+
+        run = self._run
+        assert run is not None, "begin() first"
+        node = self._pick()
+        payload = {**self._payload_base, "task": task.model_dump_json(), "sample": sample, "attempt": attempt}
+        strategy = NodeAffinitySchedulingStrategy(node.node_id, soft=False)
+        ref = _attempt.options(num_cpus=0, resources={SLOT_RESOURCE: 1}, scheduling_strategy=strategy,
+                               max_retries=0, retry_exceptions=False).remote(payload)
+        self._inflight[ref] = node.node_id
+        out: Future[Attempt] = Future()
+        agent, sandbox = self._payload_base["recipe"].name, run.backend.name
+
+        def done(fut: Future) -> None:
+            with self._lock:
+                node.running -= 1
+                self._inflight.pop(ref, None)
+            try:
+                res = fut.result()
+                from clawgym.core.records import Trajectory
+
+                out.set_result(Attempt(Trajectory.model_validate_json(res["trajectory"]), node=res["node"],
+                                       log=list(res["log"]), files=dict(res["files"])))
+            except BaseException as exc:  # noqa: BLE001 - whatever lost the attempt, it is infrastructure
+                self._refresh_now = True
+                kind = "interrupted" if self._interrupted_at is not None else "node_lost"
+                message = f"on node {node.name}: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}" \
+                    if str(exc).strip() else f"on node {node.name}: {type(exc).__name__}"
+                traj = infra_trajectory(task, sample, agent, sandbox, kind, message)
+                out.set_result(Attempt(traj, node=node.name, log=[f"{traj.id} infra_error {kind}: {message}"]))
+
+        ref.future().add_done_callback(done)
+        return out
+
+    def interrupt(self) -> None:
+        """First call: cancel every attempt in flight (a KeyboardInterrupt in its worker stops its sandbox);
+        a call FORCE_AFTER_S later: kill the workers of those still running (their sandboxes die with them)."""
+        if self._run is not None:
+            self._run.live.closed = True
+        now = time.monotonic()
+        if self._interrupted_at is None:
+            self._interrupted_at, force = now, False
+        elif not self._forced and now - self._interrupted_at > FORCE_AFTER_S:
+            self._forced = force = True
+        else:
+            return
+        for ref in list(self._inflight):
+            try:
+                ray.cancel(ref, force=force)
+            except Exception:  # noqa: BLE001 - already finished, or its node is gone
+                pass
+
+    def end(self, wait: bool) -> None:  # noqa: ARG002 - the driver waited for its futures already
+        self._run = None
+        self._inflight.clear()
