@@ -63,9 +63,12 @@ class GatewayThread:
     def __init__(self, upstream: str, pool: Any, *, port: int | None = None, upstream_key: str | None = None,
                  tokenizer: Any = None, policy_version: str | None = None, token: str | None = None,
                  budget: Budget | None = None, uds: Path | None = None,
-                 max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES):
+                 max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES, host: str = "127.0.0.1"):
         from clawgym.serve.server import free_port
 
+        if host not in ("127.0.0.1", "localhost", "::1") and not token:
+            raise GatewayError(f"a gateway bound to {host} needs a token")
+        self.host = host  # where it listens (a cluster's workers on other hosts reach it off loopback, with the token)
         self.port = port or free_port()
         self.uds = Path(uds) if uds is not None else None
         self.gateway = Gateway(upstream, pool, upstream_key=upstream_key, tokenizer=tokenizer,
@@ -87,14 +90,14 @@ class GatewayThread:
     def start(self) -> GatewayThread:
         import uvicorn
 
-        config = uvicorn.Config(self.gateway, host="127.0.0.1", port=self.port, log_level="warning",
+        config = uvicorn.Config(self.gateway, host=self.host, port=self.port, log_level="warning",
                                 access_log=False, lifespan="on")
         self._server = uvicorn.Server(config)
         sockets = None
         if self.uds is not None:
             tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            tcp.bind(("127.0.0.1", self.port))
+            tcp.bind((self.host, self.port))
             if self.uds.exists():
                 self.uds.unlink()
             unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -107,7 +110,7 @@ class GatewayThread:
         deadline = time.monotonic() + 30
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise GatewayError(f"the gateway did not start on 127.0.0.1:{self.port}")
+                raise GatewayError(f"the gateway did not start on {self.host}:{self.port}")
             time.sleep(0.02)
         return self
 

@@ -157,3 +157,9 @@ def make_executor(name: str, *, jobs: int = 1, ray_address: str | None = None, s
 
         return RayExecutor(address=ray_address, local_slots=jobs, sandbox=sandbox or "auto")
     raise ClawgymError(f"--executor: unknown {name!r}; choose {' or '.join(EXECUTORS)}")
+
+
+EXECUTOR_HELP = ("Where episodes run: local (a thread pool here, -j at once) or ray (a Ray cluster's nodes, each running "
+                 "at most its clawgym_slots sandboxes at once).")
+RAY_ADDRESS_HELP = ("--executor ray: the cluster to use (default: $RAY_ADDRESS, else a cluster running on this host, "
+                    "else a local Ray instance of -j slots for the run).")

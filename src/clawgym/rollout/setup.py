@@ -7,6 +7,7 @@ mounts every sandbox gets: the installation read-only, the socket's directory re
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from clawgym.agent.base import Agent
+from clawgym.core.errors import ClawgymError
 from clawgym.core.records import Task
 from clawgym.rollout.runner import RolloutOptions
 
@@ -76,13 +78,19 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
                   announce: Callable[[Any], None] | None = None) -> Iterator[AgentSession]:
     """Yield the agent factory for a rollout into `run_dir`; sets `options.on_attempt` when recording."""
     from clawgym.agent import get_agent
+    from clawgym.rollout.recipe import AgentRecipe
 
+    remote = options.executor is not None and options.executor.name != "local"
     if spec.name == "openclaw":
+        if remote:
+            raise ClawgymError("--agent openclaw runs with --executor local (its installation and the gateway's "
+                               "socket are bound into sandboxes on this host)")
         with openclaw_session(spec, run_dir, tasks, options, announce) as session:
             yield session
         return
     if spec.name != "llm":
         get_agent(spec.name)  # validates the name
+        options.recipe = AgentRecipe(spec.name)
         yield AgentSession(lambda: get_agent(spec.name))
         return
     from clawgym.agent import AgentLimits, LLMAgent
@@ -94,6 +102,9 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
                                                  on_start=announce, precision=spec.precision))
         settings: dict[str, Any] = {}
         route = None
+        if remote and not spec.gateway:
+            raise ClawgymError("--executor ray reaches the model through the gateway (which alone writes the pool "
+                               "and holds the endpoint's key); drop --no-gateway")
         if spec.gateway:
             from clawgym.gateway import GatewayThread
             from clawgym.pool.store import Pool
@@ -105,8 +116,13 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
             gpre = spec.id_prefix if spec.group_prefix is None else spec.group_prefix
             for t in tasks:
                 pool.expect_group(gpre + t.id, options.samples)
+            # remote workers call the gateway over the network: with a token, and off loopback when they are
+            # on other hosts
+            gw_host = options.executor.gateway_host() if remote else "127.0.0.1"
+            token = secrets.token_urlsafe(24) if remote else None
             gw = stack.enter_context(GatewayThread(url, pool, policy_version=spec.policy_version,
-                                                   upstream_key=os.environ.get("OPENAI_API_KEY")))
+                                                   upstream_key=os.environ.get("OPENAI_API_KEY"),
+                                                   token=token, host=gw_host))
 
             def route(task, ctx):
                 return gw.url_for(pre + ctx.trajectory_id, gpre + task.id)
@@ -115,6 +131,11 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
                 tid = t.id if t.attempts == 1 else f"{t.id}~{t.attempts}"
                 pool.end_trajectory(pre + tid, group_id=gpre + t.task_id, task_id=t.task_id, status=t.status,
                                     reward=t.score, verdict=t.verdict.model_dump() if t.verdict else None)
+                if remote:  # the calls were made by the workers' clients: count them here
+                    u = client.usage
+                    u.requests += len(t.steps)
+                    u.prompt_tokens += int(t.usage.get("prompt_tokens", 0) or 0)
+                    u.completion_tokens += int(t.usage.get("completion_tokens", 0) or 0)
 
             options.on_attempt = on_attempt
             settings["pool"] = str(pool_dir)
@@ -123,6 +144,11 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
         stack.callback(client.close)
         limits = AgentLimits(max_turns=spec.max_turns, max_completion_tokens=spec.max_tokens,
                              max_total_tokens=spec.max_total_tokens, temperature=spec.temperature)
+        if spec.gateway:
+            options.recipe = AgentRecipe(
+                "llm", model=spec.model, gateway=f"http://{gw_host}:{gw.port}", token=token, id_prefix=pre,
+                group_prefix=gpre, limits=dict(limits.__dict__), seed=spec.seed,
+                llm_concurrency=spec.llm_concurrency, request_timeout=spec.request_timeout, stream=spec.stream)
         settings.update(model=spec.model, base_url=url, limits_agent=limits.__dict__, **_endpoint_settings(spec))
         yield AgentSession(lambda: LLMAgent(client, limits, route=route, seed=spec.seed), settings, client)
 
