@@ -12,6 +12,7 @@ from rich.console import Console
 
 from clawgym import __version__
 from clawgym.core.errors import ClawgymError
+from clawgym.rollout.executor import EXECUTOR_HELP, RAY_ADDRESS_HELP
 
 app = typer.Typer(
     name="clawgym", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -444,12 +445,15 @@ def rollout(
     max_processes: int = typer.Option(256, min=8, help="Process limit per sandbox."),
     exec_timeout: float = typer.Option(120.0, min=0.1, help="Wall-time limit of one command."),
     network: bool = typer.Option(False, help="Give sandboxes a network (off by default)."),
+    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
     """Run an agent on every task in its own sandbox, verify, and append trajectories (resumable)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from clawgym.agent import get_agent
     from clawgym.rollout import RolloutOptions, render_table, run_rollout, summarize
+    from clawgym.rollout.executor import make_executor
     from clawgym.rollout.setup import AgentSpec, agent_session
     from clawgym.sandbox import SandboxLimits, get_backend
 
@@ -457,7 +461,8 @@ def rollout(
         if agent not in ("llm", "openclaw"):
             get_agent(agent)
         backend = get_backend(sandbox)
-    except ValueError as exc:
+        ex = make_executor(executor, jobs=jobs, ray_address=ray_address, sandbox=backend.name)
+    except (ValueError, ClawgymError) as exc:
         fail(str(exc), 2)
     tasks, bad = _load_tasks(tasks_path)
     if task_ids:
@@ -477,7 +482,7 @@ def rollout(
         err.print("[bold yellow]warning:[/] sandbox 'local' runs commands on this host with NO isolation")
     options = RolloutOptions(
         samples=samples, jobs=jobs, keep_workspaces=keep_workspaces, base_dir=tasks_path.parent.resolve(),
-        infra_retries=infra_retries, episode_timeout=episode_timeout,
+        infra_retries=infra_retries, episode_timeout=episode_timeout, executor=ex,
         limits=SandboxLimits(memory_mb=memory_mb, max_processes=max_processes, exec_timeout_s=exec_timeout,
                              network=network),
     )
@@ -504,7 +509,7 @@ def rollout(
     spec = AgentSpec(agent, model, base_url, max_turns, max_tokens, max_total_tokens, temperature, llm_concurrency,
                      request_timeout, stream, gateway, policy_version, precision=_precision(precision))
     try:
-        with agent_session(spec, run_dir, tasks, options, announce=_announce_server(model)) as session:
+        with ex, agent_session(spec, run_dir, tasks, options, announce=_announce_server(model)) as session:
             with progress:
                 report = run_rollout(
                     tasks, session.factory, backend, run_dir, options, on_start=on_start, on_done=on_done,
@@ -541,6 +546,8 @@ def eval_cmd(
     judge_model: list[str] | None = typer.Option(None, help="Judge model(s) for rubric rules (hybrid and judge-only tasks)."),
     judge_base_url: str | None = typer.Option(None, help="Endpoint of the judge (else the embedded server for a local judge model)."),
     judge_samples: int = typer.Option(1, min=1, help="Judge samples per rule, averaged."),
+    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
     """Run a benchmark suite (rollout + verify) and report mean score, pass rate, pass@k per category.
 
@@ -550,13 +557,15 @@ def eval_cmd(
 
     from clawgym.evaluation import load_suite, render_table, run_eval
     from clawgym.rollout import RolloutOptions
+    from clawgym.rollout.executor import make_executor
     from clawgym.rollout.setup import AgentSpec
     from clawgym.sandbox import get_backend
 
     try:
         suite = load_suite(bench)
         backend = get_backend(sandbox)
-    except ValueError as exc:
+        ex = make_executor(executor, jobs=jobs, ray_address=ray_address, sandbox=backend.name)
+    except (ValueError, ClawgymError) as exc:
         fail(str(exc), 2)
     if limit:
         suite.tasks = suite.tasks[:limit]
@@ -564,7 +573,7 @@ def eval_cmd(
         err.print(f"note: {note}", highlight=False)
     spec = AgentSpec(agent, model, base_url, max_turns=max_turns, max_tokens=max_tokens, temperature=temperature,
                      gateway=gateway, precision=_precision(precision))
-    options = RolloutOptions(samples=samples, jobs=jobs, episode_timeout=episode_timeout)
+    options = RolloutOptions(samples=samples, jobs=jobs, episode_timeout=episode_timeout, executor=ex)
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=err)
     bar = {}
@@ -583,7 +592,7 @@ def eval_cmd(
                                       on_start=_announce_server(m)) for i, m in enumerate(judge_model)]
         judge = Judge(clients, samples=judge_samples, cache_dir=run_dir / "judge_cache")
     try:
-        with progress:
+        with ex, progress:
             report = run_eval(suite, spec, backend, run_dir, options, announce=_announce_server(model),
                               on_start=on_start, on_done=lambda t: progress.advance(bar["id"]), judge=judge)
     finally:
