@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -283,3 +284,83 @@ class RayExecutor(Executor):
     def end(self, wait: bool) -> None:  # noqa: ARG002 - the driver waited for its futures already
         self._run = None
         self._inflight.clear()
+
+    # -- synthesis -------------------------------------------------------------------------------------------
+    def worker_pool(self, init: tuple) -> RayWorkerPool:
+        """Validation workers for `clawgym synth` (one per sandbox slot of every usable node): the stand-in for
+        the local run's process pool."""
+        if not ray.is_initialized():
+            self.connect()
+        return RayWorkerPool([n for n in self.nodes.values() if n.usable], init)
+
+
+_validation_worker = ray.remote(worker.ValidationWorker)
+
+
+class RayWorkerPool:
+    """Synthesis validation on Ray actors, with what `synthesize` uses of a `ProcessPoolExecutor`: a context
+    manager whose `submit(work, seed, chunk, validate, make)` returns a Future of `work`'s result.
+
+    A chunk gives the same result wherever it runs (candidates come from their own seeded RNGs), so a chunk whose
+    worker is lost (its node died) is simply run again on another worker; the driver writes the tasks in index
+    order either way, and the file is the same bytes as a local run's."""
+
+    def __init__(self, nodes: list[NodeState], init: tuple):
+        self._lock = threading.Lock()
+        self._load: dict[Any, int] = {}  # actor -> chunks outstanding
+        self.nodes: dict[Any, str] = {}
+        for node in nodes:
+            strategy = NodeAffinitySchedulingStrategy(node.node_id, soft=False)
+            for _ in range(node.slots):
+                actor = _validation_worker.options(num_cpus=0, resources={SLOT_RESOURCE: 1}, max_restarts=0,
+                                                   max_task_retries=0, scheduling_strategy=strategy).remote(init)
+                self._load[actor] = 0
+                self.nodes[actor] = node.name
+        self.size = len(self._load)
+        self.lost: list[str] = []  # errors of the workers lost during the run
+
+    def __enter__(self) -> RayWorkerPool:
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: object) -> None:
+        actors = list(self._load)
+        if exc_type is None:  # a normal end: each worker stops its sandboxes and removes its temp dir
+            with contextlib.suppress(Exception):
+                ray.get([a.stop.remote() for a in actors], timeout=60)
+        for a in actors:  # Ctrl-C or a failure: end them now (their sandboxes die with their processes)
+            with contextlib.suppress(Exception):
+                ray.kill(a)
+
+    def submit(self, fn: Any, seed: int, chunk: list[tuple[int, int]], validate: bool, make: Any) -> Future:
+        from clawgym.synth import pipeline
+
+        if fn is not pipeline.work:
+            raise ClawgymError("the Ray worker pool runs clawgym.synth.pipeline.work only")
+        out: Future = Future()
+        self._send(out, seed, chunk, validate, make)
+        return out
+
+    def _send(self, out: Future, seed: int, chunk: list[tuple[int, int]], validate: bool, make: Any) -> None:
+        with self._lock:
+            if not self._load:
+                out.set_exception(ClawgymError("every Ray validation worker was lost: " + "; ".join(self.lost[-3:])))
+                return
+            actor = min(self._load, key=self._load.__getitem__)
+            self._load[actor] += 1
+        ref = actor.work.remote(seed, chunk, validate, make)
+
+        def done(fut: Future) -> None:
+            with self._lock:
+                if actor in self._load:
+                    self._load[actor] -= 1
+            try:
+                out.set_result(fut.result())
+            except ray.exceptions.RayTaskError as exc:  # the chunk's own error, as a local worker would raise it
+                out.set_exception(exc.as_instanceof_cause())
+            except BaseException as exc:  # noqa: BLE001 - the worker (or its node) is gone: run the chunk elsewhere
+                with self._lock:
+                    self._load.pop(actor, None)
+                    self.lost.append(f"{self.nodes.get(actor)}: {type(exc).__name__}: {str(exc)[:200]}")
+                self._send(out, seed, chunk, validate, make)
+
+        ref.future().add_done_callback(done)

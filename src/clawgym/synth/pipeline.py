@@ -32,6 +32,7 @@ from clawgym.core.jsonl import JsonlAppender, read_records_lenient
 from clawgym.core.records import Task
 
 if TYPE_CHECKING:
+    from clawgym.rollout.executor import Executor
     from clawgym.synth.compose import Candidate
 
 MAX_ATTEMPTS = 8
@@ -396,6 +397,7 @@ def synthesize(
     on_progress: Callable[[int, int], None] | None = None,
     make: Callable | None = None,
     id_prefix: str = "persona",
+    executor: Executor | None = None,
 ) -> SynthReport:
     """Write tasks 0..n-1 of the seed to `output` (appending after what is already there).
 
@@ -405,7 +407,10 @@ def synthesize(
     `operations` restricts the atomic operations tasks are made of (and the subcategories to those using one of
     them); `max_ops` caps the length of a task's operation chain. Both change which tasks a seed gives.
     `solution` ("direct" or "program") picks the reference solutions (see :func:`compose_task`); it changes
-    the references only, never the tasks; `program_ops` limits programs to those operations."""
+    the references only, never the tasks; `program_ops` limits programs to those operations.
+
+    `executor` (a RayExecutor, entered) validates the chunks on a cluster's nodes, one worker per sandbox slot,
+    instead of `jobs` local processes; the file is the same bytes either way."""
     # load here first: bad data files fail with their one-line error before any worker starts, and forked
     # workers inherit what is loaded
     _load_worker_state(str(taxonomy_path) if taxonomy_path else None, str(personas_path) if personas_path else None,
@@ -452,7 +457,12 @@ def synthesize(
     queue = list(todo)
     pending: set[Future] = set()
     try:
-        with ProcessPoolExecutor(max_workers=max(1, jobs), initializer=_init_worker, initargs=init) as pool:
+        if executor is None or executor.name == "local":
+            pool_cm = ProcessPoolExecutor(max_workers=max(1, jobs), initializer=_init_worker, initargs=init)
+        else:
+            pool_cm = executor.worker_pool(init)
+            jobs = pool_cm.size  # chunk sizes follow the workers; the tasks do not depend on them
+        with pool_cm as pool:
             try:
                 def submit(chunk: list[tuple[int, int]]) -> None:
                     pending.add(pool.submit(work, seed, chunk, validate, make))

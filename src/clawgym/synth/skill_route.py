@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from clawgym.core.atomic import write_json
 from clawgym.core.errors import ClawgymError
@@ -356,10 +357,11 @@ def synthesize_skill_tasks(
     sandbox: str = "bwrap",
     validate: bool = True,
     on_progress: Callable[[int, int], None] | None = None,
+    executor: Any = None,
 ) -> SynthReport:
     """Write skill-grounded tasks 0..n-1 of the seed to `output` (appending after what is already there),
     each validated in a sandbox; `skills` restricts the primary skills. The report
-    (`output.report.json`) also counts tasks per skill."""
+    (`output.report.json`) also counts tasks per skill. `executor`: see :func:`synthesize`."""
     config = SkillRouteConfig(
         skills_dir=str(skills_dir) if skills_dir else None,
         taxonomy_path=str(taxonomy_path) if taxonomy_path else None,
@@ -370,7 +372,7 @@ def synthesize_skill_tasks(
     report = synthesize(
         n, seed, output, jobs=jobs, taxonomy_path=taxonomy_path, personas_path=personas_path, sandbox=sandbox,
         validate=validate, on_progress=on_progress,
-        make=functools.partial(make_skill_candidate, config), id_prefix=ROUTE,
+        make=functools.partial(make_skill_candidate, config), id_prefix=ROUTE, executor=executor,
     )
     report_path = output.with_name(output.name + ".report.json")
     if report_path.exists():
