@@ -1,11 +1,159 @@
-"""Summaries of a set of trajectories: counts, mean score, pass rate, errors by kind."""
+"""Summaries of a set of trajectories: counts, mean score, pass rate, errors by kind, and ClawGym's trajectory
+statistics (rounds, tokens, tool calls and distinct tool types per episode), with the cost of a run when prices
+per million tokens are given.
+
+The summary works from one small :class:`EpisodeDigest` per episode rather than from whole trajectories, so the
+viewer (:mod:`clawgym.view`) can keep a digest per line of a large ``trajectories.jsonl`` and summarize without
+reading the file again.
+
+**Statistics** count the episodes the agent ran (not infrastructure errors, not skipped ones): *rounds* are
+model calls (``usage.model_calls``; else the assistant messages of the conversation or transcript), *tokens* are
+``usage.total_tokens`` (agents without a model, such as the oracle, have none), *tool calls* the episode's
+``tool_calls``, and *tool types* the number of distinct tool names it called.
+
+**Prices** (``--prices FILE``) are a JSON object ``{"MODEL": {"input": USD, "output": USD}}`` per million input
+(prompt) and output (completion) tokens; the key ``"*"`` prices every model not named. A run whose model has no
+price gets no cost (shown as ``-``), never a made-up one.
+"""
 
 from __future__ import annotations
 
+import json
+import math
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
+from clawgym.core.errors import ClawgymError
 from clawgym.core.records import Trajectory
+
+
+class PricesError(ClawgymError):
+    """A prices file that cannot be read or has a bad entry (the message names the file and field)."""
+
+
+@dataclass(frozen=True)
+class Price:
+    input: float  # USD per million prompt tokens
+    output: float  # USD per million completion tokens
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.input + completion_tokens * self.output) / 1e6
+
+
+def load_prices(path: str | Path) -> dict[str, Price]:
+    """Read a prices file (see the module docstring); raise :class:`PricesError` naming the file and field."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PricesError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PricesError(f"{path}: cannot read ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise PricesError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise PricesError(f"{path}: expected a JSON object {{\"MODEL\": {{\"input\": USD, \"output\": USD}}}}")
+    prices: dict[str, Price] = {}
+    for model, entry in data.items():
+        if not isinstance(entry, dict):
+            raise PricesError(f"{path}: {model}: expected an object with 'input' and 'output' (USD per million tokens)")
+        vals = {}
+        for key in ("input", "output"):
+            v = entry.get(key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise PricesError(f"{path}: {model}.{key}: expected a non-negative number (USD per million tokens), "
+                                  f"got {v!r}")
+            vals[key] = float(v)
+        extra = set(entry) - {"input", "output"}
+        if extra:
+            raise PricesError(f"{path}: {model}.{sorted(extra)[0]}: unknown field (only 'input' and 'output')")
+        prices[str(model)] = Price(**vals)
+    return prices
+
+
+def price_for(prices: dict[str, Price] | None, model: str | None) -> Price | None:
+    if not prices or model is None:
+        return None
+    return prices.get(model) or prices.get("*")
+
+
+@dataclass(frozen=True)
+class EpisodeDigest:
+    """What a summary needs of one episode (a few numbers instead of the whole trajectory)."""
+
+    agent: str
+    model: str | None
+    status: str
+    error_kind: str | None
+    verdict_status: str | None
+    score: float | None
+    passed: bool
+    rounds: int
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    tool_calls: int
+    tool_types: tuple[str, ...]
+
+    @property
+    def tokens(self) -> int | None:
+        if self.prompt_tokens is None and self.completion_tokens is None:
+            return None
+        return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
+
+    @property
+    def ran(self) -> bool:
+        return self.status not in ("infra_error", "skipped")
+
+
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def tool_names(t: Trajectory) -> list[str]:
+    """The tools an episode called, in order: from its chat messages, else its transcript, else its steps."""
+    names: list[str] = []
+    for m in t.messages:
+        for c in m.get("tool_calls") or []:
+            if isinstance(c, dict):
+                names.append(str((c.get("function") or {}).get("name") or c.get("name") or "?"))
+    if names:
+        return names
+    for ev in t.transcript:
+        msg = ev.get("message") if isinstance(ev, dict) else None
+        if isinstance(msg, dict) and msg.get("role") == "assistant" and isinstance(msg.get("content"), list):
+            names += [str(p.get("name") or "?") for p in msg["content"] if isinstance(p, dict)
+                      and p.get("type") == "toolCall"]
+    if names:
+        return names
+    return [str(s["tool"]) for s in t.steps if isinstance(s, dict) and s.get("tool")]
+
+
+def _rounds(t: Trajectory) -> int:
+    calls = _int(t.usage.get("model_calls"))
+    if calls is not None:
+        return calls
+    n = sum(1 for m in t.messages if m.get("role") == "assistant")
+    if n:
+        return n
+    return sum(1 for ev in t.transcript if isinstance(ev, dict) and isinstance(ev.get("message"), dict)
+               and ev["message"].get("role") == "assistant")
+
+
+def digest(t: Trajectory) -> EpisodeDigest:
+    v = t.verdict
+    scored = v is not None and v.status in ("scored", "checker_failed")
+    prompt = _int(t.usage.get("prompt_tokens"))
+    completion = _int(t.usage.get("completion_tokens"))
+    if prompt is None and completion is None and _int(t.usage.get("total_tokens")) is not None:
+        prompt, completion = _int(t.usage.get("total_tokens")), 0
+    return EpisodeDigest(
+        agent=t.agent, model=t.model, status=t.status, error_kind=t.error.kind if t.error else None,
+        verdict_status=v.status if v else None, score=v.score if scored and v else None,
+        passed=bool(scored and v and v.passed), rounds=_rounds(t), prompt_tokens=prompt,
+        completion_tokens=completion, tool_calls=t.tool_calls, tool_types=tuple(sorted(set(tool_names(t)))),
+    )
 
 
 @dataclass
@@ -21,69 +169,141 @@ class Summary:
     skipped: int = 0
     statuses: Counter = field(default_factory=Counter)
     errors: Counter = field(default_factory=Counter)
+    # trajectory statistics: means per episode that ran (not infra errors, not skipped)
+    ran: int = 0
+    rounds: float | None = None
+    tokens: float | None = None
+    tool_calls: float | None = None
+    tool_types: float | None = None
+    tools_used: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = None  # USD, when prices were given for this model
 
     def as_dict(self) -> dict:
         return {
             "agent": self.agent, "model": self.model, "run": self.run, "episodes": self.episodes,
-            "scored": self.scored, "mean_score": self.mean_score, "pass_rate": self.pass_rate, "infra_errors": self.infra_errors, "skipped": self.skipped,
+            "scored": self.scored, "mean_score": self.mean_score, "pass_rate": self.pass_rate,
+            "infra_errors": self.infra_errors, "skipped": self.skipped,
             "statuses": dict(self.statuses), "errors": dict(self.errors),
+            "stats": {"episodes": self.ran, "rounds": self.rounds, "tokens": self.tokens,
+                      "tool_calls": self.tool_calls, "tool_types": self.tool_types, "tools_used": self.tools_used,
+                      "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},
+            "cost": self.cost,
         }
 
 
-def summarize(trajectories: list[Trajectory], run: str | None = None) -> list[Summary]:
+def _mean(vals: list[float]) -> float | None:
+    return sum(vals) / len(vals) if vals else None
+
+
+def summarize_digests(digests: list[EpisodeDigest], run: str | None = None,
+                      prices: dict[str, Price] | None = None) -> list[Summary]:
     """One summary per agent and model (a base model and its fine-tuned student are two rows). Scores average
     over episodes with a verdict; infrastructure errors and skipped episodes are counted apart and never as a
     model failure."""
     by_key: dict[tuple, Summary] = {}
     scores: dict[tuple, list[float]] = {}
     passes: dict[tuple, int] = {}
-    for t in trajectories:
-        key = (t.agent, t.model)
-        s = by_key.setdefault(key, Summary(agent=t.agent, model=t.model, run=run))
+    ran: dict[tuple, list[EpisodeDigest]] = {}
+    for d in digests:
+        key = (d.agent, d.model)
+        s = by_key.setdefault(key, Summary(agent=d.agent, model=d.model, run=run))
         s.episodes += 1
-        s.statuses[t.status] += 1
-        if t.status == "infra_error":
+        s.statuses[d.status] += 1
+        if d.status == "infra_error":
             s.infra_errors += 1
-            s.errors[f"infra:{t.error.kind if t.error else '?'}"] += 1
+            s.errors[f"infra:{d.error_kind or '?'}"] += 1
             continue
-        if t.status == "skipped":
+        if d.status == "skipped":
             s.skipped += 1
-            s.errors[f"skipped:{t.error.kind if t.error else '?'}"] += 1
+            s.errors[f"skipped:{d.error_kind or '?'}"] += 1
             continue
-        if t.error:
-            s.errors[f"agent:{t.error.kind}"] += 1
-        v = t.verdict
-        if v is None or v.status not in ("scored", "checker_failed"):
+        ran.setdefault(key, []).append(d)
+        if d.error_kind:
+            s.errors[f"agent:{d.error_kind}"] += 1
+        if d.verdict_status not in ("scored", "checker_failed") or d.score is None:
             s.errors["unscored"] += 1
             continue
-        if v.status == "checker_failed":
+        if d.verdict_status == "checker_failed":
             s.errors["checker_failed"] += 1
-        scores.setdefault(key, []).append(v.score)
-        passes[key] = passes.get(key, 0) + int(v.passed)
+        scores.setdefault(key, []).append(d.score)
+        passes[key] = passes.get(key, 0) + int(d.passed)
     for key, s in by_key.items():
         vals = scores.get(key, [])
         s.scored = len(vals)
         if vals:
             s.mean_score = sum(vals) / len(vals)
             s.pass_rate = passes.get(key, 0) / len(vals)
+        eps = ran.get(key, [])
+        s.ran = len(eps)
+        s.rounds = _mean([d.rounds for d in eps])
+        s.tokens = _mean([d.tokens for d in eps if d.tokens is not None])
+        s.tool_calls = _mean([d.tool_calls for d in eps])
+        s.tool_types = _mean([len(d.tool_types) for d in eps])
+        s.tools_used = sorted({n for d in eps for n in d.tool_types})
+        s.prompt_tokens = sum(d.prompt_tokens or 0 for d in eps)
+        s.completion_tokens = sum(d.completion_tokens or 0 for d in eps)
+        price = price_for(prices, s.model)
+        if price is not None:
+            s.cost = price.cost(s.prompt_tokens, s.completion_tokens)
     return list(by_key.values())
 
 
+def summarize(trajectories: list[Trajectory], run: str | None = None,
+              prices: dict[str, Price] | None = None) -> list[Summary]:
+    """:func:`summarize_digests` of whole trajectories."""
+    return summarize_digests([digest(t) for t in trajectories], run=run, prices=prices)
+
+
+def _num(v: float | None, fmt: str = "{:.1f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
 def render_table(summaries: list[Summary], title: str = "rollout summary"):
+    """The summary table. Names (run, agent, model, errors) fold onto more lines when the width is short (a pipe
+    or CI log is 80 columns), so the numbers are never cut to an ellipsis."""
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=title)
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     runs = any(s.run for s in summaries)
+    costs = any(s.cost is not None for s in summaries)
     left = ("run", "agent", "model", "errors by kind")
-    for col in ("run",) * runs + ("agent", "model", "episodes", "scored", "mean", "pass", "infra", "skipped",
-                                  "errors by kind"):
-        table.add_column(col, justify="left" if col in left else "right", no_wrap=col != "errors by kind")
+    for col in ("run",) * runs + ("agent", "model", "episodes", "scored", "mean", "pass", "infra", "skip") \
+            + ("cost $",) * costs + ("errors by kind",):
+        if col in left:
+            table.add_column(col, justify="left", overflow="fold")
+        else:
+            table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
     for s in summaries:
         table.add_row(
             *((s.run or "-",) if runs else ()), s.agent, s.model or "-", str(s.episodes), str(s.scored),
             "-" if s.mean_score is None else f"{s.mean_score:.3f}",
             "-" if s.pass_rate is None else f"{s.pass_rate:.1%}",
             str(s.infra_errors), str(s.skipped),
+            *((_num(s.cost, "{:.4f}"),) if costs else ()),
             ", ".join(f"{k}={v}" for k, v in sorted(s.errors.items())) or "-",
+        )
+    return table
+
+
+def render_stats_table(summaries: list[Summary], title: str = "trajectory statistics (mean per episode)"):
+    """ClawGym's trajectory statistics per run, agent and model: rounds, tokens, tool calls, tool types."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    runs = any(s.run for s in summaries)
+    for col in ("run",) * runs + ("agent", "model", "ran", "rounds", "tokens", "tool calls", "tool types",
+                                  "tools used"):
+        if col in ("run", "agent", "model", "tools used"):
+            table.add_column(col, justify="left", overflow="fold")
+        else:
+            table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
+    for s in summaries:
+        table.add_row(
+            *((s.run or "-",) if runs else ()), s.agent, s.model or "-", str(s.ran), _num(s.rounds),
+            _num(s.tokens, "{:,.0f}"), _num(s.tool_calls), _num(s.tool_types), ", ".join(s.tools_used) or "-",
         )
     return table
