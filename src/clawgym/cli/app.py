@@ -670,24 +670,32 @@ def gateway_cmd(
 def summary(
     run_dirs: list[Path] = typer.Argument(..., help="Run directories (or trajectories.jsonl files)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    stats: bool = typer.Option(False, "--stats", help="Also print the trajectory statistics: rounds, tokens, tool "
+                               "calls and distinct tool types per episode."),
+    prices: Path | None = typer.Option(None, "--prices", help="JSON {MODEL: {input: USD, output: USD}} per million "
+                                       "tokens ('*' for any model): adds each run's cost."),
 ) -> None:
     """Summarize one or more runs: one row per run, agent and model, with episodes, mean score, pass rate and
     errors by kind."""
     from clawgym.core.jsonl import read_records
     from clawgym.core.records import Trajectory
     from clawgym.rollout import TRAJECTORIES, render_table, summarize
+    from clawgym.rollout.summary import load_prices, render_stats_table
 
+    price_table = load_prices(prices) if prices is not None else None
     summaries = []
     for rd in run_dirs:
         path = rd / TRAJECTORIES if rd.is_dir() else rd
         if not path.exists():
             fail(f"{path}: no such file")
         latest = {t.id: t for t in read_records(path, Trajectory)}
-        summaries += summarize(list(latest.values()), run=str(rd))
+        summaries += summarize(list(latest.values()), run=str(rd), prices=price_table)
     if as_json:
         sys.stdout.write(json.dumps([s.as_dict() for s in summaries], indent=2) + "\n")
     else:
         out.print(render_table(summaries, title="summary"))
+        if stats:
+            out.print(render_stats_table(summaries))
 
 
 def main() -> None:
