@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -310,10 +311,13 @@ def synth_persona(
     review: bool = typer.Option(True, help="llm generator: have the model review each validated task for answer leaks and factual errors."),
     dedup: bool | None = typer.Option(None, "--dedup/--no-dedup", help="Drop near-duplicates (MiniLM cosine >= 0.90 within a category). Default: on for llm, off for template."),
     dedup_against: list[Path] | None = typer.Option(None, "--dedup-against", help="llm generator: also count tasks of these files as already kept (repeatable)."),
+    executor: str = typer.Option("local", "--executor", help="Where validation runs: local (-j worker processes) or ray (a worker per sandbox slot of a Ray cluster's nodes; same bytes)."),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
     """Persona-driven tasks: workflows of 1-4 operations, validated in sandboxes (reference 1, no-op 0)."""
     if generator not in ("template", "llm"):
         fail(f"unknown generator {generator!r}; choose template or llm", 2)
+    ex = synth_executor(executor, ray_address, jobs, sandbox, generator)
     if generator == "llm":
         from clawgym.synth.llm_route import LLMSynthError, persona_briefs
 
@@ -337,11 +341,12 @@ def synth_persona(
     progress = Progress(TextColumn("[bold]synth persona"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=err)
     bar = progress.add_task("synth", total=n)
-    with progress:
+    with ex or contextlib.nullcontext(), progress:
         report = synthesize(
             n, seed, output, jobs=jobs, categories=categories, taxonomy_path=taxonomy, personas_path=personas,
             sandbox=sandbox, validate=validate, operations=operations, max_ops=max_ops, solution=solution,
             program_ops=program_ops, on_progress=lambda done, total: progress.update(bar, completed=done),
+            executor=ex,
         )
     for title, counts in (("category", report.by_category), ("subcategory", report.by_subcategory),
                           ("operation", report.by_operation)):
@@ -357,6 +362,21 @@ def synth_persona(
     out.print(f"report: {output.with_name(output.name + '.report.json')}", highlight=False)
     if dedup:
         _dedup_in_place(output)
+
+
+def synth_executor(executor: str, ray_address: str | None, jobs: int, sandbox: str, generator: str):
+    """None for local synthesis (its process pool, as always), else the Ray executor to enter."""
+    from clawgym.rollout.executor import make_executor
+
+    try:
+        ex = make_executor(executor, jobs=jobs, ray_address=ray_address, sandbox=sandbox)
+    except ClawgymError as exc:
+        fail(str(exc), 2)
+    if ex.name == "local":
+        return None
+    if generator != "template":
+        fail("--executor ray validates template tasks; the llm generator runs with --executor local", 2)
+    return ex
 
 
 def _dedup_in_place(output: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 
 import typer
@@ -191,11 +191,16 @@ def synth_skill_cmd(
     review: bool = typer.Option(True, help="llm generator: have the model review each validated task for answer leaks and factual errors."),
     dedup: bool | None = typer.Option(None, "--dedup/--no-dedup", help="Drop near-duplicates (MiniLM cosine >= 0.90 within a category). Default: on for llm, off for template."),
     dedup_against: list[Path] | None = typer.Option(None, "--dedup-against", help="llm generator: also count tasks of these files as already kept (repeatable)."),
+    executor: str = typer.Option("local", "--executor", help="Where validation runs: local (-j worker processes) or ray (a worker per sandbox slot of a Ray cluster's nodes; same bytes)."),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="--executor ray: the cluster (default: $RAY_ADDRESS, else one running here, else a local instance)."),
 ) -> None:
     """Skill-grounded tasks: a primary skill (plus up to two supporting ones) becomes one multi-step workflow,
     with the skills in the task's workspace at skills/<name>/SKILL.md; validated like `synth persona`."""
     if generator not in ("template", "llm"):
         _fail(f"unknown generator {generator!r}; choose template or llm")
+    from clawgym.cli.app import synth_executor
+
+    ex = synth_executor(executor, ray_address, jobs, sandbox, generator)
     if generator == "llm":
         from clawgym.cli.app import run_llm_synth
         from clawgym.core.errors import ClawgymError
@@ -225,11 +230,11 @@ def synth_skill_cmd(
                         console=err)
     bar = progress.add_task("synth", total=n)
     try:
-        with progress:
+        with ex or nullcontext(), progress:
             report = synthesize_skill_tasks(
                 n, seed, output, jobs=jobs, skills_dir=catalog, skills=skill, taxonomy_path=taxonomy,
                 personas_path=personas, sandbox=sandbox, validate=validate,
-                on_progress=lambda done, total: progress.update(bar, completed=done))
+                on_progress=lambda done, total: progress.update(bar, completed=done), executor=ex)
     except ClawgymError as exc:
         _fail(str(exc))
     report_path = output.with_name(output.name + ".report.json")
