@@ -1,0 +1,252 @@
+"""`--executor ray` on a real multi-node Ray cluster started on this machine (`ray.cluster_utils.Cluster`: one
+raylet per node, each with its own `clawgym_slots`), real bwrap sandboxes and the real task data: the same
+scores as a local run, a node lost mid-run, the driver killed with -9 and resumed, Ctrl-C, synthesis giving the
+same bytes, and the llm agent's calls recorded by the driver's gateway."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from clawgym.core.jsonl import read_records
+from clawgym.core.records import Task, Trajectory
+from conftest import require
+from scripted_llm import ScriptedLLM, turns_from_reference
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples" / "tasks.jsonl"
+SMALL = {"num_cpus": 1, "object_store_memory": 100 * 1024**2}
+
+
+@pytest.fixture(scope="module")
+def cluster(bwrap_backend):
+    """A head and one worker node, 2 sandbox slots each; torn down after the module."""
+    try:
+        from ray.cluster_utils import Cluster
+    except ImportError:
+        require(False, "ray is not installed (pip install 'clawgym[ray]')")
+    from clawgym.cluster import SLOT_RESOURCE
+
+    c = Cluster(initialize_head=True, head_node_args={**SMALL, "include_dashboard": False,
+                                                      "resources": {SLOT_RESOURCE: 2}})
+    c.add_node(**SMALL, resources={SLOT_RESOURCE: 2})
+    c.wait_for_nodes()
+    yield c
+    c.shutdown()
+
+
+def clawgym(*args, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "clawgym", *map(str, args)], capture_output=True, text=True,
+                          timeout=kw.pop("timeout", 300), **kw)
+
+
+def outcome(run: Path) -> dict[str, tuple]:
+    """What a run scored, per episode: status, score, verdict status and named checks."""
+    trajs = read_records(run / "trajectories.jsonl", Trajectory)
+    ids = [t.id for t in trajs]
+    assert len(ids) == len(set(ids)), "an episode recorded twice"
+    return {t.id: (t.status, t.score, t.verdict.status if t.verdict else None,
+                   sorted((t.verdict.checks or {}).items()) if t.verdict and isinstance(t.verdict.checks, dict)
+                   else None) for t in trajs}
+
+
+def sleep_tasks(path: Path, n: int, seconds: float, marker: str) -> list[str]:
+    """Tasks whose reference sleeps in the sandbox (a marked command line, so a test can see it running)."""
+    tasks = [Task.model_validate({
+        "id": f"sleep-{i:02d}", "instruction": f"wait {i}",
+        "verifier": {"code": {"kind": "python", "source": "def grade(t, w): return {'waited': 1.0}"}},
+        "reference": {"steps": [{"name": "exec", "arguments": {"command": f"sleep {seconds} # {marker}-{i:02d}-"}}]},
+    }) for i in range(n)]
+    path.write_text("".join(t.model_dump_json() + "\n" for t in tasks))
+    return [t.id for t in tasks]
+
+
+def running(marker: str) -> set[str]:
+    """The marked sandbox commands running on this machine now (by task)."""
+    out = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
+    return {line.split(marker, 1)[1].split("-")[1] for line in out.splitlines()
+            if marker in line and "pgrep" not in line}
+
+
+def wait_for(cond, what: str, proc: subprocess.Popen | None = None, limit: float = 120.0) -> None:
+    deadline = time.monotonic() + limit
+    while not cond():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the run ended before {what}: {proc.communicate()}")
+        assert time.monotonic() < deadline, f"never saw {what}"
+        time.sleep(0.1)
+
+
+def test_rollout_over_two_nodes_scores_as_a_local_run(cluster, datasets, tmp_path):
+    cg = tmp_path / "clawgym.jsonl"
+    assert clawgym("import", "clawgym", datasets / "clawgym-train-sample", "-o", cg).returncode == 0
+    runs = [("noop", cg), ("oracle", cg), ("oracle", EXAMPLES)]
+    for i, (agent, tasks) in enumerate(runs):
+        local, remote = tmp_path / f"local{i}", tmp_path / f"ray{i}"
+        r = clawgym("rollout", tasks, "--agent", agent, "--sandbox", "bwrap", "-j", "2", "-o", local)
+        assert r.returncode == 0, r.stderr[-2000:]
+        r = clawgym("rollout", tasks, "--agent", agent, "--sandbox", "bwrap", "--executor", "ray",
+                    "--ray-address", cluster.address, "-o", remote)
+        assert r.returncode == 0, r.stderr[-2000:]
+        # the same result for every episode
+        want, got = outcome(local), outcome(remote)
+        assert got == want
+        info = json.loads((remote / "run.json").read_text())
+        nodes = info["executor"]["nodes"]
+        assert len(nodes) == 2 and all(n["ok"] and n["backend"] == "bwrap" and n["check"] for n in nodes)
+        # run.json says which node ran which episode; both nodes took work
+        assert set(info["episode_nodes"]) == set(got)
+        assert set(info["episode_nodes"].values()) == {n["node"] for n in nodes}
+        # kept workspaces came back to the driver's run dir
+        kept = [t.workspace_snapshot for t in read_records(remote / "trajectories.jsonl", Trajectory)
+                if t.workspace_snapshot]
+        assert all((remote / k).is_file() for k in kept)
+        if agent == "noop":
+            assert len(want) == 30 and all(v[0] == "completed" and v[1] == 0.0 and v[3] for v in want.values())
+            assert len(kept) == 30
+        elif tasks == EXAMPLES:
+            assert len(want) == 8 and all(v[:2] == ("completed", 1.0) for v in want.values())
+        else:  # ClawGym's sample tasks carry no reference solution: the oracle skips each, here and there alike
+            assert len(want) == 30 and all(v[0] == "skipped" for v in want.values())
+
+
+def test_a_node_lost_mid_run_is_retried_and_every_episode_recorded_once(cluster, tmp_path):
+    from clawgym.cluster import SLOT_RESOURCE
+
+    doomed = cluster.add_node(**SMALL, resources={SLOT_RESOURCE: 2})
+    cluster.wait_for_nodes()
+    marker = f"clawgym-raylost-{os.getpid()}"
+    ids = sleep_tasks(tmp_path / "tasks.jsonl", 10, 4, marker)
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "clawgym", "rollout", str(tmp_path / "tasks.jsonl"), "--agent",
+                             "oracle", "--sandbox", "bwrap", "--executor", "ray", "--ray-address", cluster.address,
+                             "--infra-retries", "3", "-o", str(run)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # every slot of the three nodes busy: two of the running episodes are on the node about to die
+    wait_for(lambda: len(running(marker)) >= 6, "six episodes running at once", proc)
+    cluster.remove_node(doomed, allow_graceful=False)
+    out, errs = proc.communicate(timeout=300)
+    assert proc.returncode == 0, errs[-3000:]
+    trajs = read_records(run / "trajectories.jsonl", Trajectory)
+    assert sorted(t.id for t in trajs) == sorted(f"{i}#0" for i in ids)  # exactly once each
+    assert all(t.status == "completed" and t.score == 1.0 for t in trajs)
+    retried = [t for t in trajs if t.attempts > 1]
+    assert len(retried) >= 2, [(t.id, t.attempts) for t in trajs]
+    log = (run / "logs" / "run.log").read_text()
+    assert log.count("infra_error node_lost") >= 2 and "retrying after an infrastructure error" in log
+    # the lost episodes ended on the surviving nodes
+    info = json.loads((run / "run.json").read_text())
+    alive = {n["node"] for n in info["executor"]["nodes"]} - {n["node"] for n in info["executor"]["nodes"]
+                                                               if n["node_id"] == doomed.node_id}
+    assert {info["episode_nodes"][t.id] for t in retried} <= alive
+    wait_for(lambda: not running(marker), "the lost node's sandboxes gone", limit=60)
+
+
+def test_driver_killed_with_9_resumes_with_every_episode_once(cluster, tmp_path):
+    marker = f"clawgym-raykill-{os.getpid()}"
+    ids = sleep_tasks(tmp_path / "tasks.jsonl", 12, 1.5, marker)
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "clawgym", "rollout", str(tmp_path / "tasks.jsonl"), "--agent", "oracle",
+           "--sandbox", "bwrap", "--executor", "ray", "--ray-address", cluster.address, "-o", str(run)]
+    traj = run / "trajectories.jsonl"
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for(lambda: traj.exists() and len(traj.read_bytes().splitlines()) >= 3, "three episodes recorded", proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    first = len(traj.read_bytes().splitlines())
+    assert 3 <= first < 12, "the kill must land in the middle of the run"
+    # the dead driver's remote sandboxes end with its job
+    wait_for(lambda: not running(marker), "the killed driver's sandboxes gone", limit=60)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"resuming: {first} episodes already done" in r.stderr
+    trajs = read_records(traj, Trajectory)
+    assert sorted(t.id for t in trajs) == sorted(f"{i}#0" for i in ids)
+    assert all(t.status == "completed" and t.score == 1.0 for t in trajs)
+    info = json.loads((run / "run.json").read_text())
+    assert set(info["episode_nodes"]) >= {t.id for t in trajs[first:]}
+
+
+def test_ctrl_c_stops_every_remote_sandbox(cluster, tmp_path):
+    marker = f"clawgym-rayint-{os.getpid()}"
+    sleep_tasks(tmp_path / "tasks.jsonl", 4, 300, marker)
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "clawgym", "rollout", str(tmp_path / "tasks.jsonl"), "--agent",
+                             "oracle", "--sandbox", "bwrap", "--executor", "ray", "--ray-address", cluster.address,
+                             "-o", str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    wait_for(lambda: len(running(marker)) == 4, "four sandboxes running on the two nodes", proc)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    wait_for(lambda: not running(marker), "every remote sandbox stopped", limit=60)
+    path = run / "trajectories.jsonl"
+    assert not path.exists() or read_records(path, Trajectory) == []
+
+
+def test_synthesis_over_ray_writes_the_same_bytes_as_a_local_run(cluster, tmp_path):
+    for route, n in (("persona", 16), ("skill", 6)):
+        local, remote = tmp_path / f"{route}-local.jsonl", tmp_path / f"{route}-ray.jsonl"
+        r = clawgym("synth", route, "-n", n, "--seed", 11, "-j", "2", "-o", local)
+        assert r.returncode == 0, r.stderr[-2000:]
+        r = clawgym("synth", route, "-n", n, "--seed", 11, "--executor", "ray", "--ray-address", cluster.address,
+                    "-o", remote)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert remote.read_bytes() == local.read_bytes() and len(local.read_bytes().splitlines()) == n
+
+
+def test_a_node_without_the_sandbox_image_takes_no_episodes(cluster, tmp_path):
+    from clawgym.cluster import SLOT_RESOURCE
+
+    empty = tmp_path / "clawgym-home"
+    empty.mkdir()
+    # this node's clawgym looks for its image in an empty home: the driver's image is missing there
+    bare = cluster.add_node(**SMALL, resources={SLOT_RESOURCE: 4}, env_vars={"CLAWGYM_HOME": str(empty)})
+    cluster.wait_for_nodes()
+    try:
+        run = tmp_path / "run"
+        r = clawgym("rollout", EXAMPLES, "--agent", "oracle", "--sandbox", "bwrap", "--executor", "ray",
+                    "--ray-address", cluster.address, "-o", run)
+        assert r.returncode == 0, r.stderr[-2000:]
+        info = json.loads((run / "run.json").read_text())
+        by_id = {n["node_id"]: n for n in info["executor"]["nodes"]}
+        assert not by_id[bare.node_id]["ok"] and "image" in by_id[bare.node_id]["check"]
+        assert by_id[bare.node_id]["node"] not in set(info["episode_nodes"].values())
+        assert all(v[:2] == ("completed", 1.0) for v in outcome(run).values())
+    finally:
+        cluster.remove_node(bare)
+
+
+def test_llm_rollout_over_ray_calls_and_records_through_the_driver_gateway(cluster, tmp_path):
+    from clawgym.pool.store import Pool
+
+    tasks = read_records(EXAMPLES, Task)[:4]
+    (tmp_path / "tasks.jsonl").write_text("".join(t.model_dump_json() + "\n" for t in tasks))
+    run = tmp_path / "run"
+    with ScriptedLLM({t.instruction: turns_from_reference(t) for t in tasks}) as llm:
+        r = clawgym("rollout", tmp_path / "tasks.jsonl", "--agent", "llm", "--model", "scripted-model",
+                    "--base-url", llm.base_url, "-k", "2", "--sandbox", "bwrap", "--executor", "ray",
+                    "--ray-address", cluster.address, "-o", run)
+    assert r.returncode == 0, r.stderr[-2000:]
+    trajs = read_records(run / "trajectories.jsonl", Trajectory)
+    assert len(trajs) == 8 and all(t.status == "completed" and t.score == 1.0 for t in trajs)
+    assert "model calls: " in r.stderr and "model calls: 0 " not in r.stderr
+    with Pool(run / "pool") as pool:  # written by the driver's gateway alone
+        for t in trajs:
+            assert len(pool.steps(trajectory_id=t.id)) == t.usage["model_calls"] > 0
+
+
+def test_bad_executor_options_fail_with_one_line(tmp_path):
+    r = clawgym("rollout", EXAMPLES, "--executor", "spark", "-o", tmp_path / "a")
+    assert r.returncode == 2 and "--executor: unknown 'spark'" in r.stderr
+    r = clawgym("rollout", EXAMPLES, "--ray-address", "127.0.0.1:1", "-o", tmp_path / "b")
+    assert r.returncode == 2 and "--ray-address needs --executor ray" in r.stderr
+    r = clawgym("synth", "persona", "-n", "1", "-o", tmp_path / "c.jsonl", "--executor", "ray", "--generator", "llm")
+    assert r.returncode == 2 and "llm generator runs with --executor local" in r.stderr
