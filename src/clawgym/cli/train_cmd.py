@@ -11,6 +11,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from clawgym.rollout.executor import EXECUTOR_HELP, RAY_ADDRESS_HELP
+
 out = Console()
 err = Console(stderr=True)
 
@@ -170,6 +172,8 @@ def rl_cmd(
     jobs: int = typer.Option(4, "-j", "--jobs", min=1),
     sandbox: str = typer.Option("auto", "--sandbox"),
     episode_timeout: float | None = typer.Option(None, "--episode-timeout", min=1.0),
+    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
     """Online RL: serve policy v, roll out k samples per task into OUT/pool, update a LoRA adapter on the pool's
     token ids, publish v+1 to the server without restarting it (vLLM's load_lora_adapter), repeat."""
@@ -177,6 +181,7 @@ def rl_cmd(
     from clawgym.core.jsonl import read_records_lenient
     from clawgym.core.records import Task
     from clawgym.pool.credit import ALGOS, CREDITS
+    from clawgym.rollout.executor import make_executor
     from clawgym.sandbox import get_backend
     from clawgym.train.rl_loop import RLOptions, run_rl
 
@@ -194,13 +199,14 @@ def rl_cmd(
         _fail(f"{tasks_path}: no task with a code check to train on")
     try:
         backend = get_backend(sandbox)
-    except ValueError as exc:
+        ex = make_executor(executor, jobs=jobs, ray_address=ray_address, sandbox=backend.name)
+    except (ValueError, ClawgymError) as exc:
         _fail(str(exc), 2)
     opts = RLOptions(model=model, base_url=base_url, samples=samples, tasks_per_iter=tasks_per_iter,
                      iterations=iterations, temperature=temperature, max_turns=max_turns, max_tokens=max_tokens,
                      algo=algo, credit=credit, gamma=gamma, kl_coef=kl_coef, clip=clip, lr=lr, lora_r=lora_r,
                      epochs=epochs, max_staleness=max_staleness, seed=seed, jobs=jobs, sandbox=sandbox,
-                     episode_timeout=episode_timeout)
+                     episode_timeout=episode_timeout, executor=ex)
 
     def show(kind: str, data: dict) -> None:
         if kind == "rollout":
@@ -216,7 +222,8 @@ def rl_cmd(
                       f"rollout {data['rollout_s']:.0f} s, train {data['train_s']:.0f} s", highlight=False)
 
     try:
-        rows = run_rl(tasks, output, opts, backend=backend, on_event=show)
+        with ex:
+            rows = run_rl(tasks, output, opts, backend=backend, on_event=show)
     except ClawgymError as exc:
         _fail(str(exc))
     finally:

@@ -133,7 +133,7 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
                                     reward=t.score, verdict=t.verdict.model_dump() if t.verdict else None)
                 if remote:  # the calls were made by the workers' clients: count them here
                     u = client.usage
-                    u.requests += len(t.steps)
+                    u.requests += int(t.usage.get("model_calls", 0) or 0)
                     u.prompt_tokens += int(t.usage.get("prompt_tokens", 0) or 0)
                     u.completion_tokens += int(t.usage.get("completion_tokens", 0) or 0)
 

@@ -73,6 +73,7 @@ class RLOptions:
     sandbox: str = "auto"
     episode_timeout: float | None = None
     precision: str = "fp32"
+    executor: Any = None  # where the rollout phase runs: an entered clawgym.rollout.executor.Executor (None: local)
 
 
 @dataclass
@@ -319,7 +320,8 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
                              max_tokens=opts.max_tokens, temperature=opts.temperature, policy_version=str(v),
                              pool_dir=out / "pool", id_prefix=prefix, group_prefix=f"v{v}.",
                              precision=opts.precision, seed=opts.seed * 1_000_003 + v * 1009)
-            ropts = RolloutOptions(samples=opts.samples, jobs=opts.jobs, episode_timeout=opts.episode_timeout)
+            ropts = RolloutOptions(samples=opts.samples, jobs=opts.jobs, episode_timeout=opts.episode_timeout,
+                                   executor=opts.executor)
             run_dir = out / "rollouts" / f"v{v}"
             with agent_session(spec, run_dir, it_tasks, ropts) as session:
                 report = run_rollout(it_tasks, session.factory, backend, run_dir, ropts,
