@@ -6,6 +6,8 @@ Shared by training (autocast) and the embedded server (weights loaded in that dt
 from __future__ import annotations
 
 PRECISIONS = ("auto", "fp32", "bf16")
+# the embedded server also decodes with the weights as a GGUF file stores them (clawgym.serve.fast_decode)
+SERVER_PRECISIONS = (*PRECISIONS, "q4")
 
 
 def resolve_precision(precision: str) -> str:

@@ -132,7 +132,7 @@ def create_app(engine: BatchEngine, served_name: str, token_log: Path | None = N
 
     @app.get("/health")
     async def health() -> dict:
-        return {"status": "ok", "model": served_name, "busy": engine.busy, "precision": engine.precision,
+        return {"status": "ok", "model": served_name, "busy": engine.busy, "precision": engine.precision, "decode": engine.decode,
                 "threads": engine.threads, **engine.stats, **engine.adapter_status()}
 
     @app.get("/v1/models")

@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 
+from clawgym.serve.fast_decode import fast_decoder, q4_supported
 from clawgym.serve.lora import Adapter, AdapterError, LoraLinear, read_adapter
 
 
@@ -197,7 +198,11 @@ class BatchEngine:
 
         from clawgym.core.precision import resolve_precision
 
-        self.precision = resolve_precision(precision)
+        q4 = precision == "q4"  # fp32 weights, decoding through their 4-bit blocks (see fast_decode)
+        self.precision = "q4" if q4 else resolve_precision(precision)
+        if q4 and not q4_supported():
+            raise EngineError("--precision q4 needs a CPU that computes bf16 natively (AVX512-BF16 or AMX) and "
+                              "torch's CPU int4 kernel; use fp32 or bf16 here")
         if threads:
             torch.set_num_threads(threads)  # process-wide: every thread applies it on its first torch call
         self.threads = torch.get_num_threads()
@@ -234,6 +239,13 @@ class BatchEngine:
                                if isinstance(m, torch.nn.Linear)}
         self._commands: queue.Queue[tuple[Callable[[], Any], Future]] = queue.Queue()
         self._admitting: list[GenerationRequest] = []
+        # every generated token after the prompt's first: a lean step where the architecture allows it
+        self._fast = fast_decoder(self.model, self._plan, weights="q4" if q4 else "model")
+        if q4 and (self._fast is None or not self._fast.q4_matrices):
+            raise EngineError(f"--precision q4: {model_dir} is not a Llama-architecture model whose weights are "
+                              "4-bit blocks (a model loaded from a Q4_1/Q8_0 GGUF file); use fp32 or bf16")
+        self.decode = {"path": "fast" if self._fast is not None else "transformers",
+                       "q4_matrices": self._fast.q4_matrices if self._fast is not None else 0}
         self._thread.start()
 
     def _eos_ids(self) -> set[int]:
@@ -392,6 +404,11 @@ class BatchEngine:
 
     def _forward(self, reqs: list[GenerationRequest], **kwargs: Any) -> Any:
         """One forward pass for `reqs` (the batch's rows, in order), each row with its own adapter."""
+        self._set_plan(reqs)
+        return self.model(**kwargs)
+
+    def _set_plan(self, reqs: list[GenerationRequest]) -> None:
+        """Tell the adapted layers which rows of the next pass are whose (see `LoraLinear`)."""
         if self._wrapped:
             groups: dict[int, list[int]] = {}
             for i, r in enumerate(reqs):
@@ -401,7 +418,6 @@ class BatchEngine:
                              for uid, rows in groups.items()]
             if len(groups) + (sum(map(len, groups.values())) < len(reqs)) > 1:
                 self.stats["mixed_adapter_steps"] += 1
-        return self.model(**kwargs)
 
     def close(self) -> None:
         self._stop.set()
@@ -537,14 +553,19 @@ class BatchEngine:
         ids = torch.tensor([[r.last_token] for r in batch], dtype=torch.long)
         pos = torch.tensor([[r.position] for r in batch], dtype=torch.long)
         mask = torch.nn.functional.pad(self._mask, (0, 1), value=1)
-        out = self._forward(batch, input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=self._cache,
-                            use_cache=True)
-        self._cache, self._mask = out.past_key_values, mask
+        if self._fast is not None:
+            self._set_plan(batch)
+            logits = self._fast.step(ids, pos, mask, self._cache)
+        else:
+            out = self._forward(batch, input_ids=ids, attention_mask=mask, position_ids=pos,
+                                past_key_values=self._cache, use_cache=True)
+            self._cache, logits = out.past_key_values, out.logits[:, -1, :]
+        self._mask = mask
         for r in batch:
             r.position += 1
         self.stats["steps"] += 1
         self.stats["max_batch_seen"] = max(self.stats["max_batch_seen"], len(batch))
-        self._emit_tokens(batch, out.logits[:, -1, :].float(), offset=0)
+        self._emit_tokens(batch, logits.float(), offset=0)
 
     def _sample(self, r: GenerationRequest, logits: torch.Tensor) -> int:
         p = r.params
