@@ -175,3 +175,101 @@ def test_logprobs_of_a_row_do_not_depend_on_its_batch_mates(smollm_lora):
     n = len(short["response_ids"])
     assert both[0, -n:].tolist() == pytest.approx(alone[0, -n:].tolist(), abs=1e-4)
     assert both[0, :-n].abs().sum() == 0
+
+
+# -- packing the steps of a trajectory into one row, skipping rows without signal -----------------------------------
+
+def _tiny_llama():
+    """A small randomly initialized Llama (transformers' own model code): the packing is arithmetic on the
+    token ids, the same for any causal LM, and a small one keeps the exact comparison quick."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    return LlamaForCausalLM(cfg).float()
+
+
+def _trajectory_rows(gen: torch.Generator) -> list[dict]:
+    """Three steps of one conversation (each prompt = the previous prompt + response + a tool result), one
+    step of another trajectory whose next prompt does not continue it (re-rendered history), and a group whose
+    advantages are all 0."""
+    def ids(n):
+        return torch.randint(3, 97, (n,), generator=gen).tolist()
+
+    def lp(n):
+        return (-torch.rand(n, generator=gen) * 3).tolist()
+
+    p1, r1, t1, r2, t2, r3 = ids(9), ids(4), ids(5), ids(3), ids(6), ids(5)
+    rows = [
+        {"trajectory_id": "a", "step_index": 0, "policy_version": "0", "prompt_ids": p1, "response_ids": r1,
+         "logprobs": lp(4), "advantage": 0.8},
+        {"trajectory_id": "a", "step_index": 1, "policy_version": "0", "prompt_ids": p1 + r1 + t1,
+         "response_ids": r2, "logprobs": lp(3), "advantage": 0.8},
+        {"trajectory_id": "a", "step_index": 2, "policy_version": "0", "prompt_ids": p1 + r1 + t1 + r2 + t2,
+         "response_ids": r3, "logprobs": lp(5), "advantage": [0.8, 0.5, 0.1, -0.2, 0.3]},
+    ]
+    q1, s1 = ids(7), ids(4)
+    rows += [
+        {"trajectory_id": "b", "step_index": 0, "policy_version": "0", "prompt_ids": q1, "response_ids": s1,
+         "logprobs": lp(4), "advantage": -0.6},
+        {"trajectory_id": "b", "step_index": 1, "policy_version": "0", "prompt_ids": q1 + ids(4) + ids(3),
+         "response_ids": ids(6), "logprobs": lp(6), "advantage": -0.6},
+        {"trajectory_id": "c", "step_index": 0, "policy_version": "0", "prompt_ids": ids(8), "response_ids": ids(5),
+         "logprobs": lp(5), "advantage": 0.0},
+    ]
+    return rows
+
+
+def test_packing_keeps_every_step_and_trains_only_the_models_tokens():
+    from clawgym.train.rl_update import merge_continuations
+
+    rows = _trajectory_rows(torch.Generator().manual_seed(1))
+    packed = merge_continuations(rows)
+    assert len(packed) == 4  # a's three steps in one row; b's two stay apart (no continuation); c alone
+    a = next(r for r in packed if r["trajectory_id"] == "a")
+    assert a["steps"] == 3 and a["prompt_ids"] == rows[0]["prompt_ids"]
+    seq = a["prompt_ids"] + a["response_ids"]
+    assert seq == rows[2]["prompt_ids"] + rows[2]["response_ids"]  # the last step's whole conversation
+    trained = [t for t, m in zip(a["response_ids"], a["response_mask"], strict=True) if m]
+    assert trained == rows[0]["response_ids"] + rows[1]["response_ids"] + rows[2]["response_ids"]
+    b = build_batch([a])
+    assert int(b.response_mask.sum()) == 12 and b.steps == 3  # the tool results between the steps: untrained
+
+
+@pytest.mark.parametrize("algo", ["grpo", "dr-grpo", "rloo"])
+def test_packed_update_has_the_loss_and_gradient_of_the_steps_one_by_one(algo):
+    rows = _trajectory_rows(torch.Generator().manual_seed(2))
+    cfg = ObjectiveConfig(algo=algo, clip_low=0.2, clip_high=0.2, max_response_len=16)
+
+    # by the formula, each step its own sequence (nothing packed, nothing skipped)
+    model = _tiny_llama()
+    per_step, n_tokens = [], 0
+    for r in rows:
+        ids = torch.tensor([r["prompt_ids"] + r["response_ids"]])
+        logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), dim=-1)
+        k = len(r["response_ids"])
+        lp = logp[-k:].gather(-1, torch.tensor(r["response_ids"])[:, None])[:, 0]
+        adv = torch.tensor(r["advantage"] if isinstance(r["advantage"], list) else [r["advantage"]] * k)
+        ratio = torch.exp(lp - torch.tensor(r["logprobs"]))
+        tok = -torch.min(ratio * adv, torch.clamp(ratio, 0.8, 1.2) * adv)
+        per_step.append(tok)
+        n_tokens += k
+    if algo == "grpo":
+        ref_loss = sum(t.mean() for t in per_step) / len(per_step)
+    elif algo == "dr-grpo":
+        ref_loss = sum(t.sum() for t in per_step) / (len(per_step) * 16)
+    else:
+        ref_loss = sum(t.sum() for t in per_step) / n_tokens
+    ref_loss.backward()
+    ref_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    model = _tiny_llama()  # the same weights (same seed)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    res = rl_update(model, opt, rows, cfg, micro_batch_tokens=40, max_grad_norm=None)
+    assert res.stats["packed_rows"] == 4 and res.stats["rows_run"] == 3  # c has no signal: not run
+    assert res.stats["micro_batches"] >= 2
+    assert res.stats["loss"] == pytest.approx(float(ref_loss.detach()), abs=1e-5)
+    for n, p in model.named_parameters():
+        if n in ref_grads:
+            assert torch.allclose(p.grad, ref_grads[n], atol=1e-6, rtol=1e-4), n

@@ -216,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sandbox", default="bwrap")
     ap.add_argument("--readme", type=Path, default=REPO / "README.md")
     ap.add_argument("--no-readme", action="store_true", help="Do not write the figures into the README.")
+    ap.add_argument("--stop-after", choices=["synth", "teacher", "filter", "train"], default=None,
+                    help="Stop after this stage (e.g. `train`: the SFT student only, as benchmarks/learning/rl.py "
+                         "needs it); a later run without it goes on from there.")
     args = ap.parse_args(argv)
     lr = args.lr if args.lr is not None else (1e-4 if args.full else 1e-3)
 
@@ -244,12 +247,18 @@ def main(argv: list[str] | None = None) -> int:
                    operations=args.operations, max_ops=args.max_ops, solution=args.teacher_solution,
                    program_ops=args.program_ops or None)
     stage["synth"] = time.perf_counter() - t0
+    if args.stop_after == "synth":
+        log("stopping after synth (--stop-after)")
+        return 0
 
     # 2. teacher trajectories
     t0 = time.perf_counter()
     log("rolling out the oracle teacher on the train tasks")
     teacher = evaluate(train_tasks, "oracle", args.model, work / "teacher", args, backend)
     stage["teacher"] = time.perf_counter() - t0
+    if args.stop_after == "teacher":
+        log("stopping after teacher (--stop-after)")
+        return 0
 
     # 3. filter
     t0 = time.perf_counter()
@@ -258,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     fdict = freport.as_dict()
     log(f"filter: {fdict.get('kept')} conversations kept")
     stage["filter"] = time.perf_counter() - t0
+    if args.stop_after == "filter":
+        log("stopping after filter (--stop-after)")
+        return 0
 
     # 4. SFT and export
     t0 = time.perf_counter()
@@ -282,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     if not (student_dir / "config.json").exists():
         export_model(train_dir, student_dir)
     stage["train"] = time.perf_counter() - t0
+    if args.stop_after == "train":
+        log("stopping after train (--stop-after)")
+        return 0
     memory = release_memory()
     log(f"resident memory after training: {memory['before_mb']} MB, {memory['after_mb']} MB once released")
 

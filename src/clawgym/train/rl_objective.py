@@ -61,12 +61,29 @@ class TokenBatch:
     old_logps: torch.Tensor
     has_old_logps: torch.Tensor  # (B,) 1 when the row carried the engine's logprobs
     advantages: torch.Tensor
+    # per position: 1 / the length of the model call (step) the token belongs to, for the per-sequence mean of
+    # `grpo` (a row may hold several steps of one trajectory, see `clawgym.train.rl_update.merge_continuations`)
+    step_weights: torch.Tensor | None = None
+    steps: int = 0  # model calls (steps) in the batch: the sequences of the per-sequence aggregations
+
+
+@dataclass
+class Norm:
+    """The denominators of a loss aggregated over a whole update (every micro-batch of it): the steps (sequences)
+    and response tokens it holds. Given to :func:`policy_loss`, micro-batch losses simply add up to the loss of
+    the whole batch, whatever the micro-batching and however steps are packed into rows."""
+
+    steps: float
+    tokens: float
 
 
 def build_batch(rows: list[dict[str, Any]], pad_id: int = 0) -> TokenBatch:
     """Left-padded tensors of `rows` (each with prompt_ids, response_ids, advantage, optional logprobs).
 
-    A row's advantage is a number (on every response token) or a list (one per response token)."""
+    A row's advantage is a number (on every response token) or a list (one per response token). A row may also
+    carry `response_mask` (0 on response positions that are not the model's: the tool results between two steps
+    packed into one row), `step_weights` (1 / its step's length on each trained token) and `steps` (how many
+    model calls it holds); a plain row is one step, all of whose response tokens are trained."""
     if not rows:
         raise ValueError("an empty batch")
     lengths = [len(r["prompt_ids"]) + len(r["response_ids"]) for r in rows]
@@ -78,6 +95,8 @@ def build_batch(rows: list[dict[str, Any]], pad_id: int = 0) -> TokenBatch:
     old = torch.zeros((b, width), dtype=torch.float32)
     adv = torch.zeros((b, width), dtype=torch.float32)
     has_old = torch.zeros(b, dtype=torch.float32)
+    step_w = torch.zeros((b, width), dtype=torch.float32)
+    steps = 0
     for i, r in enumerate(rows):
         p, a = list(r["prompt_ids"]), list(r["response_ids"])
         if not a:
@@ -89,7 +108,15 @@ def build_batch(rows: list[dict[str, Any]], pad_id: int = 0) -> TokenBatch:
         r0 = width - len(a)  # first response position
         input_ids[i, start:] = torch.tensor(p + a, dtype=torch.long)
         attention[i, start:] = 1
-        resp[i, r0:] = 1.0
+        m = r.get("response_mask")
+        if m is not None and len(m) != len(a):
+            raise ValueError(f"row {i}: a response_mask of {len(m)} for {len(a)} response tokens")
+        resp[i, r0:] = torch.tensor(m, dtype=torch.float32) if m is not None else 1.0
+        w = r.get("step_weights")
+        if w is not None and len(w) != len(a):
+            raise ValueError(f"row {i}: {len(w)} step_weights for {len(a)} response tokens")
+        step_w[i, r0:] = torch.tensor(w, dtype=torch.float32) if w is not None else 1.0 / float(resp[i].sum() or 1)
+        steps += int(r.get("steps", 1))
         advantage = r["advantage"]
         if isinstance(advantage, (list, tuple)):
             if len(advantage) != len(a):
@@ -101,9 +128,9 @@ def build_batch(rows: list[dict[str, Any]], pad_id: int = 0) -> TokenBatch:
         if lp is not None:
             if len(lp) != len(a):
                 raise ValueError(f"row {i}: {len(lp)} logprobs for {len(a)} response tokens")
-            old[i, r0:] = torch.tensor([float(x) for x in lp], dtype=torch.float32)
+            old[i, r0:] = torch.tensor([float(x or 0.0) for x in lp], dtype=torch.float32)
             has_old[i] = 1.0
-    return TokenBatch(input_ids, attention, resp, old, has_old, adv)
+    return TokenBatch(input_ids, attention, resp, old, has_old, adv * resp, step_w * resp, steps)
 
 
 def token_logps(model: Any, batch: TokenBatch, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -113,7 +140,9 @@ def token_logps(model: Any, batch: TokenBatch, with_entropy: bool = False) -> tu
     agent prompt would take gigabytes."""
     from trl.trainer.utils import entropy_from_logits, selective_log_softmax
 
-    k = int(batch.response_mask.sum(-1).max())
+    # from the first trained position of the row where it comes earliest (a row's response ends at the end)
+    first = (batch.response_mask.cumsum(-1) == 0).sum(-1)
+    k = int(batch.input_ids.shape[1] - first.min())
     position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)
     logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids,
                    logits_to_keep=k + 1).logits  # (B, k + 1, V)
@@ -132,9 +161,10 @@ def token_logps(model: Any, batch: TokenBatch, with_entropy: bool = False) -> tu
 
 def policy_loss(logps: torch.Tensor, batch: TokenBatch, cfg: ObjectiveConfig,
                 ref_logps: torch.Tensor | None = None, entropy: torch.Tensor | None = None,
-                start_logps: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+                start_logps: torch.Tensor | None = None, norm: Norm | None = None) -> tuple[torch.Tensor, dict[str, float]]:
     """The loss of the module docstring and its statistics. `start_logps`: the policy's own logprobs at the start
-    of the update, used as logp_old for rows without engine logprobs."""
+    of the update, used as logp_old for rows without engine logprobs. `norm`: the denominators of the whole
+    update this batch is a part of (default: this batch's own)."""
     if cfg.algo not in AGGREGATIONS:
         raise ValueError(f"unknown RL preset {cfg.algo!r}; choose one of {', '.join(AGGREGATIONS)}")
     mask = batch.response_mask
@@ -153,13 +183,16 @@ def policy_loss(logps: torch.Tensor, batch: TokenBatch, cfg: ObjectiveConfig,
         if cfg.kl_coef:
             per_token = per_token + cfg.kl_coef * kl
     n_tokens = mask.sum().clamp(min=1.0)
+    steps = float(batch.steps or mask.shape[0])
+    norm = norm or Norm(steps=steps, tokens=float(n_tokens))
     agg = AGGREGATIONS[cfg.algo]
-    if agg == "seq-mean-token-mean":
-        loss = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
+    if agg == "seq-mean-token-mean":  # each step's mean over its tokens, then the mean over steps
+        weights = batch.step_weights if batch.step_weights is not None else mask / mask.sum(-1, keepdim=True).clamp(min=1.0)
+        loss = (per_token * weights).sum() / max(norm.steps, 1.0)
     elif agg == "token-sum-norm":
-        loss = (per_token * mask).sum() / (mask.shape[0] * max(1, cfg.max_response_len))
+        loss = (per_token * mask).sum() / (max(norm.steps, 1.0) * max(1, cfg.max_response_len))
     else:
-        loss = (per_token * mask).sum() / n_tokens
+        loss = (per_token * mask).sum() / max(norm.tokens, 1.0)
     with torch.no_grad():
         on = mask.bool()
         r = ratio[on]
