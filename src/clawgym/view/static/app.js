@@ -278,7 +278,7 @@ async function pageRunTrajectory(sid, tid) {
     out.push(h("div", {className: "files box"}, list, viewer));
   }
   $main().replaceChildren(...out);
-  return [sid];
+  return []; // a trajectory record is final once written
 }
 
 async function pagePool(sid, q) {
@@ -377,7 +377,7 @@ async function pagePoolTrajectory(sid, tid) {
     h("td", {}, h("pre", {}, shown(e)))));
   out.push(h("h2", {}, "Events"), h("table", {id: "events"}, h("tbody", {}, evRows)));
   $main().replaceChildren(...out);
-  return [sid];
+  return t.ended ? [] : [sid]; // steps still coming: follow them (forms keep focus, see startLive)
 }
 
 async function pageBatch(sid) {
