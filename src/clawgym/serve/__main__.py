@@ -5,6 +5,7 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: see clawgym.serve.server.quiet_openmp
 
+from clawgym.core.precision import SERVER_PRECISIONS  # noqa: E402
 from clawgym.serve.server import ServerError, exit_with_parent, parse_lora_specs, serve  # noqa: E402
 
 
@@ -15,7 +16,7 @@ def main() -> None:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--max-batch", type=int, default=16)
     p.add_argument("--served-name", default=None)
-    p.add_argument("--precision", choices=["fp32", "bf16", "auto"], default="fp32")
+    p.add_argument("--precision", choices=list(SERVER_PRECISIONS), default="fp32")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads (default: OMP_NUM_THREADS, else all cores but one; see default_threads).")
     p.add_argument("--token-log", default=None, help="Append each request's prompt and generated ids here (JSONL).")

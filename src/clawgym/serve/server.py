@@ -77,12 +77,16 @@ def serve(model: str, host: str = "127.0.0.1", port: int = 8000, max_batch: int 
     import uvicorn
 
     from clawgym.serve.app import create_app
-    from clawgym.serve.engine import BatchEngine
+    from clawgym.serve.engine import BatchEngine, EngineError
     from clawgym.serve.lora import AdapterError
 
     model_dir = resolve_model_dir(model)
     name = served_name or model
-    engine = BatchEngine(model_dir, max_batch=max_batch, precision=precision, threads=threads or default_threads())
+    try:
+        engine = BatchEngine(model_dir, max_batch=max_batch, precision=precision,
+                             threads=threads or default_threads())
+    except EngineError as exc:  # e.g. --precision q4 on a CPU or a model it does not fit
+        raise ServerError(str(exc)) from None
     try:
         for lora_name, lora_path in (loras or {}).items():
             if lora_name == name:
