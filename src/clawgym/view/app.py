@@ -196,16 +196,20 @@ def create_app(paths: list[str], *, token: str | None = None, host: str = "127.0
         return {"total": len(rows), "offset": offset, "limit": limit, "items": rows[offset:offset + limit],
                 "facets": facets, "started": s.log.path.exists(), "bad_lines": s.log.bad[:20]}
 
+    def _episode(s: RunSource, trajectory_id: str) -> tuple[Any, Any]:
+        """The index entry and the whole record of one episode of a run (the latest record of that id)."""
+        s.log.refresh()
+        entry = s.log.get(trajectory_id)
+        if entry is None:
+            raise ViewSourceError(f"no trajectory {trajectory_id!r} in {s.label}")
+        return entry, s.log.read(entry)
+
     @app.get("/api/run/{sid}/trajectory")
     def run_trajectory(sid: str, id: str) -> dict[str, Any]:
         from clawgym.view.turns import episode_turns
 
         s = catalog.run(sid)
-        s.log.refresh()
-        entry = s.log.get(id)
-        if entry is None:
-            raise ViewSourceError(f"no trajectory {id!r} in {s.label}")
-        t = s.log.read(entry)
+        entry, t = _episode(s, id)
         out: dict[str, Any] = {
             "id": t.id, "task_id": t.task_id, "sample": t.sample, "agent": t.agent, "model": t.model,
             "status": t.status, "error": t.error.model_dump() if t.error else None,
@@ -230,11 +234,7 @@ def create_app(paths: list[str], *, token: str | None = None, host: str = "127.0
     @app.get("/api/run/{sid}/file")
     def run_file(sid: str, id: str, path: str) -> dict[str, Any]:
         s = catalog.run(sid)
-        s.log.refresh()
-        entry = s.log.get(id)
-        if entry is None:
-            raise ViewSourceError(f"no trajectory {id!r} in {s.label}")
-        t = s.log.read(entry)
+        _, t = _episode(s, id)
         return {"path": path, **read_file(snapshot_path(s.path, t.workspace_snapshot), path)}
 
     @app.get("/api/run/{sid}/report")
