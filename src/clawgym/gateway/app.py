@@ -11,6 +11,14 @@ again (unless it asked for them), streamed chunk by chunk when it streams. An up
 chat template (when it has a tokenizer) and marks the step `token_source: retokenized`. Every other `/v1/*`
 request is passed through untouched.
 
+Sampling overrides (`sampling=SamplingOverride(...)`, see clawgym.gateway.sampling): a black-box agent picks its
+own request parameters, so a run that needs its own (the rollouts of `clawgym train rl --agent openclaw`: the
+run's temperature, a seed per trajectory and call) has the gateway set them on every chat request it forwards,
+over whatever the agent sent; only the fields that are set are touched, and the token fields above are added
+as always. The step keeps the agent's request as it was (`request.params`) and what the gateway changed in
+`request.sampling_override`, so the parameters the engine sampled with are `{**params, **sampling_override}`.
+Without an override the body is forwarded as the agent sent it.
+
 A step is written to the pool before the response's last byte (the `[DONE]` of a stream) reaches the agent, so
 a response an agent has completely received is never lost, even to `kill -9`. Pool writes go through one writer
 thread that commits what has queued up together.
@@ -39,6 +47,7 @@ import aiohttp
 from clawgym import httpguard
 from clawgym.gateway.budget import BUDGET_ERROR_TYPE, Budget, BudgetBook
 from clawgym.gateway.capture import Assembled, dumps, loads, retokenize, strip_added
+from clawgym.gateway.sampling import SamplingOverride
 
 UNASSIGNED = "_unassigned"
 
@@ -118,10 +127,12 @@ class Gateway:
         timeout: float = 900.0,
         budget: Budget | None = None,
         max_body_bytes: int | None = httpguard.DEFAULT_MAX_BODY_BYTES,
+        sampling: SamplingOverride | None = None,
     ):
         """`budget`: per-trajectory limits (model calls, tokens, wall time); a trajectory past them has its
         calls refused (see clawgym.gateway.budget). Calls without a trajectory id are not budgeted.
-        `max_body_bytes`: larger request bodies are answered 413, neither stored nor forwarded (None: no limit)."""
+        `max_body_bytes`: larger request bodies are answered 413, neither stored nor forwarded (None: no limit).
+        `sampling`: parameters set on every forwarded chat request, over the agent's (see the module docstring)."""
         self.upstream = upstream.rstrip("/")
         if not self.upstream.endswith("/v1"):
             self.upstream += "/v1"
@@ -133,6 +144,7 @@ class Gateway:
         self.policy_version = policy_version
         self.timeout = timeout
         self.max_body_bytes = max_body_bytes
+        self.sampling = sampling if sampling else None
         self._session: aiohttp.ClientSession | None = None
         self._writer = PoolWriter(pool)
         self._next_index: dict[str, int] = {}
@@ -254,6 +266,10 @@ class Gateway:
         index = self._step_index(trajectory)
         started, t0 = _now(), time.monotonic()
         fwd = dict(body)
+        if self.sampling is not None:
+            override = self.sampling.fields(trajectory, index)
+            fwd.update(override)
+            request_record["sampling_override"] = override
         if self.upstream_token_ids:
             fwd["return_token_ids"] = True
             fwd["logprobs"] = True

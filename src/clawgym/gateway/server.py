@@ -15,6 +15,7 @@ from urllib.parse import quote
 from clawgym.core.errors import ClawgymError
 from clawgym.gateway.app import Gateway
 from clawgym.gateway.budget import Budget
+from clawgym.gateway.sampling import SamplingOverride
 from clawgym.httpguard import DEFAULT_MAX_BODY_BYTES
 
 
@@ -58,12 +59,14 @@ class GatewayThread:
     base URL an agent of that trajectory uses.
 
     `uds`: also serve on this unix socket (same gateway, same event loop), for agents in sandboxes that have
-    no network of their own: the socket is bound into the sandbox and a relay inside forwards to it."""
+    no network of their own: the socket is bound into the sandbox and a relay inside forwards to it.
+    `sampling`: parameters imposed on every forwarded chat request (see clawgym.gateway.app)."""
 
     def __init__(self, upstream: str, pool: Any, *, port: int | None = None, upstream_key: str | None = None,
                  tokenizer: Any = None, policy_version: str | None = None, token: str | None = None,
                  budget: Budget | None = None, uds: Path | None = None,
-                 max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES, host: str = "127.0.0.1"):
+                 max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES, host: str = "127.0.0.1",
+                 sampling: SamplingOverride | None = None):
         from clawgym.serve.server import free_port
 
         if host not in ("127.0.0.1", "localhost", "::1") and not token:
@@ -73,7 +76,7 @@ class GatewayThread:
         self.uds = Path(uds) if uds is not None else None
         self.gateway = Gateway(upstream, pool, upstream_key=upstream_key, tokenizer=tokenizer,
                                policy_version=policy_version, token=token, budget=budget,
-                               max_body_bytes=max_body_bytes)
+                               max_body_bytes=max_body_bytes, sampling=sampling)
         self._server = None
         self._thread: threading.Thread | None = None
 
