@@ -49,6 +49,9 @@ class AgentSpec:
     id_prefix: str = ""
     group_prefix: str | None = None  # None: id_prefix
     seed: int | None = None  # llm agent: sampling seed of each model call (seed + sample index), for repeatable runs
+    # openclaw: the gateway imposes `temperature` (and, when `seed` is set, a seed per trajectory and call) on every
+    # model call, over the parameters OpenClaw chose (train rl); off: OpenClaw's own (a seed alone is still applied)
+    impose_sampling: bool = False
 
 
 @dataclass
@@ -157,7 +160,9 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
 def openclaw_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: RolloutOptions,
                      announce: Callable[[Any], None] | None = None) -> Iterator[AgentSession]:
     """The OpenClaw agent's session: endpoint, gateway (TCP for the host, a unix socket for the sandboxes),
-    pool, budget, and the sandbox mounts (set on `options.mounts`)."""
+    pool, budget, and the sandbox mounts (set on `options.mounts`). Pool, trajectory and group ids as the llm
+    agent's (`spec.pool_dir`, `id_prefix`, `group_prefix`); OpenClaw picks its own request parameters, so the
+    run's sampling (`impose_sampling`, `seed`) is set on its calls by the gateway."""
     import shutil
     import tempfile
 
@@ -172,7 +177,7 @@ def openclaw_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options:
         find_installation,
     )
     from clawgym.agent.openclaw.install import DEFAULT_VERSION
-    from clawgym.gateway import Budget, GatewayThread
+    from clawgym.gateway import Budget, GatewayThread, SamplingOverride
     from clawgym.llm import model_endpoint
     from clawgym.pool.store import Pool
     from clawgym.sandbox.base import Mount
@@ -191,10 +196,14 @@ def openclaw_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options:
         (run_dir / "logs").mkdir(parents=True, exist_ok=True)
         url = stack.enter_context(model_endpoint(spec.model, spec.base_url, log_path=run_dir / "logs" / "server.log",
                                                  on_start=announce, precision=spec.precision))
-        pool = Pool(run_dir / "pool")
+        pool_dir = spec.pool_dir or run_dir / "pool"
+        pool = Pool(pool_dir)
         stack.callback(pool.close)
+        # the same ids as the llm agent's: trajectory `id_prefix + id`, group `group_prefix + task id`
+        pre = spec.id_prefix
+        gpre = spec.id_prefix if spec.group_prefix is None else spec.group_prefix
         for t in tasks:
-            pool.expect_group(t.id, options.samples)
+            pool.expect_group(gpre + t.id, options.samples)
         # a short path (unix socket paths are limited to 108 bytes), private to this run
         sock_dir = Path(tempfile.mkdtemp(prefix="clawgym-gw-"))
         stack.callback(shutil.rmtree, sock_dir, True)
@@ -202,29 +211,33 @@ def openclaw_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options:
         budget = Budget(max_steps=spec.budget_steps or spec.max_turns,
                         max_tokens=spec.budget_tokens or spec.max_total_tokens,
                         max_wall_s=spec.budget_wall_s or max((options.timeout_of(t) for t in tasks), default=None))
+        sampling = SamplingOverride(temperature=spec.temperature if spec.impose_sampling else None, seed=spec.seed)
         gw = stack.enter_context(GatewayThread(url, pool, policy_version=spec.policy_version, budget=budget,
                                                upstream_key=os.environ.get("OPENAI_API_KEY"),
-                                               uds=sock_dir / SOCKET_NAME))
+                                               uds=sock_dir / SOCKET_NAME, sampling=sampling))
 
         def on_attempt(t) -> None:
             tid = t.id if t.attempts == 1 else f"{t.id}~{t.attempts}"
-            pool.end_trajectory(tid, group_id=t.task_id, task_id=t.task_id, status=t.status, reward=t.score,
-                                verdict=t.verdict.model_dump() if t.verdict else None)
+            pool.end_trajectory(pre + tid, group_id=gpre + t.task_id, task_id=t.task_id, status=t.status,
+                                reward=t.score, verdict=t.verdict.model_dump() if t.verdict else None)
 
         options.on_attempt = on_attempt
         options.mounts = [Mount(target=INSTALL_MOUNT, source=inst.root), Mount(target=GATEWAY_MOUNT, source=sock_dir),
                           Mount(target=STATE_MOUNT, read_only=False)]
 
         def route(task, ctx) -> str:
-            return gw.url_for(ctx.trajectory_id, task.id).split(f":{gw.port}", 1)[1]
+            return gw.url_for(pre + ctx.trajectory_id, gpre + task.id).split(f":{gw.port}", 1)[1]
 
         settings_oc = OpenClawSettings(model=spec.model, max_tokens=spec.max_tokens, version=inst.version,
                                        context_window=spec.context_window)
-        settings = {"model": spec.model, "base_url": url, "pool": str(run_dir / "pool"),
+        settings = {"model": spec.model, "base_url": url, "pool": str(pool_dir),
                     "openclaw": {"version": inst.version, "node": inst.node_version, "root": str(inst.root)},
                     "budget": {"max_steps": budget.max_steps, "max_tokens": budget.max_tokens,
                                "max_wall_s": budget.max_wall_s},
                     **_endpoint_settings(spec)}
+        if sampling:
+            settings["sampling_override"] = {k: v for k, v in vars(sampling).items() if v is not None}
         yield AgentSession(lambda: OpenClawAgent(settings_oc, route=route,
-                                                 steps_of=lambda tid: pool.steps(trajectory_id=tid),
-                                                 spend_of=gw.gateway.budgets.spend), settings, gateway=gw)
+                                                 steps_of=lambda tid: pool.steps(trajectory_id=pre + tid),
+                                                 spend_of=lambda tid: gw.gateway.budgets.spend(pre + tid)),
+                           settings, gateway=gw)
