@@ -164,8 +164,10 @@ def rl_cmd(
     gamma: float = typer.Option(1.0, "--gamma", min=0.0, max=1.0),
     kl_coef: float = typer.Option(0.0, "--kl-coef", min=0.0, help="KL to the initial policy (k3 estimator)."),
     clip: float = typer.Option(0.2, "--clip", min=0.0, help="Ratio clip epsilon."),
-    lr: float = typer.Option(1e-4, "--lr", min=0.0),
+    lr: float | None = typer.Option(None, "--lr", min=0.0, help="Learning rate (default 1e-4 with LoRA, 1e-5 with --full)."),
     lora_r: int = typer.Option(16, "--lora-r", min=1),
+    full: bool = typer.Option(False, "--full", help="Train every weight instead of a LoRA adapter; each version is "
+                              "published as full weights (POST /update_weights_from_disk: clawgym serve, SGLang)."),
     epochs: int = typer.Option(1, "--epochs", min=1, help="Passes over each batch."),
     max_staleness: int = typer.Option(0, "--max-staleness", min=0, help="Train on steps at most this many versions old."),
     seed: int = typer.Option(0, "--seed"),
@@ -212,9 +214,10 @@ def rl_cmd(
         _fail(str(exc), 2)
     opts = RLOptions(model=model, base_url=base_url, samples=samples, tasks_per_iter=tasks_per_iter,
                      iterations=iterations, temperature=temperature, max_turns=max_turns, max_tokens=max_tokens,
-                     algo=algo, credit=credit, gamma=gamma, kl_coef=kl_coef, clip=clip, lr=lr, lora_r=lora_r,
+                     algo=algo, credit=credit, gamma=gamma, kl_coef=kl_coef, clip=clip,
+                     lr=lr if lr is not None else (1e-5 if full else 1e-4), lora_r=lora_r,
                      epochs=epochs, max_staleness=max_staleness, seed=seed, jobs=jobs, sandbox=sandbox,
-                     episode_timeout=episode_timeout, executor=ex, precision=precision)
+                     episode_timeout=episode_timeout, executor=ex, precision=precision, full=full)
 
     def show(kind: str, data: dict) -> None:
         if kind == "rollout":

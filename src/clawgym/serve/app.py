@@ -21,6 +21,12 @@ same against `vllm serve --enable-lora` with `VLLM_ALLOW_RUNTIME_LORA_UPDATING=1
   path); `GET /health` adds `adapters` (name, path, id, when loaded, load time, requests running),
   `unloading_adapters` and `policy_version` (the adapter loaded last; null with the base model only).
 
+Full weights, with SGLang's route and body: `POST /update_weights_from_disk` `{"model_path"}` replaces the base
+model's weights from a model directory of the same architecture once the running requests are done (see
+`clawgym.serve.engine`): 200 `{"success": true, "message", "weights_version"}`; 400 `{"success": false,
+"message"}` when the directory, a tensor or a shape does not fit (nothing is changed then). `/health` reports
+`weights` (the directory and how many swaps).
+
 Errors have OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`, as vLLM's.
 
 A request body over `max_body_bytes` (16 MiB by default) is answered 413 while it is read, before it is parsed
@@ -133,6 +139,7 @@ def create_app(engine: BatchEngine, served_name: str, token_log: Path | None = N
     @app.get("/health")
     async def health() -> dict:
         return {"status": "ok", "model": served_name, "busy": engine.busy, "precision": engine.precision, "decode": engine.decode,
+                "weights": engine.weights,
                 "threads": engine.threads, **engine.stats, **engine.adapter_status()}
 
     @app.get("/v1/models")
@@ -174,6 +181,22 @@ def create_app(engine: BatchEngine, served_name: str, token_log: Path | None = N
         except AdapterError as exc:
             return _adapter_error(exc)
         return PlainTextResponse(f"Success: LoRA adapter '{name}' removed successfully.")
+
+    @app.post("/update_weights_from_disk")
+    async def update_weights_from_disk(request: Request):
+        """SGLang's route and body for full weights: `{"model_path"}` -> `{"success", "message"}`."""
+        body = await _json_object(request)
+        if isinstance(body, JSONResponse):
+            return body
+        path = body.get("model_path")
+        if not path or not isinstance(path, str):
+            return JSONResponse({"success": False, "message": "'model_path' must be provided."}, status_code=400)
+        try:
+            weights = await asyncio.to_thread(engine.load_weights, path)
+        except EngineError as exc:
+            return JSONResponse({"success": False, "message": str(exc)}, status_code=400)
+        return {"success": True, "message": f"Succeeded to update model weights from {path}.",
+                "weights_version": weights["version"]}
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):

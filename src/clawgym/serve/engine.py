@@ -25,6 +25,12 @@ LoRA adapters (`clawgym.serve.lora`) are served beside the base model, and loade
   is done. Replacing a name in place (`replace=True`, vLLM's `load_inplace`) works the same way: new requests
   get the new weights, running ones finish with the old. When no adapter is left the base layers are
   unwrapped again.
+
+Full weights (`load_weights`, SGLang's `update_weights_from_disk`): the base model's weights are replaced in
+place from a model directory of the same architecture, for full fine-tuning (`train rl --full`). The engine
+stops admitting requests, lets the running ones finish with the weights they started with, swaps, forgets its
+prefix caches (keys and values of the old weights) and rebuilds its decoding step, then admits again: no
+request ever sees two versions of the weights.
 """
 
 from __future__ import annotations
@@ -188,6 +194,10 @@ class PrefixCache:
         """Forget the entries of `key` (an unloaded adapter)."""
         self._entries = [e for e in self._entries if e[0] != key]
 
+    def clear(self) -> None:
+        """Forget everything (the base weights changed)."""
+        self._entries = []
+
 
 class BatchEngine:
     def __init__(self, model_dir: str | Path, max_batch: int = 16, threads: int | None = None,
@@ -239,6 +249,8 @@ class BatchEngine:
                                if isinstance(m, torch.nn.Linear)}
         self._commands: queue.Queue[tuple[Callable[[], Any], Future]] = queue.Queue()
         self._admitting: list[GenerationRequest] = []
+        self._swap: tuple[dict[str, torch.Tensor], str, Future] | None = None  # full weights waiting for a drain
+        self.weights = {"path": str(self.model_dir), "version": 0}
         # every generated token after the prompt's first: a lean step where the architecture allows it
         self._fast = fast_decoder(self.model, self._plan, weights="q4" if q4 else "model")
         if q4 and (self._fast is None or not self._fast.q4_matrices):
@@ -342,6 +354,62 @@ class BatchEngine:
         self._pending.put(None)
         return adapter
 
+    def load_weights(self, path: str | Path, timeout: float = 600.0) -> dict:
+        """Replace the base model's weights with those of the model directory `path` (its safetensors files):
+        read and checked here (EngineError for a missing directory or a tensor the model does not have or whose
+        shape differs), swapped by the engine thread once the running requests are done (see the module)."""
+        from safetensors.torch import load_file
+
+        src = Path(path)
+        files = sorted(src.glob("*.safetensors")) if src.is_dir() else []
+        if not files:
+            raise EngineError(f"{path}: no model directory with safetensors weights")
+        params = self._base_parameters()
+        tied = bool(getattr(self.model.config, "tie_word_embeddings", False))
+        state: dict[str, torch.Tensor] = {}
+        for f in files:
+            for name, t in load_file(str(f)).items():
+                if name not in params:
+                    if tied and name == "lm_head.weight":
+                        continue
+                    raise EngineError(f"{f}: tensor {name!r} is not a weight of the served model")
+                if tuple(t.shape) != tuple(params[name].shape):
+                    raise EngineError(f"{f}: {name} has shape {tuple(t.shape)}, the model's is "
+                                      f"{tuple(params[name].shape)}")
+                state[name] = t
+        missing = sorted(set(params) - set(state))
+        if missing:
+            raise EngineError(f"{path}: {len(missing)} of the model's weights are missing (e.g. {missing[0]})")
+        fut: Future = Future()
+        with self._load_lock:
+            self._swap = (state, str(src), fut)
+            self._pending.put(None)  # wakes the loop
+            return fut.result(timeout)
+
+    def _base_parameters(self) -> dict[str, torch.Tensor]:
+        """The base model's parameters by their names in a model file (a LoRA wrapper's `.base.` left out)."""
+        return {n.replace(".base.", "."): p for n, p in self.model.named_parameters()}
+
+    def _do_swap(self) -> None:
+        state, path, fut = self._swap
+        self._swap = None
+        try:
+            params = self._base_parameters()
+            with torch.no_grad():
+                for name, t in state.items():
+                    params[name].copy_(t)  # in place: fused views (fast_decode) share this storage
+            if self.prefix_cache is not None:
+                self.prefix_cache.clear()
+            if self._fast is not None:  # its 4-bit packs (q4) are copies: made again from the new weights
+                self._fast = fast_decoder(self.model, self._plan, weights=self._fast.weights)
+                if self.precision == "q4" and (self._fast is None or not self._fast.q4_matrices):
+                    raise EngineError(f"{path}: the new weights are not 4-bit blocks; --precision q4 cannot "
+                                      "serve them")
+            self.weights = {"path": path, "version": self.weights["version"] + 1}
+            fut.set_result(dict(self.weights))
+        except BaseException as exc:  # reported to the caller, never the end of the loop
+            fut.set_exception(exc)
+
     def _call(self, fn: Callable[[], Any], timeout: float) -> Any:
         """Run `fn` in the engine thread between two forward passes, and return its result."""
         fut: Future = Future()
@@ -435,7 +503,10 @@ class BatchEngine:
                 try:
                     self._run_commands()
                     self._reap()
-                    self._admit(block=not self._active and self._commands.empty())
+                    if self._swap is not None and not self._active:
+                        self._do_swap()
+                    if self._swap is None:  # new weights waiting: the running requests finish first
+                        self._admit(block=not self._active and self._commands.empty())
                     if self._active:
                         self._step()
                 except Exception as exc:  # a failed forward pass ends the requests in it, never the server

@@ -11,12 +11,17 @@ The output directory holds:
   kill and those run after it form one group;
 * `rollouts/v<N>/`: each iteration's rollout (trajectories, logs, workspaces), resumable;
 * `batches/v<N>.jsonl`: the rows the update of iteration N trained on (`pool export --format rl` rows);
-* `adapters/v<N>/`: the adapter of policy version N (peft format, with the optimizer's state);
+* `adapters/v<N>/`: the adapter of policy version N (peft format, with the optimizer's state); with `--full`,
+  `weights/v<N>/` instead: the whole model (safetensors and tokenizer; the last two versions are kept);
 * `metrics.jsonl` and `metrics.png`: one row per iteration (rewards, pass rate, per operation family, the
   update's statistics, staleness, tokens/s and the wall time of each phase).
 
 Versions are published by `POST /v1/load_lora_adapter` (vLLM's route, also served by `clawgym serve`): adapter
-`policy-v<N>` is then the `model` of the next rollouts. Resume: after a kill at any point, the same command
+`policy-v<N>` is then the `model` of the next rollouts. With `--full` every weight is trained and a version is
+published by `POST /update_weights_from_disk` (SGLang's route and body, also served by `clawgym serve`): the
+server swaps its base weights in place once its running requests are done, and the model keeps its name.
+Adam's moments are not saved with full weights (they would triple each version's size): a resumed `--full` run
+starts them afresh. Resume: after a kill at any point, the same command
 reloads the last published adapter and optimizer state, publishes it again, and continues; an iteration's
 rollout resumes where it stopped; a version is published (its adapter saved, `state.json` replaced) before
 the server learns of it, so no published version is lost or made twice.
@@ -73,6 +78,7 @@ class RLOptions:
     sandbox: str = "auto"
     episode_timeout: float | None = None
     precision: str = "fp32"
+    full: bool = False  # every weight instead of a LoRA adapter (published as full weights)
     executor: Any = None  # where the rollout phase runs: an entered clawgym.rollout.executor.Executor (None: local)
 
 
@@ -171,6 +177,16 @@ class PolicyServer:
     def retire(self, name: str) -> None:
         self._post("unload_lora_adapter", {"lora_name": name})
 
+    def publish_full(self, path: Path) -> None:
+        """Full weights (SGLang's route, served by `clawgym serve` too)."""
+        import httpx
+
+        root = self.base_url.rstrip("/")
+        root = root[: -len("/v1")] if root.endswith("/v1") else root
+        res = httpx.post(f"{root}/update_weights_from_disk", json={"model_path": str(path)}, timeout=1800)
+        if res.status_code != 200:
+            raise RLError(f"the server refused the weights of {path} ({res.status_code}): {res.text[:300]}")
+
 
 def _trainable_model(opts: RLOptions, adapter: Path | None):
     import torch
@@ -181,6 +197,13 @@ def _trainable_model(opts: RLOptions, adapter: Path | None):
 
     path = resolve_model_dir(opts.model)
     tok = AutoTokenizer.from_pretrained(str(path))
+    if opts.full:  # every weight; `adapter` is then the last published version's model directory
+        from clawgym.train.sft import load_base_config
+
+        src = adapter or path
+        model = AutoModelForCausalLM.from_pretrained(str(src), config=load_base_config(src), dtype=torch.float32)
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=opts.lr)
+        return tok, model, opt
     base = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
     if adapter is not None:
         model = PeftModel.from_pretrained(base, str(adapter), is_trainable=True)
@@ -208,6 +231,40 @@ def _save_adapter(model: Any, opt: Any, dest: Path) -> None:
     if dest.exists():
         shutil.rmtree(dest)
     tmp.rename(dest)
+
+
+def _save_full(model: Any, tok: Any, dest: Path, keep: int = 2) -> None:
+    """Save the whole model atomically (temp dir, rename), then remove all but the last `keep` versions."""
+    import shutil
+
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(str(tmp))
+    tok.save_pretrained(str(tmp))
+    if dest.exists():
+        shutil.rmtree(dest)
+    tmp.rename(dest)
+    versions = sorted((int(d.name[1:]), d) for d in dest.parent.glob("v*") if d.name[1:].isdigit())
+    for _, d in versions[:-keep]:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _reference_model(opts: RLOptions, model_dir: Path | None) -> Any:
+    """The initial policy for the KL term of a full update (a LoRA update disables its adapter instead)."""
+    if not (opts.full and opts.kl_coef > 0):
+        return None
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from clawgym.llm.models import resolve_model_dir
+    from clawgym.train.sft import load_base_config
+
+    src = model_dir or resolve_model_dir(opts.model)
+    ref = AutoModelForCausalLM.from_pretrained(str(src), config=load_base_config(src), dtype=torch.float32)
+    ref.eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
 
 
 def drop_superseded(pool: Any, version: int) -> int:
@@ -290,14 +347,18 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
 
     if not tasks:
         raise RLError("no tasks to train on")
+    if opts.full and opts.precision == "q4":
+        raise RLError("--full with --precision q4: fully trained weights leave the 4-bit grid q4 decodes from; "
+                      "use fp32 or bf16")
     emit = on_event or (lambda kind, data: None)
     out.mkdir(parents=True, exist_ok=True)
     state_path = out / "state.json"
     state = RLState.load(state_path)
     torch.manual_seed(opts.seed)
-    adapter_dir = out / "adapters"
+    adapter_dir = out / ("weights" if opts.full else "adapters")
     current = adapter_dir / f"v{state.version}" if state.version > 0 else None
     tok, model, opt = _trainable_model(opts, current)
+    ref_model = _reference_model(opts, None)
     by_id = {t.id: t for t in tasks}
     ran: list[dict[str, Any]] = []
     cfg = ObjectiveConfig(algo=opts.algo, clip_low=opts.clip, clip_high=opts.clip, kl_coef=opts.kl_coef,
@@ -305,21 +366,24 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
     (out / "logs").mkdir(exist_ok=True)
     with PolicyServer(opts.model, opts.base_url, out / "logs" / "server.log", opts.precision) as server:
         if state.version > 0:
-            server.publish(adapter_name(state.version), current)
+            if opts.full:
+                server.publish_full(current)
+            else:
+                server.publish(adapter_name(state.version), current)
         while state.version < opts.iterations:
             v = state.version
             key = str(v)
             state.starts[key] = state.starts.get(key, 0) + 1
             state.save(state_path)
             prefix = f"v{v}.r{state.starts[key]}."
-            served = adapter_name(v) if v > 0 else opts.model
+            served = adapter_name(v) if v > 0 and not opts.full else opts.model
             it_tasks = tasks_of_iteration(tasks, opts.tasks_per_iter, v, opts.seed)
             emit("rollout", {"version": v, "tasks": len(it_tasks), "samples": opts.samples})
             t0 = time.monotonic()
             spec = AgentSpec(name="llm", model=served, base_url=server.base_url, max_turns=opts.max_turns,
                              max_tokens=opts.max_tokens, temperature=opts.temperature, policy_version=str(v),
                              pool_dir=out / "pool", id_prefix=prefix, group_prefix=f"v{v}.",
-                             precision=opts.precision, seed=opts.seed * 1_000_003 + v * 1009)
+                             precision=opts.precision, seed=opts.seed * 1_000_003 + v * 1009, impose_sampling=True)
             ropts = RolloutOptions(samples=opts.samples, jobs=opts.jobs, episode_timeout=opts.episode_timeout,
                                    executor=opts.executor)
             run_dir = out / "rollouts" / f"v{v}"
@@ -348,20 +412,26 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
                               f"{exported.get('dropped', {})}); see {run_dir / 'logs' / 'run.log'}")
             emit("update", {"version": v, "rows": len(rows)})
             upd = rl_update(model, opt, rows, cfg, epochs=opts.epochs, micro_batch_tokens=opts.micro_batch_tokens,
-                            pad_id=tok.pad_token_id or 0)
+                            pad_id=tok.pad_token_id or 0, ref_model=ref_model)
             t_train = time.monotonic() - t1
 
             t2 = time.monotonic()
             new = v + 1
             dest = adapter_dir / f"v{new}"
             dest.parent.mkdir(exist_ok=True)
-            _save_adapter(model, opt, dest)
+            if opts.full:
+                _save_full(model, tok, dest)
+            else:
+                _save_adapter(model, opt, dest)
             state.version = new
             state.trained_groups = sorted(set(state.trained_groups) | this_iter | {r["group_id"] for r in rows})
             state.save(state_path)
-            server.publish(adapter_name(new), dest)
-            if v > 0:
-                server.retire(adapter_name(v))
+            if opts.full:
+                server.publish_full(dest)
+            else:
+                server.publish(adapter_name(new), dest)
+                if v > 0:
+                    server.retire(adapter_name(v))
             t_pub = time.monotonic() - t2
 
             stale = [r["staleness"] for r in rows]

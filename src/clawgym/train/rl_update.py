@@ -143,9 +143,10 @@ def _reference(model: Any):
 
 def rl_update(model: Any, optimizer: torch.optim.Optimizer, rows: list[dict[str, Any]],
               cfg: ObjectiveConfig | None = None, *, epochs: int = 1, micro_batch_tokens: int = 8192,
-              pad_id: int = 0, max_grad_norm: float | None = 1.0) -> UpdateResult:
+              pad_id: int = 0, max_grad_norm: float | None = 1.0, ref_model: Any = None) -> UpdateResult:
     """Update `model` on `rows`; return the statistics of the update (those of the first epoch's forward pass
-    for the mismatch, the last epoch's for the rest)."""
+    for the mismatch, the last epoch's for the rest). `ref_model`: the initial policy of the KL term when
+    `model` is not a peft model whose adapter can be disabled."""
     cfg = cfg or ObjectiveConfig()
     if not rows:
         return UpdateResult(stats={"tokens": 0})
@@ -166,7 +167,9 @@ def rl_update(model: Any, optimizer: torch.optim.Optimizer, rows: list[dict[str,
             b = build_batch(group, pad_id)
             start = token_logps(model, b)[0] if need_start else None
             ref = None
-            if want_ref:
+            if want_ref and ref_model is not None:  # a separate initial policy (full fine-tuning)
+                ref, _ = token_logps(ref_model, b)
+            elif want_ref:
                 with _reference(model):
                     ref, _ = token_logps(model, b)
             batches.append((b, start, ref))
