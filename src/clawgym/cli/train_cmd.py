@@ -178,6 +178,8 @@ def rl_cmd(
                                   "fp32, bf16, auto or q4 (about 2.5x faster generation on CPUs with AVX512-BF16; "
                                   "the engine's logprobs, the behaviour policy, then differ from the trainer's fp32 "
                                   "ones by ~0.01 on average: see engine_logprob_gap in metrics.jsonl)."),
+    agent: str = typer.Option("llm", "--agent", help="Who makes the rollouts: llm (the built-in agent) or openclaw "
+                              "(the black-box agent, its calls sampled at --temperature by the gateway)."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
     ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
@@ -195,6 +197,8 @@ def rl_cmd(
         _fail(f"--algo {algo!r}: choose one of {', '.join(ALGOS)}", 2)
     if credit not in CREDITS:
         _fail(f"--credit {credit!r}: choose one of {', '.join(CREDITS)}", 2)
+    if agent not in ("llm", "openclaw"):
+        _fail(f"--agent {agent!r}: choose llm or openclaw", 2)
     from clawgym.core.precision import SERVER_PRECISIONS
 
     if precision not in SERVER_PRECISIONS:
@@ -217,7 +221,7 @@ def rl_cmd(
                      algo=algo, credit=credit, gamma=gamma, kl_coef=kl_coef, clip=clip,
                      lr=lr if lr is not None else (1e-5 if full else 1e-4), lora_r=lora_r,
                      epochs=epochs, max_staleness=max_staleness, seed=seed, jobs=jobs, sandbox=sandbox,
-                     episode_timeout=episode_timeout, executor=ex, precision=precision, full=full)
+                     episode_timeout=episode_timeout, executor=ex, precision=precision, full=full, agent=agent)
 
     def show(kind: str, data: dict) -> None:
         if kind == "rollout":

@@ -80,6 +80,7 @@ class RLOptions:
     precision: str = "fp32"
     full: bool = False  # every weight instead of a LoRA adapter (published as full weights)
     executor: Any = None  # where the rollout phase runs: an entered clawgym.rollout.executor.Executor (None: local)
+    agent: str = "llm"  # who makes the rollouts: llm (the built-in agent) or openclaw (the black-box agent)
 
 
 @dataclass
@@ -380,7 +381,8 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
             it_tasks = tasks_of_iteration(tasks, opts.tasks_per_iter, v, opts.seed)
             emit("rollout", {"version": v, "tasks": len(it_tasks), "samples": opts.samples})
             t0 = time.monotonic()
-            spec = AgentSpec(name="llm", model=served, base_url=server.base_url, max_turns=opts.max_turns,
+            # impose_sampling: a black-box agent's calls get the run's temperature and seeds from the gateway
+            spec = AgentSpec(name=opts.agent, model=served, base_url=server.base_url, max_turns=opts.max_turns,
                              max_tokens=opts.max_tokens, temperature=opts.temperature, policy_version=str(v),
                              pool_dir=out / "pool", id_prefix=prefix, group_prefix=f"v{v}.",
                              precision=opts.precision, seed=opts.seed * 1_000_003 + v * 1009, impose_sampling=True)
