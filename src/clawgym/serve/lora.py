@@ -171,6 +171,12 @@ class LoraLinear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.base(x)
+        self.add_terms(y, x)
+        return y
+
+    def add_terms(self, y: torch.Tensor, x: torch.Tensor) -> None:
+        """Add each planned adapter's low-rank term of `x` to its rows of `y` (the base layer's output, or a slice
+        of a fused output holding it), in place."""
         for uid, rows in self.plan:
             d = self.deltas.get(uid)
             if d is None:
@@ -180,4 +186,3 @@ class LoraLinear(torch.nn.Module):
                 y += (x @ a) @ b
             else:
                 y.index_add_(0, rows, (x.index_select(0, rows) @ a) @ b)
-        return y
