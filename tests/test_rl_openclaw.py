@@ -19,7 +19,7 @@ import time
 import pytest
 
 from clawgym.core.records import Task
-from conftest import require
+from conftest import embedded_model_dir, require
 
 GRADE = '''
 def grade(transcript, workspace_path):
@@ -100,13 +100,9 @@ class RecordingProxy:
 @pytest.fixture(scope="module")
 def ready():
     from clawgym.agent.openclaw import find_installation
-    from clawgym.llm.models import resolve_model_dir
 
     require(find_installation() is not None, "OpenClaw is not installed (clawgym agents install openclaw)")
-    try:
-        resolve_model_dir("smollm2-135m")
-    except Exception as exc:  # noqa: BLE001
-        require(False, f"SmolLM2 weights not installed ({exc})")
+    embedded_model_dir("smollm2-135m")
 
 
 def test_train_rl_refuses_an_unknown_agent(tmp_path):
