@@ -67,7 +67,8 @@ demo: install image
 	  --epochs 2 --lr 1e-3 --lora-r 32 --max-len 3072 --batch-tokens 4096 --save-steps 0 --export $(DEMO)/student
 	$(BIN)/clawgym eval --bench $(DEMO)/test_tasks.jsonl $(DEMO_LLM) --model smollm2-135m -o $(DEMO)/eval_base
 	$(BIN)/clawgym eval --bench $(DEMO)/test_tasks.jsonl $(DEMO_LLM) --model $(DEMO)/student -o $(DEMO)/eval_student
-	$(BIN)/clawgym summary $(DEMO)/noop $(DEMO)/teacher $(DEMO)/eval_base $(DEMO)/eval_student
+	$(BIN)/clawgym summary --stats $(DEMO)/noop $(DEMO)/teacher $(DEMO)/eval_base $(DEMO)/eval_student
+	@echo "look at every run, trajectory and step in the browser: $(BIN)/clawgym view $(DEMO)"
 
 bench: install
 	$(BIN)/python benchmarks/perf/run_all.py
