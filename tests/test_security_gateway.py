@@ -270,7 +270,8 @@ def fake_serve():
 
     engine = SimpleNamespace(tokenizer=_FakeTokenizer(), submit=submit, busy=False, precision="fp32", threads=1,
                              stats={}, context_length=8192, adapter_status=dict, adapters=list,
-                             has_adapter=lambda name: False)
+                             has_adapter=lambda name: False, decode={"path": "fake", "q4_matrices": 0},
+                             weights={"path": "fake", "version": 0})
     with _serve_app(create_app(engine, "fake")) as port:
         yield port, engine, submitted
 

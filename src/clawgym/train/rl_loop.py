@@ -392,7 +392,10 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
             with agent_session(spec, run_dir, it_tasks, ropts) as session:
                 report = run_rollout(it_tasks, session.factory, backend, run_dir, ropts,
                                      settings={**session.settings, "rl_version": v})
-                usage = session.client.usage.as_dict() if session.client is not None else {}
+                usage = session.client.usage.as_dict() if session.client is not None else {
+                    # a black-box agent's calls (openclaw) were made by its own client: count them from the episodes
+                    "completion_tokens": sum(int((t.usage or {}).get("completion_tokens", 0) or 0)
+                                             for t in report.all)}
             t_roll = time.monotonic() - t0
             summary = _reward_summary(report.all, by_id)
             emit("rolled_out", {"version": v, **summary})

@@ -156,8 +156,10 @@ def rl_update(model: Any, optimizer: torch.optim.Optimizer, rows: list[dict[str,
                 tokens=float(sum(sum(r.get("response_mask") or [1] * len(r["response_ids"])) for r in packed)))
     want_ref = cfg.kl_coef > 0
     run = packed if want_ref else [r for r in packed if _has_signal(r)]
-    if not run:
+    if not run:  # every advantage 0 (all samples of each group rewarded alike): nothing to learn, nothing changes
         return UpdateResult(stats={"tokens": 0, "rows": len(rows), "packed_rows": len(packed), "rows_run": 0,
+                                   "loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "ratio_mean": 1.0,
+                                   "ratio_max": 1.0, "skipped": "no learning signal",
                                    "update_s": round(time.monotonic() - t0, 3)})
     need_start = epochs > 1 or any(r.get("logprobs") is None for r in run) or _dropout(model)
     batches: list[tuple[TokenBatch, torch.Tensor | None, torch.Tensor | None]] = []
