@@ -450,7 +450,8 @@ def rollout(
     max_turns: int = typer.Option(30, min=1, help="llm agent: model calls per session."),
     max_tokens: int = typer.Option(1024, min=1, help="llm agent: completion tokens per model call."),
     max_total_tokens: int | None = typer.Option(None, min=1, help="llm agent: tokens per episode."),
-    temperature: float = typer.Option(0.0, min=0.0, help="llm agent: sampling temperature."),
+    temperature: float | None = typer.Option(None, min=0.0, help="Sampling temperature (llm agent: default 0; "
+                                              "openclaw: when given, the gateway sets it on every call the agent makes)."),
     llm_concurrency: int = typer.Option(16, min=1, help="Model calls in flight at once, over all episodes."),
     request_timeout: float = typer.Option(300.0, min=1.0, help="Seconds one model call may take."),
     stream: bool = typer.Option(False, help="Ask the model for streamed responses."),
@@ -531,8 +532,9 @@ def rollout(
         mean = state["sum"] / state["scored"] if state["scored"] else 0.0
         progress.update(state["bar"], advance=1, status=f"mean {mean:.3f}, infra errors {state['infra']}")
 
-    spec = AgentSpec(agent, model, base_url, max_turns, max_tokens, max_total_tokens, temperature, llm_concurrency,
-                     request_timeout, stream, gateway, policy_version, precision=_precision(precision))
+    spec = AgentSpec(agent, model, base_url, max_turns, max_tokens, max_total_tokens, temperature or 0.0,
+                     llm_concurrency, request_timeout, stream, gateway, policy_version, precision=_precision(precision),
+                     impose_sampling=temperature is not None)
     try:
         with ex, agent_session(spec, run_dir, tasks, options, announce=_announce_server(model)) as session:
             with progress:
