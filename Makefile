@@ -27,6 +27,8 @@ system-deps:
 	command -v debootstrap >/dev/null || missing="$$missing debootstrap"; \
 	command -v dockerd >/dev/null || missing="$$missing docker.io"; \
 	command -v git >/dev/null || missing="$$missing git"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
 	if [ -z "$$missing" ]; then echo "system packages: all present"; \
 	elif [ "$$(id -u)" = 0 ]; then \
 	  echo "installing:$$missing"; \
