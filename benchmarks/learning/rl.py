@@ -92,28 +92,33 @@ def rl_seed(seed: int, tasks, student: Path, out: Path, args, backend, held_out:
     budget = args.budget_min * 60.0
     eval_estimate = args.eval_estimate_min * 60.0
     iteration_times: list[float] = []
-    while True:
-        state = RLState.load(out / "state.json")
-        if state.version >= args.iterations:
-            break
-        elapsed = spent + time.monotonic() - t0
-        next_cost = max(iteration_times) if iteration_times else 0.0
-        if state.version > 0 and elapsed + next_cost + eval_estimate > budget:
-            log(f"seed {seed}: stopping at v{state.version}: another iteration (~{next_cost / 60:.0f} min) and the "
-                f"evaluation (~{eval_estimate / 60:.0f} min) would pass the {args.budget_min:.0f}-minute budget")
-            break
-        opts = RLOptions(model=str(student), samples=args.samples, tasks_per_iter=args.tasks_per_iter,
-                         iterations=state.version + 1, temperature=args.temperature, max_turns=args.max_turns,
-                         max_tokens=args.rl_max_tokens, algo="grpo", credit="outcome", lr=args.lr,
-                         lora_r=args.lora_r, seed=seed, jobs=args.jobs, sandbox=args.sandbox,
-                         episode_timeout=1800.0, precision=args.eval_precision)
-        t_it = time.monotonic()
-        log(f"seed {seed}: iteration v{state.version}")
-        rows = run_rl(tasks, out, opts, backend=backend)
-        iteration_times.append(time.monotonic() - t_it)
-        for r in rows:
-            log(f"seed {seed}: v{r['version']} mean reward {r['mean_reward']:.3f} pass {r['pass_rate']:.2f}; "
-                f"rollout {r['rollout_s']:.0f} s, train {r['train_s']:.0f} s")
+    try:
+        while True:
+            state = RLState.load(out / "state.json")
+            if state.version >= args.iterations:
+                break
+            elapsed = spent + time.monotonic() - t0
+            next_cost = max(iteration_times) if iteration_times else 0.0
+            if state.version > 0 and elapsed + next_cost + eval_estimate > budget:
+                log(f"seed {seed}: stopping at v{state.version}: another iteration (~{next_cost / 60:.0f} min) and the "
+                    f"evaluation (~{eval_estimate / 60:.0f} min) would pass the {args.budget_min:.0f}-minute budget")
+                break
+            opts = RLOptions(model=str(student), samples=args.samples, tasks_per_iter=args.tasks_per_iter,
+                             iterations=state.version + 1, temperature=args.temperature, max_turns=args.max_turns,
+                             max_tokens=args.rl_max_tokens, algo="grpo", credit="outcome", lr=args.lr,
+                             lora_r=args.lora_r, seed=seed, jobs=args.jobs, sandbox=args.sandbox,
+                             episode_timeout=1800.0, precision=args.eval_precision)
+            t_it = time.monotonic()
+            log(f"seed {seed}: iteration v{state.version}")
+            rows = run_rl(tasks, out, opts, backend=backend)
+            iteration_times.append(time.monotonic() - t_it)
+            for r in rows:
+                log(f"seed {seed}: v{r['version']} mean reward {r['mean_reward']:.3f} pass {r['pass_rate']:.2f}; "
+                    f"rollout {r['rollout_s']:.0f} s, train {r['train_s']:.0f} s")
+            from clawgym.core.atomic import write_json
+
+            write_json(out / "spent.json", {"seconds": spent + time.monotonic() - t0})
+    finally:  # also when interrupted (Ctrl-C, SIGTERM): a rerun counts the time already spent
         from clawgym.core.atomic import write_json
 
         write_json(out / "spent.json", {"seconds": spent + time.monotonic() - t0})
