@@ -166,7 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-max-tokens", type=int, default=768)
     ap.add_argument("--concurrency", type=int, default=13)
     ap.add_argument("-j", "--jobs", type=int, default=16, help="Episodes at once during RL rollouts.")
-    ap.add_argument("--eval-precision", default="q4", help="Server precision for rollouts and evaluations.")
+    ap.add_argument("--eval-precision", default="auto",
+                    help="Server precision for rollouts and evaluations (auto: bf16 where native, as the learning "
+                         "experiment; q4 cannot serve a merged SFT student, whose weights are off the 4-bit grid).")
     ap.add_argument("--sandbox", default="bwrap")
     ap.add_argument("--save", action="store_true", help="Also write the JSON into benchmarks/learning/results/.")
     ap.add_argument("--readme", type=Path, default=None, help="Write the figures between the rl-experiment markers.")

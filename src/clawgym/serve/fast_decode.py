@@ -124,6 +124,8 @@ class FastDecoder:
         self.plan = plan  # the engine's adapter plan (shared list, set before each pass)
         self.weights = weights
         self.q4_matrices = 0  # how many matrices run as 4-bit blocks
+        if weights == "q4" and _int4_parts(model.model.layers[0].mlp.down_proj.weight) is None:
+            self.weights = "model"  # not a model of 4-bit blocks (e.g. a merged fine-tune): say so at once
         cfg = model.config
         self.eps = float(cfg.rms_norm_eps)
         self.n_heads = int(cfg.num_attention_heads)
