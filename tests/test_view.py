@@ -20,8 +20,8 @@ import pytest
 
 from clawgym.pool import Pool
 from clawgym.view import ViewServer
-from conftest import REPO, require
-from test_pool import add_trajectory
+from conftest import REPO, embedded_model_dir, require
+from test_pool import add_trajectory, make_step
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -39,6 +39,16 @@ def _rollout(out: Path, *extra: str) -> subprocess.CompletedProcess:
 def oracle_run(tmp_path_factory, bwrap_backend) -> Path:
     out = tmp_path_factory.mktemp("view") / "oracle"
     r = _rollout(out)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def noop_run(tmp_path_factory, bwrap_backend) -> Path:
+    """The base side of a comparison: the noop agent on the same tasks (every episode scored 0, no step)."""
+    out = tmp_path_factory.mktemp("view") / "noop"
+    r = subprocess.run([*CLI, "rollout", str(EXAMPLES), "--agent", "noop", "--sandbox", "bwrap", "-j", "2", "-o",
+                        str(out)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     return out
 
@@ -170,6 +180,77 @@ def test_pool_list_filters_sorts_and_pages(tmp_path: Path) -> None:
         _, t = _get(v.url + "/api/pool/p0/trajectory?id=" + urllib.request.quote("t#0"))
         assert len(t["turns"]) == 3 and t["group"]["ready"] and t["advantages"]["grpo"] > 0
         assert t["turns"][0]["observation"][0]["role"] == "tool"
+
+
+def test_pool_pages_and_versions_follow_writes(tmp_path: Path) -> None:
+    """The list's pages (ids first, then their columns) agree with one sort of every row at any offset; the
+    per-version tally, the policy filter, the cached counts and a trajectory's group follow writes made while
+    the viewer runs, as a one-shot query over the whole index says they should."""
+    import sqlite3
+
+    pool = _pool(tmp_path / "pool")
+    with Pool(pool) as p:
+        for k in range(6):
+            add_trajectory(p, f"w#{k}", "w", 1 + k % 3, task="task-3")
+            if k % 2:
+                p.end_trajectory(f"w#{k}", group_id="w", task_id="task-3", status="completed", reward=k / 10)
+        p.curate(trajectory_id="w#2", quality="bad")
+
+    def reference() -> list[list]:
+        with sqlite3.connect(pool / "index.sqlite") as c:
+            rows = c.execute(
+                "SELECT v.policy_version, SUM(v.n), COUNT(*), SUM(t.ended_at IS NOT NULL), AVG(t.reward) FROM "
+                "(SELECT policy_version, trajectory_id, COUNT(*) AS n FROM steps GROUP BY 1, 2) v "
+                "JOIN trajectories t ON t.trajectory_id = v.trajectory_id GROUP BY 1").fetchall()
+        rows.sort(key=lambda r: (r[0] is None, r[0] or ""))
+        return [[v, n, nt, e, None if r is None else round(r, 9)] for v, n, nt, e, r in rows]
+
+    def versions(d: dict) -> list[list]:
+        return [[x["version"], x["steps"], x["trajectories"], x["ended"],
+                 None if x["mean_reward"] is None else round(x["mean_reward"], 9)] for x in d["policy_versions"]]
+
+    with ViewServer([str(pool)]) as v:
+        _, ov = _get(v.url + "/api/pool/p0")
+        assert versions(ov) == reference() and ov["stats"]["steps"] == 18
+        assert ov["groups"] == {"total": 3, "ready": 1, "items": []}
+        with Pool(pool) as p:
+            rows = p.trajectories()
+        cols = {"id": "id", "reward": "reward", "steps": "n_steps", "status": "status", "task": "task",
+                "group": "group", "ended": "ended_at", "quality": "quality"}
+        for sort, key in cols.items():
+            for desc in (False, True):
+                present = sorted((r for r in rows if r[key] is not None), key=lambda r: r["id"])
+                present.sort(key=lambda r: r[key], reverse=desc)  # stable: ties stay in id order
+                expected = [r["id"] for r in present] + sorted(r["id"] for r in rows if r[key] is None)
+                got = []
+                for off in range(0, len(rows), 3):
+                    _, d = _get(v.url + f"/api/pool/p0/trajectories?sort={sort}&order={'desc' if desc else 'asc'}"
+                                f"&limit=3&offset={off}")
+                    got += [r["id"] for r in d["items"]]
+                assert got == expected, (sort, desc)
+        _, d = _get(v.url + "/api/pool/p0/trajectories?policy=v1&sort=steps&order=desc&offset=8")
+        assert d["total"] == 9 and [r["id"] for r in d["items"]] == ["w#3"]  # 3 steps, 2, then 1: u#0 w#0 w#3
+        # written while the viewer runs: steps of a new policy version, an end, a curation
+        with Pool(pool) as p:
+            p.append_step(make_step("u#0", "h", 1, task="task-2").model_copy(update={"policy_version": "v2"}))
+            p.append_step(make_step("x#0", "h", 0, task="task-2").model_copy(update={"policy_version": None}))
+            p.end_trajectory("u#0", group_id="h", task_id="task-2", status="completed", reward=0.5)
+            p.end_trajectory("w#1", group_id="w", task_id="task-3", status="completed", reward=0.9)  # re-ended
+            groups = {g["id"]: g for g in p.groups()}
+        _, ov = _get(v.url + "/api/pool/p0")
+        assert versions(ov) == reference() and ov["stats"]["steps"] == 20
+        assert [x["version"] for x in ov["policy_versions"]] == ["v1", "v2", None]
+        _, d = _get(v.url + "/api/pool/p0/trajectories?policy=v2")
+        assert [r["id"] for r in d["items"]] == ["u#0"] and d["items"][0]["policy_version"] == "v1"
+        for gid, tid in (("g", "t#0"), ("h", "u#0"), ("w", "w#1")):
+            _, t = _get(v.url + "/api/pool/p0/trajectory?id=" + urllib.request.quote(tid))
+            assert t["group"] == groups[gid], gid
+        # a rebuilt index (rows numbered again) is tallied again
+        with Pool(pool) as p:
+            p.rebuild_index()
+            p.append_step(make_step("x#0", "h", 1, task="task-2").model_copy(update={"policy_version": "v2"}))
+        _, ov = _get(v.url + "/api/pool/p0")
+        assert versions(ov) == reference() and ov["stats"]["steps"] == 21
 
 
 def test_bad_input_is_one_line(tmp_path: Path) -> None:
@@ -334,3 +415,77 @@ def test_browser_live_rollout_appears(browser, tmp_path: Path, bwrap_backend) ->
         finally:
             _, stderr = proc.communicate(timeout=300)
         assert proc.returncode == 0, stderr[-2000:]
+
+
+def test_browser_token_text_from_the_local_tokenizer(browser, tmp_path: Path) -> None:
+    """The token view shows each response token's text, from the tokenizer of the step's model found on this
+    machine (nothing downloaded); for a model with no local tokenizer it shows the ids and says why."""
+    from selenium.webdriver.common.by import By
+    from tokenizers import Tokenizer
+
+    model_dir = embedded_model_dir()  # the embedded model's directory, where the viewer looks for its tokenizer
+    tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    text = "Totals: 1,234 for the café.\n  Done"
+    ids = tok.encode(text).ids
+    split = tok.encode(" 日").ids  # one character over several tokens: its bytes, as escapes
+    root = tmp_path / "pool"
+    with Pool(root) as p:
+        p.append_step(make_step("t#0", "g", 0).model_copy(update={
+            "prompt_ids": tok.encode("<|im_start|>system\nYou are an agent.<|im_end|>\n").ids,
+            "response_ids": ids + split, "logprobs": [-0.2 * (i % 6) for i in range(len(ids) + len(split))]}))
+        p.append_step(make_step("o#0", "g", 0).model_copy(update={"model": "gpt-4.1-mini"}))
+        for tid in ("t#0", "o#0"):  # ended: the pages do not follow live changes (no re-render under the test)
+            p.end_trajectory(tid, group_id="g", task_id="task-1", status="completed", reward=1.0)
+    with ViewServer([str(root)]) as v:
+        d = browser
+        d.get(v.url + "/#/pool/p0/t/" + urllib.request.quote("t#0", safe=""))
+        _loaded(d, "#/pool/p0/t/t%230")
+        d.find_element(By.CSS_SELECTOR, "#turns .token-button").click()
+        _wait(d, lambda d: d.find_elements(By.CSS_SELECTOR, ".tok.text"))
+        toks = d.find_elements(By.CSS_SELECTOR, ".tok.text")
+        shown = [t.get_attribute("textContent") for t in toks]
+        assert "".join(shown[:len(ids)]) == text.replace("\n", "\u21b5\n") and len(shown) == len(ids) + len(split)
+        assert "\\x" in "".join(shown[len(ids):])
+        assert toks[1].get_attribute("title") == f"id {ids[1]}, logprob -0.200"
+        assert "null" not in d.find_element(By.CSS_SELECTOR, "#turns .tokens").text
+        assert str(model_dir) in d.find_element(By.CSS_SELECTOR, ".token-tokenizer").text
+        d.find_element(By.CSS_SELECTOR, "details.prompt-text summary").click()
+        prompt = d.find_element(By.CSS_SELECTOR, "details.prompt-text pre").get_attribute("textContent")
+        assert prompt == "<|im_start|>system\nYou are an agent.<|im_end|>\n"
+        d.save_screenshot(str(SHOTS / "tokens.png"))
+        # an upstream's model: no tokenizer here, the ids and a note
+        d.get(v.url + "/#/pool/p0/t/" + urllib.request.quote("o#0", safe=""))
+        _loaded(d, "#/pool/p0/t/o%230")
+        d.find_element(By.CSS_SELECTOR, "#turns .token-button").click()
+        _wait(d, lambda d: d.find_elements(By.CSS_SELECTOR, ".token-note"))
+        assert "no local tokenizer for model 'gpt-4.1-mini'" in d.find_element(By.CSS_SELECTOR, ".token-note").text
+        assert [t.text for t in d.find_elements(By.CSS_SELECTOR, ".tok")] == ["7", "8", "9"]
+
+
+def test_browser_two_runs_side_by_side(browser, oracle_run: Path, noop_run: Path) -> None:
+    """Base against student on one task: the two runs' episodes in two columns, step i of one beside step i of
+    the other, reached from the per-task comparison."""
+    from selenium.webdriver.common.by import By
+
+    task = "example-expense-cleanup"
+    with ViewServer([str(noop_run), str(oracle_run)]) as v:  # r0: the base (noop), r1: the student (oracle)
+        d = browser
+        d.get(v.url + "/#/compare/r0/r1")
+        _loaded(d, "#/compare/r0/r1")
+        d.find_element(By.CSS_SELECTOR, f'#compare-table tr.compare-row[data-task="{task}"] a.side-link').click()
+        _loaded(d, f"#/compare/r0/r1/{task}")
+        head_a, head_b = (d.find_element(By.CSS_SELECTOR, f"#side-heads .side-{s}") for s in "ab")
+        assert str(noop_run) in head_a.text and str(oracle_run) in head_b.text
+        assert head_a.find_element(By.CSS_SELECTOR, ".side-score").text.startswith("0.000 (not passed)")
+        assert head_b.find_element(By.CSS_SELECTOR, ".side-score").text == "1.000 (passed)"
+        _, t = _get(v.url + "/api/run/r1/trajectory?id=" + urllib.request.quote(f"{task}#0"))
+        rows = d.find_elements(By.CSS_SELECTOR, "#side-by-side .side-row")
+        assert len(rows) == len(t["turns"]) >= 4
+        assert "read(" in rows[0].find_element(By.CSS_SELECTOR, ".side-b .turn").text
+        # the base never answers: its one turn is the request, then nothing beside the student's further steps
+        assert "(no model answer)" in rows[0].find_element(By.CSS_SELECTOR, ".side-a .turn").text
+        assert "no step 1: the episode ended after 1" in rows[1].find_element(By.CSS_SELECTOR, ".side-a").text
+        # the two columns sit side by side
+        a, b = rows[0].find_element(By.CSS_SELECTOR, ".side-a"), rows[0].find_element(By.CSS_SELECTOR, ".side-b")
+        assert a.location["y"] == b.location["y"] and a.location["x"] + a.size["width"] <= b.location["x"]
+        d.save_screenshot(str(SHOTS / "side-by-side.png"))

@@ -246,12 +246,15 @@ def create_app(paths: list[str], *, token: str | None = None, host: str = "127.0
         return rep
 
     @app.get("/api/compare")
-    def compare(a: str, b: str) -> dict[str, Any]:
+    def compare(a: str, b: str, task: str | None = None) -> dict[str, Any]:
+        """Per task (or only `task`), the episodes of run a and of run b with their scores."""
         ra, rb = catalog.run(a), catalog.run(b)
         by_task: dict[str, dict[str, Any]] = {}
         for side, s in (("a", ra), ("b", rb)):
             s.log.refresh()
             for e in s.log.latest():
+                if task is not None and e.task_id != task:
+                    continue
                 cell = by_task.setdefault(e.task_id, {"task_id": e.task_id, "a": [], "b": []})
                 cell[side].append({"id": e.id, "score": e.digest.score, "status": e.digest.status,
                                    "rounds": e.digest.rounds, "tool_calls": e.digest.tool_calls})
@@ -272,7 +275,9 @@ def create_app(paths: list[str], *, token: str | None = None, host: str = "127.0
     @app.get("/api/pool/{sid}")
     def pool_overview(sid: str) -> dict[str, Any]:
         s = catalog.pool(sid)
-        return {"id": s.id, "label": s.label, **s.view.overview(), "groups": s.view.groups(limit=0)}
+        ov = s.view.overview()
+        return {"id": s.id, "label": s.label, **ov,
+                "groups": {"total": ov["stats"]["groups"], "ready": ov["stats"]["ready_groups"], "items": []}}
 
     @app.get("/api/pool/{sid}/trajectories")
     def pool_trajectories(sid: str, request: Request) -> dict[str, Any]:

@@ -4,10 +4,19 @@ steps as turns, groups, policy versions, and curation and exports through the po
 Reads go through :class:`clawgym.pool.Pool` opened read-only (WAL: the gateway keeps writing while the page
 reads), plus a read-only SQLite connection of our own for the list, whose filters and sort orders the store API
 does not offer; those queries use the index's tables as :mod:`clawgym.pool.store` defines them (same effective
-``trainable`` expression) and touch only trajectory rows or indexed step lookups, so a page costs the same on a
-pool of a million steps. Curation opens the pool for writing just for the call, so the event is exactly the one
+``trainable`` expression). Curation opens the pool for writing just for the call, so the event is exactly the one
 ``clawgym pool curate`` writes (``by`` says it came from the viewer). Exports are :func:`clawgym.pool.export_sft`
 and :func:`clawgym.pool.export_rl`.
+
+What keeps a page fast on a pool of a million steps (``benchmarks/perf/view.py``):
+
+* the list selects the page's trajectory ids first (the sort and the offset over narrow rows; sorted by id, a
+  covering index walk) and only then their columns, so a deep page never computes what it skips;
+* which trajectories each policy version has (the policy filter, the per-version table) is a tally of the steps
+  kept here and extended from the rows appended since (steps are append-only; the index has no column for
+  it), so a full scan of the steps happens once per viewer, not per page;
+* the pool's counts (``Pool.stats``) are kept until the index changes (``PRAGMA data_version``);
+* one trajectory's group is one indexed query, not every group of the pool.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from clawgym.core.errors import ClawgymError
 from clawgym.pool import Pool, PoolError, export_rl, export_sft
 from clawgym.pool.credit import ALGOS, outcome_advantages
 from clawgym.pool.store import INDEX_SCHEMA_VERSION, TRAJ_TRAINABLE_SQL
+from clawgym.view.tokens import token_text
 from clawgym.view.turns import step_turns
 
 SORTS = {"id": "t.trajectory_id", "reward": "t.reward", "steps": "t.n_steps", "status": "t.status",
@@ -39,6 +49,8 @@ class PoolView:
         self._pool: Pool | None = None
         self._conn: sqlite3.Connection | None = None
         self._versions: tuple[int, list[dict[str, Any]]] | None = None
+        self._overview: tuple[int, dict[str, Any]] | None = None
+        self._tally = _VersionTally()
 
     def pool(self) -> Pool:
         with self._lock:
@@ -71,26 +83,47 @@ class PoolView:
             if self._conn is not None:
                 self._conn.close()
             self._pool, self._conn = None, None
+            self._versions = self._overview = None
+            self._tally = _VersionTally()
 
     # ------------------------------------------------------------------------------------- reading
 
+    def data_version(self) -> int:
+        """Changes whenever another connection (the gateway, a curation, a catch-up) commits to the index."""
+        return self._query("PRAGMA data_version")[0][0]
+
     def overview(self) -> dict[str, Any]:
+        """The pool's counts and bad lines (kept until the index changes) and its policy versions."""
         pool = self.pool()
-        return {"stats": pool.stats(), "bad_lines": pool.bad_lines()[:200], "policy_versions": self.policy_versions()}
+        dv = self.data_version()
+        cached = self._overview
+        if cached is None or cached[0] != dv:
+            cached = (dv, {"stats": pool.stats(), "bad_lines": pool.bad_lines()[:200]})
+            self._overview = cached
+        return {**cached[1], "policy_versions": self.policy_versions()}
+
+    def _refresh_tally(self) -> _VersionTally:
+        """The per-version tally brought up to what the index holds now (one read transaction)."""
+        self.pool()
+        with self._lock:
+            conn = self._conn
+            assert conn is not None
+            conn.execute("BEGIN")
+            try:
+                self._tally.refresh(conn)
+            finally:
+                conn.execute("COMMIT")
+            return self._tally
 
     def policy_versions(self) -> list[dict[str, Any]]:
-        """Steps, trajectories and mean reward per policy version (cached until the step count changes)."""
-        n = self._query("SELECT COALESCE((SELECT n FROM counts WHERE key = 'steps'), 0)")[0][0]
-        if self._versions is not None and self._versions[0] == n:
+        """Steps, trajectories, ended trajectories and mean reward per policy version."""
+        dv = self.data_version()
+        if self._versions is not None and self._versions[0] == dv:
             return self._versions[1]
-        rows = self._query(
-            "SELECT v.policy_version, SUM(v.n), COUNT(*), AVG(t.reward), SUM(t.ended_at IS NOT NULL) FROM "
-            "(SELECT policy_version, trajectory_id, COUNT(*) AS n FROM steps GROUP BY policy_version, trajectory_id) v "
-            "JOIN trajectories t ON t.trajectory_id = v.trajectory_id GROUP BY v.policy_version")
-        out = [{"version": v, "steps": s, "trajectories": nt, "mean_reward": r, "ended": e}
-               for v, s, nt, r, e in rows]
-        out.sort(key=lambda d: (d["version"] is None, _version_key(d["version"])))
-        self._versions = (n, out)
+        with self._lock:
+            out = self._refresh_tally().rows()
+            out.sort(key=lambda d: (d["version"] is None, _version_key(d["version"])))
+            self._versions = (dv, out)
         return out
 
     def trajectories(self, *, group: str | None = None, task: str | None = None, status: str | None = None,
@@ -112,10 +145,9 @@ class PoolView:
         if tag:
             where.append("EXISTS (SELECT 1 FROM tags g WHERE g.tag = ? AND g.kind = 't' AND g.key = t.trajectory_id)")
             args.append(tag)
-        if policy:
-            where.append("EXISTS (SELECT 1 FROM steps s WHERE s.trajectory_id = t.trajectory_id AND "
-                         "s.policy_version = ?)")
-            args.append(policy)
+        if policy:  # trajectories with a step of this version: from the tally (the index has no such column)
+            where.append("t.trajectory_id IN (SELECT value FROM json_each(?))")
+            args.append(json.dumps(list(self._refresh_tally().steps.get(policy, {}))))
         if min_reward is not None:
             where.append("t.reward >= ?")
             args.append(min_reward)
@@ -132,14 +164,22 @@ class PoolView:
             args.append("%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
         cond = (" WHERE " + " AND ".join(where)) if where else ""
         col = SORTS.get(sort, "t.trajectory_id")
-        order = f"{col} {'DESC' if desc else 'ASC'} NULLS LAST, t.trajectory_id"
+        direction = "DESC" if desc else "ASC"
+        # ids are never NULL and unique: sorted by id, the page is a walk of the primary key's index
+        order = f"t.trajectory_id {direction}" if col == "t.trajectory_id" else \
+            f"{col} {direction} NULLS LAST, t.trajectory_id"
         total = self._query(f"SELECT COUNT(*) FROM trajectories t{cond}", args)[0][0]
-        rows = self._query(
+        # the page's ids first (sorting and skipping narrow rows), then their columns: a deep page never
+        # computes the columns (nor the first step's policy version) of the rows it skips
+        page = [r[0] for r in self._query(f"SELECT t.trajectory_id FROM trajectories t{cond} ORDER BY {order} "
+                                          "LIMIT ? OFFSET ?", [*args, int(limit), int(offset)])]
+        found = {r[0]: r for r in self._query(
             "SELECT t.trajectory_id, t.group_id, t.task_id, t.status, t.reward, t.quality, "
             f"{TRAJ_TRAINABLE_SQL}, t.tags, t.notes, t.n_steps, t.ended_at, t.trainable, "
             "(SELECT s.policy_version FROM steps s WHERE s.trajectory_id = t.trajectory_id ORDER BY s.step_index "
-            f"LIMIT 1) FROM trajectories t{cond} ORDER BY {order} LIMIT ? OFFSET ?",
-            [*args, int(limit), int(offset)])
+            "LIMIT 1) FROM trajectories t WHERE t.trajectory_id IN (SELECT value FROM json_each(?))",
+            [json.dumps(page)])}
+        rows = [found[tid] for tid in page if tid in found]
         items = [{"id": r[0], "group": r[1], "task": r[2], "status": r[3], "reward": r[4], "quality": r[5],
                   "trainable": bool(r[6]), "tags": json.loads(r[7]) if r[7] else [],
                   "notes": len(json.loads(r[8])) if r[8] else 0, "n_steps": r[9], "ended": r[10] is not None,
@@ -148,10 +188,20 @@ class PoolView:
         return {"total": total, "offset": offset, "limit": limit, "items": items}
 
     def group(self, group_id: str) -> dict[str, Any] | None:
-        for g in self.pool().groups():
-            if g["id"] == group_id:
-                return g
-        return None
+        """One group as :meth:`Pool.groups` describes it (same readiness rule), by one indexed query."""
+        self.pool()
+        rows = self._query(
+            "SELECT g.group_id, g.expected, COUNT(t.trajectory_id), COALESCE(SUM(t.ended_at IS NOT NULL), 0), "
+            "json_group_object(t.trajectory_id, t.reward) FILTER (WHERE t.ended_at IS NOT NULL AND "
+            "t.reward IS NOT NULL) FROM groups g LEFT JOIN trajectories t ON t.group_id = g.group_id "
+            "WHERE g.group_id = ? GROUP BY g.group_id", (group_id,))
+        if not rows:
+            return None
+        gid, expected, n, n_ended, rewards = rows[0]
+        rw = json.loads(rewards) if rewards else {}
+        return {"id": gid, "expected": expected, "n_trajectories": n, "n_ended": n_ended,
+                "ready": n_ended >= expected if expected is not None else (n > 0 and n_ended == n),
+                "rewards": rw, "mean_reward": (sum(rw.values()) / len(rw)) if rw else None}
 
     def groups(self, offset: int = 0, limit: int = 50, ready: bool | None = None) -> dict[str, Any]:
         gs = self.pool().groups()
@@ -193,10 +243,17 @@ class PoolView:
                 "events": pool.events(trajectory_id=trajectory_id)}
 
     def tokens(self, step_id: str) -> dict[str, Any]:
+        """A step's token ids and logprobs, with each response token's text and the prompt's text when the
+        tokenizer of the step's model is on this machine (clawgym.view.tokens), else a note saying why not."""
         s = self.pool().get_step(step_id)
-        return {"step_id": s.step_id, "token_source": s.token_source, "prompt_ids": s.prompt_ids or [],
-                "response_ids": s.response_ids or [], "logprobs": s.logprobs, "token_check": s.token_check,
-                "response_text": s.response.get("content") if isinstance(s.response.get("content"), str) else None}
+        prompt, response = s.prompt_ids or [], s.response_ids or []
+        decoder, path, note = token_text(s.model) if (prompt or response) else (None, None, None)
+        return {"step_id": s.step_id, "token_source": s.token_source, "prompt_ids": prompt,
+                "response_ids": response, "logprobs": s.logprobs, "token_check": s.token_check,
+                "response_text": s.response.get("content") if isinstance(s.response.get("content"), str) else None,
+                "model": s.model, "tokenizer": path, "tokenizer_note": note,
+                "response_tokens": decoder.tokens(response) if decoder else None,
+                "prompt_text": decoder.text(prompt) if decoder else None}
 
     def signature(self) -> tuple:
         """Cheap change detector for live updates: sizes of the event log and of the newest step segment."""
@@ -251,6 +308,72 @@ class PoolView:
                     p.unlink()
                 os.rmdir(tmpdir)
         return report
+
+
+class _VersionTally:
+    """Per policy version: its trajectories (with their steps of that version), how many have ended and the sum
+    of their rewards. The index has no column for a step's policy version, so this is counted here, once from
+    every step row, then only from what was appended since: step rows past the last id read (steps are
+    append-only), and the trajectories with a ``trajectory_end`` event past the last event read (the only way a
+    reward or an end changes). An index rebuilt meanwhile (fewer rows, or rows that no longer add up to its
+    count) is counted again from the start. Call :meth:`refresh` inside a read transaction."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.steps: dict[str | None, dict[str, int]] = {}  # version -> {trajectory id: its steps of that version}
+        self.agg: dict[str | None, list] = {}  # version -> [steps, trajectories, ended, reward sum, rewards]
+        self.outcome: dict[str, tuple[float | None, bool]] = {}  # ended trajectories: (reward, ended)
+        self.last_id = self.n_steps = self.last_seq = 0
+
+    def _add(self, version: str | None, outcome: tuple[float | None, bool], sign: int) -> None:
+        agg = self.agg[version]
+        reward, ended = outcome
+        agg[2] += sign * int(ended)
+        if reward is not None:
+            agg[3] += sign * reward
+            agg[4] += sign
+
+    def refresh(self, conn: sqlite3.Connection, retry: bool = True) -> None:
+        n = conn.execute("SELECT COALESCE((SELECT n FROM counts WHERE key = 'steps'), 0)").fetchone()[0]
+        seq = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
+        if n == self.n_steps and seq == self.last_seq:
+            return
+        top = conn.execute("SELECT COALESCE(MAX(id), 0) FROM steps").fetchone()[0]
+        if n < self.n_steps or top < self.last_id or seq < self.last_seq:
+            self.reset()
+        for tid, reward, ended in conn.execute(
+                "SELECT trajectory_id, reward, ended_at IS NOT NULL FROM trajectories WHERE trajectory_id IN "
+                "(SELECT trajectory_id FROM events WHERE seq > ? AND type = 'trajectory_end')", (self.last_seq,)):
+            old, new = self.outcome.get(tid, (None, False)), (reward, bool(ended))
+            if old != new:
+                self.outcome[tid] = new
+                for version, per in self.steps.items():
+                    if tid in per:
+                        self._add(version, old, -1)
+                        self._add(version, new, 1)
+        self.last_seq = seq
+        for version, tid, k, last in conn.execute(
+                "SELECT policy_version, trajectory_id, COUNT(*), MAX(id) FROM steps WHERE id > ? "
+                "GROUP BY policy_version, trajectory_id", (self.last_id,)):
+            per = self.steps.setdefault(version, {})
+            agg = self.agg.setdefault(version, [0, 0, 0, 0.0, 0])
+            if tid not in per:
+                per[tid] = 0
+                agg[1] += 1
+                self._add(version, self.outcome.get(tid, (None, False)), 1)
+            per[tid] += k
+            agg[0] += k
+            self.n_steps += k
+            self.last_id = max(self.last_id, last)
+        if self.n_steps != n and retry:
+            self.reset()
+            self.refresh(conn, retry=False)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [{"version": v, "steps": a[0], "trajectories": a[1], "ended": a[2],
+                 "mean_reward": a[3] / a[4] if a[4] else None} for v, a in self.agg.items()]
 
 
 def _first_lines(path: Path, n: int) -> list[str]:

@@ -222,19 +222,21 @@ function renderMessage(m) {
 }
 
 function renderTurns(turns, opts) {
-  return h("div", {className: "cards", id: "turns"}, turns.map((t, i) => {
-    const st = t.step;
-    const head = [`step ${i}`];
-    if (st) head.push(` \u00b7 ${st.model}`, st.policy_version ? ` \u00b7 policy ${st.policy_version}` : "", ` \u00b7 ${st.token_source} tokens (${st.n_prompt} prompt, ${st.n_response} response)`,
-      st.latency_s !== undefined && st.latency_s !== null ? ` \u00b7 ${Number(st.latency_s).toFixed(2)} s` : "",
-      st.status === "error" ? ` \u00b7 error: ${st.error}` : "");
-    return h("div", {className: "turn", "data-step": st ? st.step_id : i},
-      h("h3", {}, head, st ? h("span", {}, " ", h("span", {className: "pill"}, st.trainable ? "trainable" : "not trainable"), st.quality ? h("span", {className: "pill " + (st.quality === "bad" ? "bad" : "")}, "quality " + st.quality) : null) : null),
-      h("div", {className: "part"}, h("div", {className: "label"}, "state", t.earlier ? ` (${t.earlier} earlier messages not repeated)` : ""), (t.state.length ? t.state.map(renderMessage) : h("div", {className: "muted"}, "(nothing new)"))),
-      h("div", {className: "part"}, h("div", {className: "label"}, "action"), t.action ? renderMessage(t.action) : h("div", {className: "muted"}, "(no model answer)")),
-      t.observation.length ? h("div", {className: "part"}, h("div", {className: "label"}, "observation"), t.observation.map(renderMessage)) : null,
-      opts && opts.stepTools && st ? opts.stepTools(st) : null);
-  }));
+  return h("div", {className: "cards", id: "turns"}, turns.map((t, i) => renderTurn(t, i, opts)));
+}
+
+function renderTurn(t, i, opts) {
+  const st = t.step;
+  const head = [`step ${i}`];
+  if (st) head.push(` \u00b7 ${st.model}`, st.policy_version ? ` \u00b7 policy ${st.policy_version}` : "", ` \u00b7 ${st.token_source} tokens (${st.n_prompt} prompt, ${st.n_response} response)`,
+    st.latency_s !== undefined && st.latency_s !== null ? ` \u00b7 ${Number(st.latency_s).toFixed(2)} s` : "",
+    st.status === "error" ? ` \u00b7 error: ${st.error}` : "");
+  return h("div", {className: "turn", "data-step": st ? st.step_id : i},
+    h("h3", {}, head, st ? h("span", {}, " ", h("span", {className: "pill"}, st.trainable ? "trainable" : "not trainable"), st.quality ? h("span", {className: "pill " + (st.quality === "bad" ? "bad" : "")}, "quality " + st.quality) : null) : null),
+    h("div", {className: "part"}, h("div", {className: "label"}, "state", t.earlier ? ` (${t.earlier} earlier messages not repeated)` : ""), (t.state.length ? t.state.map(renderMessage) : h("div", {className: "muted"}, "(nothing new)"))),
+    h("div", {className: "part"}, h("div", {className: "label"}, "action"), t.action ? renderMessage(t.action) : h("div", {className: "muted"}, "(no model answer)")),
+    t.observation.length ? h("div", {className: "part"}, h("div", {className: "label"}, "observation"), t.observation.map(renderMessage)) : null,
+    opts && opts.stepTools && st ? opts.stepTools(st) : null);
 }
 
 function renderVerdict(v) {
@@ -342,14 +344,21 @@ function curationForm(sid, target, onDone) {
 
 function tokenView(sid, st) {
   const box = h("div", {className: "tokens"});
-  return h("div", {className: "part"}, h("button", {className: "secondary", onclick: async () => {
+  return h("div", {className: "part"}, h("button", {className: "secondary token-button", onclick: async () => {
     try {
       const d = await api(`/api/pool/${sid}/tokens?step=${encodeURIComponent(st.step_id)}`);
       const shade = (lp) => (lp === null || lp === undefined) ? "#eef2f6" : `hsl(${Math.round(120 * Math.exp(lp))}, 70%, 82%)`;
-      box.replaceChildren(
-        h("div", {className: "label muted"}, `token source ${d.token_source}; response ids shaded by logprob (green likely, red unlikely); hover for id and logprob`),
-        h("div", {}, d.response_ids.map((id, i) => h("span", {className: "tok", style: {background: shade(d.logprobs ? d.logprobs[i] : null)}, title: `id ${id}` + (d.logprobs ? `, logprob ${Number(d.logprobs[i]).toFixed(3)}` : "")}, id))),
-        h("details", {}, h("summary", {}, `prompt ids (${d.prompt_ids.length})`), h("pre", {}, d.prompt_ids.slice(0, 4000).join(" ") + (d.prompt_ids.length > 4000 ? " ..." : ""))));
+      const texts = d.response_tokens; // null: no local tokenizer for the step's model
+      const tip = (id, i) => `id ${id}` + (d.logprobs ? `, logprob ${Number(d.logprobs[i]).toFixed(3)}` : "");
+      // a newline in a token is shown as \u21b5 and then breaks the line, so the tokens read as the text
+      const shown = (t) => t.replace(/\n/g, "\u21b5\n");
+      box.replaceChildren(...[
+        h("div", {className: "label muted"}, `token source ${d.token_source}; response ${texts ? "tokens as text" : "ids"} shaded by logprob (green likely, red unlikely); hover for id and logprob`),
+        texts ? h("div", {className: "muted token-tokenizer"}, `tokenizer of ${d.model}: ${d.tokenizer}`) : null,
+        d.tokenizer_note ? h("div", {className: "notice token-note"}, d.tokenizer_note) : null,
+        h("div", {className: "tok-line"}, d.response_ids.map((id, i) => h("span", {className: "tok" + (texts ? " text" : ""), "data-id": id, style: {background: shade(d.logprobs ? d.logprobs[i] : null)}, title: tip(id, i)}, texts ? shown(texts[i]) : id))),
+        d.prompt_text !== null && d.prompt_text !== undefined ? h("details", {className: "prompt-text"}, h("summary", {}, `prompt as text (${d.prompt_ids.length} tokens)`), h("pre", {}, d.prompt_text)) : null,
+        h("details", {}, h("summary", {}, `prompt ids (${d.prompt_ids.length})`), h("pre", {}, d.prompt_ids.slice(0, 4000).join(" ") + (d.prompt_ids.length > 4000 ? " ..." : "")))].filter(Boolean));
     } catch (e) { box.replaceChildren(h("div", {className: "fail"}, e.message)); }
   }}, "tokens"), box);
 }
@@ -495,9 +504,62 @@ async function pageCompare(a, b) {
   const d = await api(`/api/compare?a=${encodeURIComponent(a)}&b=${encodeURIComponent(b)}`);
   const cell = (sid, eps) => h("td", {}, eps.map((e, i) => [i ? ", " : "", link(`#/run/${sid}/t/${encodeURIComponent(e.id)}`, `${fmt.num(e.score, 2)}`, {title: `${e.id}: ${e.status}, ${e.rounds} rounds, ${e.tool_calls} tool calls`})]));
   $main().replaceChildren(h("h1", {}, `${d.a.label} against ${d.b.label}`),
-    h("table", {id: "compare-table"}, h("thead", {}, h("tr", {}, h("th", {}, "task"), h("th", {className: "num"}, "mean A"), h("th", {className: "num"}, "mean B"), h("th", {}, "episodes A"), h("th", {}, "episodes B"))),
-      h("tbody", {}, d.tasks.map((t) => h("tr", {}, h("td", {}, t.task_id), h("td", {className: "num"}, fmt.num(t.mean_a)), h("td", {className: "num " + ((t.mean_b ?? 0) > (t.mean_a ?? 0) ? "pass" : (t.mean_b ?? 0) < (t.mean_a ?? 0) ? "fail" : "")}, fmt.num(t.mean_b)),
-        cell(d.a.id, t.a), cell(d.b.id, t.b))))));
+    h("table", {id: "compare-table"}, h("thead", {}, h("tr", {}, h("th", {}, "task"), h("th", {className: "num"}, "mean A"), h("th", {className: "num"}, "mean B"), h("th", {}, "episodes A"), h("th", {}, "episodes B"), h("th", {}, ""))),
+      h("tbody", {}, d.tasks.map((t) => h("tr", {className: "compare-row", "data-task": t.task_id}, h("td", {}, t.task_id), h("td", {className: "num"}, fmt.num(t.mean_a)), h("td", {className: "num " + ((t.mean_b ?? 0) > (t.mean_a ?? 0) ? "pass" : (t.mean_b ?? 0) < (t.mean_a ?? 0) ? "fail" : "")}, fmt.num(t.mean_b)),
+        cell(d.a.id, t.a), cell(d.b.id, t.b), h("td", {}, link(`#/compare/${a}/${b}/${encodeURIComponent(t.task_id)}`, "side by side", {className: "side-link"})))))));
+  return [a, b];
+}
+
+// one task of two runs, in two columns: an episode of each (pickers when a run has several), their outcome and
+// verdict, then their steps row by row (step i of A beside step i of B)
+async function pageCompareTask(a, b, task, q) {
+  const base = `#/compare/${a}/${b}/${encodeURIComponent(task)}`;
+  crumbs(link("#/", "home"), link(`#/compare/${a}/${b}`, "compare"), task);
+  const d = await api(`/api/compare?a=${encodeURIComponent(a)}&b=${encodeURIComponent(b)}&task=${encodeURIComponent(task)}`);
+  const row = d.tasks[0];
+  if (!row) throw new Error(`task ${task}: in neither run`);
+  const pick = {a: q.get("ea") || (row.a[0] && row.a[0].id), b: q.get("eb") || (row.b[0] && row.b[0].id)};
+  const [ta, tb] = await Promise.all([a, b].map((sid, i) => {
+    const id = pick[i ? "b" : "a"];
+    return id ? api(`/api/run/${sid}/trajectory?id=${encodeURIComponent(id)}`) : Promise.resolve(null);
+  }));
+  const head = (side, src, eps, t) => {
+    const sel = h("select", {className: "episode-pick", onchange: (ev) => {
+      const p = {ea: pick.a, eb: pick.b};
+      p["e" + side] = ev.target.value;
+      setQuery(base, p);
+    }}, eps.map((e) => h("option", {value: e.id, selected: e.id === pick[side]}, `${e.id} (${fmt.num(e.score, 2)}, ${e.status})`)));
+    const v = t && t.verdict;
+    return h("div", {className: `box side-head side-${side}`},
+      h("h2", {}, `${side.toUpperCase()}: ${src.label}`),
+      eps.length ? h("label", {}, "episode ", sel) : h("p", {className: "muted"}, "no episode of this task in this run"),
+      t ? h("dl", {className: "kv"}, [
+        ["agent / model", `${t.agent} / ${t.model || "-"}`],
+        ["status", t.status + (t.error ? ` (${t.error.kind}: ${t.error.message})` : "")],
+        ["score", v ? `${fmt.num(v.score)} (${v.passed ? "passed" : "not passed"})` : "-"],
+        ["steps / tool calls", `${t.turns.length} / ${t.tool_calls}`],
+        ["checks", v && v.checks ? Object.entries(v.checks).map(([k, x]) => `${k} ${fmt.num(x, 2)}`).join(", ") || "-" : "-"],
+      ].map(([k, x]) => [h("dt", {}, k), h("dd", {className: "side-" + k.split(" ")[0]}, x)])) : null,
+      t ? link(`#/run/${src.id}/t/${encodeURIComponent(t.id)}`, "the whole trajectory (workspace, checker output)") : null);
+  };
+  const turnsA = ta ? ta.turns : [], turnsB = tb ? tb.turns : [];
+  const n = Math.max(turnsA.length, turnsB.length);
+  const none = (t, i) => h("div", {className: "turn muted"}, t ? `no step ${i}: the episode ended after ${t.turns.length}` : "-");
+  const rows = [];
+  for (let i = 0; i < n; i++) {
+    rows.push(h("div", {className: "grid2 side-row", "data-step": i},
+      h("div", {className: "side-a"}, i < turnsA.length ? renderTurn(turnsA[i], i) : none(ta, i)),
+      h("div", {className: "side-b"}, i < turnsB.length ? renderTurn(turnsB[i], i) : none(tb, i))));
+  }
+  const finals = (ta && ta.final_message) || (tb && tb.final_message) ? h("div", {className: "grid2 side-row side-final"},
+    h("pre", {className: "box side-a"}, (ta && ta.final_message) || "(no final message)"),
+    h("pre", {className: "box side-b"}, (tb && tb.final_message) || "(no final message)")) : null;
+  const out = [h("h1", {}, `${task}: ${d.a.label} against ${d.b.label}`),
+    h("div", {className: "grid2", id: "side-heads"}, head("a", d.a, row.a, ta), head("b", d.b, row.b, tb)),
+    h("h2", {}, `Steps side by side (${turnsA.length} against ${turnsB.length})`),
+    h("div", {className: "cards", id: "side-by-side"}, rows.length ? rows : h("p", {className: "muted"}, "neither episode has a step"))];
+  if (finals) out.push(h("h2", {}, "Final messages"), finals);
+  $main().replaceChildren(...out);
   return [a, b];
 }
 
@@ -518,10 +580,13 @@ async function route() {
     else if (kind === "batch") watch = await pageBatch(sid);
     else if (kind === "report") watch = await pageReport(sid);
     else if (kind === "rl") watch = await pageRL(sid);
+    else if (kind === "compare" && id !== undefined) watch = await pageCompareTask(sid, sub, id, query);
     else if (kind === "compare") watch = await pageCompare(sid, sub);
     else throw new Error("unknown page " + location.hash);
     current = {watch: watch || []};
     document.body.setAttribute("data-loaded", location.hash || "#/");
+    // the page's main content is in the DOM: benchmarks/perf/view.py reads this mark (time to first render)
+    performance.mark("clawgym:rendered", {detail: location.hash || "#/"});
   } catch (e) {
     showError(e.message);
     if ($main().textContent === "loading...") $main().replaceChildren();
