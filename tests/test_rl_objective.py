@@ -273,3 +273,39 @@ def test_packed_update_has_the_loss_and_gradient_of_the_steps_one_by_one(algo):
     for n, p in model.named_parameters():
         if n in ref_grads:
             assert torch.allclose(p.grad, ref_grads[n], atol=1e-6, rtol=1e-4), n
+
+
+def test_update_device_is_resolved_before_anything_loads():
+    from clawgym.train.rl_loop import RLError, train_device
+
+    assert train_device("cpu") == "cpu"
+    assert train_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(RLError, match="choose auto, cpu, cuda or cuda:N"):
+        train_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(RLError, match="no CUDA GPU"):
+            train_device("cuda:0")
+
+
+def test_batch_moves_whole_to_the_policys_device():
+    b = build_batch([{"prompt_ids": [1, 2], "response_ids": [3], "advantage": 1.0, "logprobs": [-0.5]}])
+    m = b.to("meta")  # every tensor moves (a GPU update would fail on the first one left behind)
+    for name in ("input_ids", "attention_mask", "response_mask", "old_logps", "has_old_logps", "advantages",
+                 "step_weights"):
+        assert getattr(m, name).device.type == "meta", name
+    assert m.steps == b.steps and b.input_ids.device.type == "cpu"
+
+
+def test_train_rl_refuses_a_gpu_it_cannot_see(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    from typer.testing import CliRunner
+
+    from clawgym.cli.app import app
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("")
+    res = CliRunner().invoke(app, ["train", "rl", str(tasks), "--device", "cuda", "-o", str(tmp_path / "out")])
+    assert res.exit_code == 2
+    assert "--device cuda: torch sees no CUDA GPU here" in res.output
+    assert not (tmp_path / "out").exists()

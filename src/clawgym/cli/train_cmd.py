@@ -180,6 +180,8 @@ def rl_cmd(
                                   "ones by ~0.01 on average: see engine_logprob_gap in metrics.jsonl)."),
     agent: str = typer.Option("llm", "--agent", help="Who makes the rollouts: llm (the built-in agent) or openclaw "
                               "(the black-box agent, its calls sampled at --temperature by the gateway)."),
+    device: str = typer.Option("auto", "--device", help="Where the update runs: auto (a CUDA GPU when torch sees "
+                               "one, else the CPU), cpu, cuda or cuda:N."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
     ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
@@ -191,7 +193,7 @@ def rl_cmd(
     from clawgym.pool.credit import ALGOS, CREDITS
     from clawgym.rollout.executor import make_executor
     from clawgym.sandbox import get_backend
-    from clawgym.train.rl_loop import RLOptions, run_rl
+    from clawgym.train.rl_loop import RLError, RLOptions, run_rl, train_device
 
     if algo not in ALGOS:
         _fail(f"--algo {algo!r}: choose one of {', '.join(ALGOS)}", 2)
@@ -203,6 +205,10 @@ def rl_cmd(
 
     if precision not in SERVER_PRECISIONS:
         _fail(f"--precision {precision!r}: choose one of {', '.join(SERVER_PRECISIONS)}", 2)
+    try:
+        train_device(device)
+    except RLError as exc:
+        _fail(str(exc), 2)
     if not tasks_path.is_file():
         _fail(f"{tasks_path}: no such file")
     read = read_records_lenient(tasks_path, Task)
@@ -221,7 +227,8 @@ def rl_cmd(
                      algo=algo, credit=credit, gamma=gamma, kl_coef=kl_coef, clip=clip,
                      lr=lr if lr is not None else (1e-5 if full else 1e-4), lora_r=lora_r,
                      epochs=epochs, max_staleness=max_staleness, seed=seed, jobs=jobs, sandbox=sandbox,
-                     episode_timeout=episode_timeout, executor=ex, precision=precision, full=full, agent=agent)
+                     episode_timeout=episode_timeout, executor=ex, precision=precision, full=full, agent=agent,
+                     device=device)
 
     def show(kind: str, data: dict) -> None:
         if kind == "rollout":

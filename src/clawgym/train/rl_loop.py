@@ -81,6 +81,7 @@ class RLOptions:
     full: bool = False  # every weight instead of a LoRA adapter (published as full weights)
     executor: Any = None  # where the rollout phase runs: an entered clawgym.rollout.executor.Executor (None: local)
     agent: str = "llm"  # who makes the rollouts: llm (the built-in agent) or openclaw (the black-box agent)
+    device: str = "auto"  # where the update runs: auto (a CUDA GPU when torch sees one, else the CPU), cpu, cuda[:N]
 
 
 @dataclass
@@ -189,7 +190,27 @@ class PolicyServer:
             raise RLError(f"the server refused the weights of {path} ({res.status_code}): {res.text[:300]}")
 
 
-def _trainable_model(opts: RLOptions, adapter: Path | None):
+def train_device(name: str) -> str:
+    """The torch device of the update for `--device` (`auto`: the first CUDA GPU when torch sees one, else the
+    CPU); a GPU asked for that torch cannot see is an error before anything is loaded."""
+    import torch
+
+    name = (name or "auto").strip().lower()
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cpu":
+        return "cpu"
+    if re.fullmatch(r"cuda(:\d+)?", name):
+        if not torch.cuda.is_available():
+            raise RLError(f"--device {name}: torch sees no CUDA GPU here (torch {torch.__version__}); use cpu or auto")
+        index = int(name.split(":")[1]) if ":" in name else 0
+        if index >= torch.cuda.device_count():
+            raise RLError(f"--device {name}: torch sees {torch.cuda.device_count()} CUDA GPU(s)")
+        return name
+    raise RLError(f"--device {name!r}: choose auto, cpu, cuda or cuda:N")
+
+
+def _trainable_model(opts: RLOptions, adapter: Path | None, device: str = "cpu"):
     import torch
     from peft import LoraConfig, PeftModel, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -203,9 +224,10 @@ def _trainable_model(opts: RLOptions, adapter: Path | None):
 
         src = adapter or path
         model = AutoModelForCausalLM.from_pretrained(str(src), config=load_base_config(src), dtype=torch.float32)
+        model.to(device)
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=opts.lr)
         return tok, model, opt
-    base = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+    base = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).to(device)
     if adapter is not None:
         model = PeftModel.from_pretrained(base, str(adapter), is_trainable=True)
     else:
@@ -213,9 +235,11 @@ def _trainable_model(opts: RLOptions, adapter: Path | None):
                          target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
                          task_type="CAUSAL_LM")
         model = get_peft_model(base, cfg)
+    model.to(device)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=opts.lr)
     if adapter is not None and (adapter / "optimizer.pt").exists():
-        opt.load_state_dict(torch.load(adapter / "optimizer.pt", weights_only=True))
+        # saved on whatever device the last update ran on; load_state_dict moves it to the parameters' device
+        opt.load_state_dict(torch.load(adapter / "optimizer.pt", weights_only=True, map_location="cpu"))
     return tok, model, opt
 
 
@@ -250,7 +274,7 @@ def _save_full(model: Any, tok: Any, dest: Path, keep: int = 2) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def _reference_model(opts: RLOptions, model_dir: Path | None) -> Any:
+def _reference_model(opts: RLOptions, model_dir: Path | None, device: str = "cpu") -> Any:
     """The initial policy for the KL term of a full update (a LoRA update disables its adapter instead)."""
     if not (opts.full and opts.kl_coef > 0):
         return None
@@ -262,6 +286,7 @@ def _reference_model(opts: RLOptions, model_dir: Path | None) -> Any:
 
     src = model_dir or resolve_model_dir(opts.model)
     ref = AutoModelForCausalLM.from_pretrained(str(src), config=load_base_config(src), dtype=torch.float32)
+    ref.to(device)
     ref.eval()
     for p in ref.parameters():
         p.requires_grad_(False)
@@ -358,8 +383,9 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
     torch.manual_seed(opts.seed)
     adapter_dir = out / ("weights" if opts.full else "adapters")
     current = adapter_dir / f"v{state.version}" if state.version > 0 else None
-    tok, model, opt = _trainable_model(opts, current)
-    ref_model = _reference_model(opts, None)
+    device = train_device(opts.device)
+    tok, model, opt = _trainable_model(opts, current, device)
+    ref_model = _reference_model(opts, None, device)
     by_id = {t.id: t for t in tasks}
     ran: list[dict[str, Any]] = []
     cfg = ObjectiveConfig(algo=opts.algo, clip_low=opts.clip, clip_high=opts.clip, kl_coef=opts.kl_coef,

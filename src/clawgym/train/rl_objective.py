@@ -66,6 +66,13 @@ class TokenBatch:
     step_weights: torch.Tensor | None = None
     steps: int = 0  # model calls (steps) in the batch: the sequences of the per-sequence aggregations
 
+    def to(self, device: torch.device | str) -> TokenBatch:
+        """The same batch on `device` (the policy's: a GPU when the update runs on one)."""
+        sw = self.step_weights.to(device) if self.step_weights is not None else None
+        return TokenBatch(self.input_ids.to(device), self.attention_mask.to(device), self.response_mask.to(device),
+                          self.old_logps.to(device), self.has_old_logps.to(device), self.advantages.to(device),
+                          sw, self.steps)
+
 
 @dataclass
 class Norm:
@@ -155,7 +162,7 @@ def token_logps(model: Any, batch: TokenBatch, with_entropy: bool = False) -> tu
     if with_entropy:
         with torch.no_grad():
             e = entropy_from_logits(logits)
-        ent = torch.cat([torch.zeros((b, width - k), dtype=e.dtype), e], dim=1) * batch.response_mask
+        ent = torch.cat([torch.zeros((b, width - k), dtype=e.dtype, device=e.device), e], dim=1) * batch.response_mask
     return logps, ent
 
 

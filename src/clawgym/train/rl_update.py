@@ -163,10 +163,11 @@ def rl_update(model: Any, optimizer: torch.optim.Optimizer, rows: list[dict[str,
                                    "update_s": round(time.monotonic() - t0, 3)})
     need_start = epochs > 1 or any(r.get("logprobs") is None for r in run) or _dropout(model)
     batches: list[tuple[TokenBatch, torch.Tensor | None, torch.Tensor | None]] = []
+    device = next(model.parameters()).device  # rows are built on the CPU, then go where the policy is
     model.eval()
     with torch.no_grad():
         for group in micro_batches(run, micro_batch_tokens):
-            b = build_batch(group, pad_id)
+            b = build_batch(group, pad_id).to(device)
             start = token_logps(model, b)[0] if need_start else None
             ref = None
             if want_ref and ref_model is not None:  # a separate initial policy (full fine-tuning)
