@@ -1,5 +1,6 @@
 """Stages that hand their results on, as a user chains them: `clawgym rollout` -> `clawgym verify` (the rubric
-judge) -> `clawgym filter` -> `clawgym train sft`; `clawgym pool curate` -> `clawgym filter`. Every command is a real `python -m clawgym` process; the sandboxes are real bwrap sandboxes, the
+judge) -> `clawgym filter` -> `clawgym train sft`; `clawgym pool curate` -> `clawgym filter`; `clawgym rollout
+--judge-model`. Every command is a real `python -m clawgym` process; the sandboxes are real bwrap sandboxes, the
 agent and judge models a real HTTP server on 127.0.0.1 replaying scripted answers (tests/scripted_llm.py), the
 SFT a real trl + peft run on a tiny random model with SmolLM2's tokenizer and config."""
 
@@ -270,3 +271,73 @@ def test_pool_curation_keeps_curated_out_trajectories_out_of_the_sft_data(bwrap_
         pool.curate(step_id=first_step_of_cy, trainable=True)
     _, rep = filter_trajectories([run], FilterOptions(min_score=1.0))
     assert rep.kept == 2 and dict(rep.curated) == {"trajectory quality=bad": 1}
+
+
+# --------------------------------------------------------------------------------------------- rollout --judge-model
+
+
+def test_rollout_judges_each_episode_as_it_ends(bwrap_backend, tmp_path):
+    from clawgym.pool import Pool
+
+    ids = ["thank-ana", "thank-bo"]
+    tasks = write_tasks(tmp_path / "tasks.jsonl", ids)
+    run = tmp_path / "run"
+    scripts = {note_task(t).instruction: turns_from_reference(note_task(t)) for t in ids}
+    with ScriptedLLM(scripts, responder=judge_answer) as llm:
+        # the judge is the agent's own model: reached where the agent reaches it (no --judge-base-url)
+        r = clawgym("rollout", tasks, "--agent", "llm", "--model", llm.model, "--base-url", llm.base_url,
+                    "--judge-model", llm.model, "--sandbox", "bwrap", "-j", "2", "-o", run)
+        assert r.returncode == 0, r.stderr
+        assert f"judge {llm.model} x1: 2 calls, 0 from the cache" in r.stderr, r.stderr
+        assert sum(map(is_judge_call, llm.requests)) == 2
+        by_task = {t.task_id: t for t in read_records(run / "trajectories.jsonl", Trajectory)}
+        # the hybrid verdict `clawgym verify` would give, in the episode's own record
+        ana, bo = by_task["thank-ana"], by_task["thank-bo"]
+        assert (ana.verdict.status, ana.verdict.code_score, ana.verdict.rubric_score) == ("scored", 1.0, 1.0)
+        assert ana.verdict.score == pytest.approx(1.0) and ana.verdict.passed
+        assert bo.verdict.score == pytest.approx(0.7) and bo.verdict.checks["rubric:warm"] == 0.0
+        assert not any("rubric not judged" in n for n in bo.verdict.notes)
+        assert bo.metadata["judge"]["models"] == [llm.model] and bo.metadata["judge"]["status"] == "scored"
+        info = json.loads((run / "run.json").read_text())
+        assert info["judge"]["models"] == [llm.model] and info["judge"]["cache"] == str(run / "judge_cache")
+        # judge calls are not the agent's steps: the pool holds the agent's 2 calls per episode only
+        with Pool(run / "pool", create=False, readonly=True) as pool:
+            assert pool.stats()["steps"] == 4
+            assert [t["reward"] for t in pool.trajectories()] == [pytest.approx(1.0), pytest.approx(0.7)]
+        # `clawgym verify` afterwards agrees, from the judge cache: not one more judge call
+        r = clawgym("verify", run, "--judge-model", llm.model, "--judge-base-url", llm.base_url, "--sandbox",
+                    "bwrap", "--json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["summary"]["judge"]["requests"] == 0
+        assert sum(map(is_judge_call, llm.requests)) == 2
+    assert {v.task_id: round(v.verdict.score, 6) for v in read_verdicts(run)} == {"thank-ana": 1.0, "thank-bo": 0.7}
+    # filter keeps what the judge passed, straight from the rollout's records
+    (run / "verdicts.jsonl").unlink()
+    records, rep = filter_trajectories([run], FilterOptions(min_score=0.9))
+    assert [r["task_id"] for r in records] == ["thank-ana"] and rep.judged == 1
+    assert dict(rep.score_sources) == {"rollout": 2}
+
+
+def test_rollout_judge_options_are_checked_before_anything_runs(tmp_path):
+    tasks = write_tasks(tmp_path / "tasks.jsonl", ["thank-ana"])
+    r = clawgym("rollout", tasks, "--agent", "oracle", "--judge-model", "gpt-4.1", "-o", tmp_path / "a")
+    assert r.returncode == 2
+    one_line_error(r.stderr, "judge model 'gpt-4.1' is not a local model; give --judge-base-url")
+    r = clawgym("rollout", tasks, "--agent", "oracle", "--judge-model", "smollm2-135m", "--executor", "ray",
+                "-o", tmp_path / "b")
+    assert r.returncode == 2
+    one_line_error(r.stderr, "--judge-model judges episodes where they run: it needs --executor local")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_resumed_rollout_names_the_episodes_it_did_without_a_judge(judged_run, tmp_path):
+    run = copy_run(judged_run, tmp_path / "run")
+    tasks = json.loads((run / "run.json").read_text())["tasks"]
+    with ScriptedLLM(responder=judge_answer) as llm:
+        r = clawgym("rollout", tasks, "--agent", "oracle", "--sandbox", "bwrap", "-o", run, "--judge-model",
+                    llm.model, "--judge-base-url", llm.base_url)
+        assert r.returncode == 0, r.stderr
+        assert llm.requests == []  # nothing left to run: nothing judged now
+    assert "resuming: 2 episodes already done" in r.stderr
+    assert "warning: 2 episodes of tasks with a rubric were done before this run without a judge (first: " \
+        f"thank-ana#0); `clawgym verify {run} --judge-model {llm.model}` judges them" in r.stderr, r.stderr
