@@ -28,7 +28,7 @@ from clawgym.synth.ops import (
     write_automation_script,
 )
 from clawgym.synth.ops.base import RECORDS, TABLE, Artifact, OpContext
-from clawgym.synth.personas import Persona, load_personas
+from clawgym.synth.personas import load_personas
 from clawgym.synth.taxonomy import load_taxonomy
 from clawgym.synth.validate import validate_candidate
 
@@ -45,15 +45,12 @@ def taxonomy():
 
 @pytest.fixture(scope="module")
 def personas(taxonomy):
-    try:
-        return load_personas(taxonomy=taxonomy)
-    except Exception:  # the personas file is maintained elsewhere; fall back to two hand-made ones
-        base = dict(age=40, goals=["keep the home server healthy"], tools=["bash"], files=["*.log"],
-                    interests=["hiking"], subcategories=["config_management"])
-        return [Persona(id="ops_person", name="Lars Nilsen", occupation="site reliability engineer",
-                        domain="Software", location="Oslo, Norway", tone="terse, lowercase", **base),
-                Persona(id="nurse_person", name="Amara Okafor", occupation="nurse", domain="Healthcare",
-                        location="Lagos, Nigeria", tone="warm and chatty", **base)]
+    """The packaged personas (personas/personas.yaml), checked against the taxonomy. A file that does not load
+    fails these tests with its file:line error: the tasks must be composed from the personas users get, never
+    from stand-ins."""
+    loaded = load_personas(taxonomy=taxonomy)
+    assert len(loaded) > max(SEEDS), f"the tests take personas[seed] for seeds {SEEDS}; {len(loaded)} loaded"
+    return loaded
 
 
 def _sub(taxonomy, op_id: str, seed: int):
@@ -234,7 +231,7 @@ def test_feature_library_sound(tmp_path):
                 assert r.returncode == 0, r.stdout
                 assert score == 1.0, feat.name
             elif kind == "naive":
-                assert r.returncode != 0, feat.name
+                assert r.returncode == 1, (feat.name, r.stdout[-2000:])  # 1: tests ran and some failed
                 assert 0.0 < score < 1.0, (feat.name, score)
             else:
                 assert score == 0.0, feat.name

@@ -161,7 +161,7 @@ def test_signal_to_rollout_stops_it_and_removes_sandbox_dirs(bwrap_backend, tmp_
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode != 0
+    assert proc.returncode == 130, out.decode(errors="replace")[-2000:]  # ended as an interrupt, not a crash
     assert list(sbtmp.iterdir()) == [], out.decode(errors="replace")[-2000:]
 
 

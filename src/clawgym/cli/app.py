@@ -12,6 +12,20 @@ import typer
 from rich.console import Console
 
 from clawgym import __version__
+from clawgym.cli.judge_opts import (
+    JUDGE_BASE_URL_HELP,
+    JUDGE_MAX_TOKENS,
+    JUDGE_SAMPLES,
+    JUDGE_SEED,
+    JUDGE_TEMPERATURE,
+    announce_judge_server,
+    build_judge,
+    judge_model_option,
+    judge_settings,
+    judge_url,
+    judge_usage_line,
+    unreachable_judge_model,
+)
 from clawgym.core.errors import ClawgymError
 from clawgym.rollout.executor import EXECUTOR_HELP, RAY_ADDRESS_HELP
 
@@ -473,8 +487,19 @@ def rollout(
     network: bool = typer.Option(False, help="Give sandboxes a network (off by default)."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
     ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+    judge_model: list[str] | None = judge_model_option(
+        " Each episode of a task with a rubric is judged as it ends: its verdict is the hybrid one `clawgym verify` "
+        "gives. The agent's own model is reached where the agent reaches it. Local executor only."),
+    judge_base_url: str | None = typer.Option(None, "--judge-base-url", help=JUDGE_BASE_URL_HELP),
+    judge_samples: int = JUDGE_SAMPLES,
+    judge_temperature: float | None = JUDGE_TEMPERATURE,
+    judge_seed: int = JUDGE_SEED,
+    judge_max_tokens: int = JUDGE_MAX_TOKENS,
 ) -> None:
-    """Run an agent on every task in its own sandbox, verify, and append trajectories (resumable)."""
+    """Run an agent on every task in its own sandbox, verify, and append trajectories (resumable).
+
+    With --judge-model, rubric rules are judged as each episode ends (0.7 code + 0.3 rubric by default), with
+    the judge cache in RUN_DIR/judge_cache; without, hybrid tasks are scored on their code checks alone."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from clawgym.agent import get_agent
@@ -483,6 +508,15 @@ def rollout(
     from clawgym.rollout.setup import AgentSpec, agent_session
     from clawgym.sandbox import SandboxLimits, get_backend
 
+    judge_endpoint = judge_url(judge_base_url)
+    if judge_model:
+        if executor != "local":
+            fail(f"--judge-model judges episodes where they run: it needs --executor local, not {executor!r}; "
+                 "judge a cluster run afterwards with `clawgym verify RUN_DIR --judge-model M`", 2)
+        own = {model: ""} if agent in ("llm", "openclaw") else None
+        bad = unreachable_judge_model(judge_model, judge_endpoint, own)
+        if bad is not None:
+            fail(f"judge model {bad!r} is not a local model; give --judge-base-url (or set OPENAI_BASE_URL)", 2)
     try:
         if agent not in ("llm", "openclaw"):
             get_agent(agent)
@@ -536,18 +570,39 @@ def rollout(
                      llm_concurrency, request_timeout, stream, gateway, policy_version, precision=_precision(precision),
                      impose_sampling=temperature is not None)
     try:
-        with ex, agent_session(spec, run_dir, tasks, options, announce=_announce_server(model)) as session:
+        with ex, agent_session(spec, run_dir, tasks, options, announce=_announce_server(model)) as session, \
+                contextlib.ExitStack() as judging:
+            settings = {"tasks": str(tasks_path), **session.settings}
+            if judge_model:
+                served = {model: session.settings["base_url"]} if session.settings.get("base_url") else None
+                options.judge = build_judge(
+                    judging, judge_model, judge_endpoint, run_dir=run_dir, samples=judge_samples,
+                    temperature=judge_temperature, seed=judge_seed, max_tokens=judge_max_tokens,
+                    concurrency=llm_concurrency, timeout=request_timeout, cache_dir=run_dir / "judge_cache",
+                    announce=announce_judge_server(err), served=served)
+                settings["judge"] = judge_settings(options.judge)
             with progress:
                 report = run_rollout(
                     tasks, session.factory, backend, run_dir, options, on_start=on_start, on_done=on_done,
-                    settings={"tasks": str(tasks_path), **session.settings},
+                    settings=settings,
                 )
             if session.usage_line():
                 err.print(session.usage_line(), highlight=False)
+            if options.judge is not None:
+                err.print(judge_usage_line(options.judge), highlight=False)
     finally:
         backend.close()
     out.print(render_table(summarize(report.all), title=f"{run_dir}"))
     out.print(f"trajectories: {run_dir / 'trajectories.jsonl'}", highlight=False)
+    if judge_model:
+        rubric = {t.id for t in tasks if t.verifier.rubric is not None}
+        now = {t.id for t in report.ran}
+        unjudged = sorted(t.id for t in report.all if t.task_id in rubric and t.id not in now
+                          and "judge" not in t.metadata and t.status in ("completed", "agent_error", "timeout"))
+        if unjudged:
+            err.print(f"[bold yellow]warning:[/] {len(unjudged)} episodes of tasks with a rubric were done before "
+                      f"this run without a judge (first: {unjudged[0]}); `clawgym verify {run_dir} --judge-model "
+                      f"{judge_model[0]}` judges them", highlight=False, soft_wrap=True)
     if bad:
         err.print(f"[bold red]{len(bad)} bad task lines were not run[/] (see errors above)")
         raise typer.Exit(1)

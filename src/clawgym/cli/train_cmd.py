@@ -31,22 +31,46 @@ def filter_cmd(
     status: list[str] | None = typer.Option(None, "--status", help="Keep only these statuses (repeatable; default: completed; 'any' for all scored)."),
     max_per_task: int | None = typer.Option(None, "--max-per-task", min=1, help="At most K per task: the best scores, ties by id."),
     token_ids: bool = typer.Option(False, "--token-ids", help="Also keep the engine's token ids of each model call (train on them exactly; same tokenizer only)."),
+    scores: str = typer.Option("auto", "--scores", help="Where scores come from: auto (RUN_DIR/verdicts.jsonl of "
+                               "`clawgym verify` where it holds a current verdict, else the rollout's; fallbacks "
+                               "counted), verdicts (every score from verdicts.jsonl, else an error), rollout "
+                               "(the rollout's verdicts only)."),
+    curation: bool = typer.Option(True, "--curation/--no-curation", help="Drop what the run's pool curates out "
+                                  "(`clawgym pool curate`: a trajectory or step not trainable, or of a dropped quality)."),
+    drop_quality: list[str] = typer.Option(["bad"], "--drop-quality", help="Curation: drop trajectories whose "
+                                           "quality, or a step's, is this (repeatable; 'none' keeps all)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
-    """Turn verifier-filtered trajectories into SFT conversations (OpenAI messages + tools), one JSON line each."""
+    """Turn verifier-filtered trajectories into SFT conversations (OpenAI messages + tools), one JSON line each.
+
+    Scores are the re-scored verdicts of RUN_DIR/verdicts.jsonl (`clawgym verify`: code checks + rubric judge)
+    where the run has them, else the rollout's; the run's pool curation is respected."""
     from rich.table import Table
 
     from clawgym.core.errors import ClawgymError
     from clawgym.train.filter import FilterOptions, filter_to_file
+    from clawgym.train.run_inputs import SCORE_SOURCES
 
+    if scores not in SCORE_SOURCES:
+        _fail(f"--scores: unknown value {scores!r}; choose {', '.join(SCORE_SOURCES)}", 2)
     opts = FilterOptions(min_score=min_score, statuses=tuple(status) if status else ("completed",),
-                         max_per_task=max_per_task, token_ids=token_ids)
+                         max_per_task=max_per_task, token_ids=token_ids, scores=scores, curation=curation,
+                         drop_quality=tuple(q for q in drop_quality if q.lower() != "none"))
     try:
         rep = filter_to_file(run_dirs, output, opts)
     except ClawgymError as exc:
         _fail(str(exc))
     for line in rep.bad_lines:
         err.print(f"[yellow]skipped bad line:[/] {line}", highlight=False, soft_wrap=True)
+    fell_back = sum(rep.score_fallback.values())
+    if fell_back:
+        whys = ", ".join(f"{n} {_FALLBACK[k]}" for k, n in sorted(rep.score_fallback.items()))
+        err.print(f"[bold yellow]warning:[/] {fell_back} trajectories scored by the rollout's verdicts instead of "
+                  f"verdicts.jsonl ({whys}); run `clawgym verify` again to score them the same way",
+                  highlight=False, soft_wrap=True)
+    if rep.verdicts_unmatched:
+        err.print(f"[bold yellow]warning:[/] {rep.verdicts_unmatched} verdicts in {', '.join(rep.verdict_files)} are "
+                  "for episodes the run does not hold; not used", highlight=False, soft_wrap=True)
     if as_json:
         sys.stdout.write(json.dumps(rep.as_dict(), indent=2) + "\n")
         return
@@ -58,9 +82,31 @@ def filter_cmd(
     for reason, n in sorted(rep.dropped.items()):
         table.add_row(f"dropped: {reason}", str(n))
     out.print(table)
+    out.print(_scores_line(rep, scores), highlight=False, soft_wrap=True)
+    if rep.pools:
+        curated = ", ".join(f"{n} {k}" for k, n in sorted(rep.curated.items())) or "none"
+        out.print(f"curation: {', '.join(rep.pools)}: curated out {curated}; {rep.not_in_pool} not in the pool",
+                  highlight=False, soft_wrap=True)
     src = ", ".join(f"{k} {v}" for k, v in sorted(rep.by_source.items())) or "-"
     out.print(f"{rep.kept} conversations from {len(rep.per_task)} tasks ({src}) -> {output}; "
               f"report: {output}.report.json", highlight=False)
+
+
+_FALLBACK = {"no_verdict": "without a re-scored verdict",
+             "stale_verdict": "whose verdict is stale (the episode ran again after re-scoring)"}
+
+
+def _scores_line(rep, scores: str) -> str:
+    """Which verdicts the scores came from, in words."""
+    n_ver, n_roll = rep.score_sources.get("verdicts", 0), rep.score_sources.get("rollout", 0)
+    if rep.verdict_files and not n_roll:
+        what = f"the re-scored verdicts of {', '.join(rep.verdict_files)}"
+    elif rep.verdict_files:
+        what = (f"the re-scored verdicts of {', '.join(rep.verdict_files)} for {n_ver}, the rollout's verdicts for "
+                f"{n_roll}")
+    else:
+        what = "the rollout's verdicts" + (" (--scores rollout)" if scores == "rollout" else " (no verdicts.jsonl)")
+    return f"scores: {what}; {rep.judged} of the {rep.kept} kept include a judged rubric"
 
 
 @train_app.command("sft")

@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from contextlib import ExitStack
 from pathlib import Path
 
 import typer
 from rich.console import Console
+
+from clawgym.cli.judge_opts import (
+    JUDGE_BASE_URL_HELP,
+    JUDGE_MAX_TOKENS,
+    JUDGE_SAMPLES,
+    JUDGE_SEED,
+    JUDGE_TEMPERATURE,
+    announce_judge_server,
+    build_judge,
+    judge_model_option,
+    judge_url,
+    unreachable_judge_model,
+)
 
 out = Console()
 err = Console(stderr=True)
@@ -22,15 +34,12 @@ def _fail(message: str, code: int = 1) -> None:
 
 def verify_cmd(
     run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="A run directory of `clawgym rollout`."),
-    judge_model: list[str] | None = typer.Option(
-        None, "--judge-model", help="Judge model (repeatable: several are averaged). A local model (smollm2-135m, "
-        "a model dir) is served on 127.0.0.1 when no base URL is given. None: code checks only."),
-    base_url: str | None = typer.Option(None, help="OpenAI-compatible endpoint of the judge (else $OPENAI_BASE_URL)."),
-    judge_samples: int = typer.Option(1, "--judge-samples", min=1, help="Answers asked of each judge model per rule."),
-    judge_temperature: float | None = typer.Option(
-        None, "--judge-temperature", min=0.0, help="Default 0 for one sample, 0.7 for several (seeds 0..K-1)."),
-    judge_seed: int = typer.Option(0, "--judge-seed", help="Seed of the first sample; sample i uses seed + i."),
-    judge_max_tokens: int = typer.Option(200, "--judge-max-tokens", min=8, help="Completion tokens per judge call."),
+    judge_model: list[str] | None = judge_model_option(" None: code checks only."),
+    base_url: str | None = typer.Option(None, "--base-url", "--judge-base-url", help=JUDGE_BASE_URL_HELP),
+    judge_samples: int = JUDGE_SAMPLES,
+    judge_temperature: float | None = JUDGE_TEMPERATURE,
+    judge_seed: int = JUDGE_SEED,
+    judge_max_tokens: int = JUDGE_MAX_TOKENS,
     tasks_path: Path | None = typer.Option(None, "--tasks", help="The tasks file (default: the one in RUN_DIR/run.json)."),
     task_ids: list[str] | None = typer.Option(None, "--task", help="Only episodes of these task ids (repeatable)."),
     sandbox: str = typer.Option("auto", help="Sandbox backend for the code checks: auto, bwrap, docker, local."),
@@ -50,14 +59,11 @@ def verify_cmd(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from clawgym.core.errors import ClawgymError
-    from clawgym.llm import is_local_model
     from clawgym.rollout import render_table, summarize
     from clawgym.sandbox import get_backend
-    from clawgym.verify.judge import Judge
     from clawgym.verify.rescore import (
         SUMMARY,
         VERDICTS,
-        LazyEndpointClient,
         RescoreError,
         latest_trajectories,
         rescore_run,
@@ -66,10 +72,10 @@ def verify_cmd(
 
     if not run_dir.is_dir():
         _fail(f"{run_dir}: not a directory", 2)
-    url = base_url or os.environ.get("OPENAI_BASE_URL")
-    for m in judge_model or []:
-        if not url and not is_local_model(m):
-            _fail(f"judge model {m!r} is not a local model; give --base-url (or set OPENAI_BASE_URL)", 2)
+    url = judge_url(base_url)
+    bad = unreachable_judge_model(judge_model, url)
+    if bad is not None:
+        _fail(f"judge model {bad!r} is not a local model; give --base-url (or set OPENAI_BASE_URL)", 2)
     try:
         backend = get_backend(sandbox)
     except (ValueError, ClawgymError) as exc:
@@ -89,22 +95,11 @@ def verify_cmd(
         stack.callback(backend.close)
         judge = None
         if judge_model:
-            (run_dir / "logs").mkdir(exist_ok=True)
-
-            def announce(server) -> None:
-                err.print(f"starting the embedded model server for the judge {server.model} on {server.base_url} "
-                          f"(log: {server.log_path})", highlight=False)
-
-            clients = []
-            for i, m in enumerate(judge_model):
-                log = run_dir / "logs" / (f"judge-server-{i}.log" if len(judge_model) > 1 else "judge-server.log")
-                c = LazyEndpointClient(m, url, log_path=log, on_start=announce, max_concurrency=llm_concurrency,
-                                       timeout=request_timeout)
-                stack.callback(c.close)
-                clients.append(c)
-            judge = Judge(clients, samples=judge_samples, temperature=judge_temperature, seed=judge_seed,
-                          max_tokens=judge_max_tokens, max_workers=llm_concurrency,
-                          cache_dir=None if no_cache else (cache_dir or run_dir / "judge_cache"))
+            judge = build_judge(stack, judge_model, url, run_dir=run_dir, samples=judge_samples,
+                                temperature=judge_temperature, seed=judge_seed, max_tokens=judge_max_tokens,
+                                concurrency=llm_concurrency, timeout=request_timeout,
+                                cache_dir=None if no_cache else (cache_dir or run_dir / "judge_cache"),
+                                announce=announce_judge_server(err))
         bar = progress.add_task("re-scoring", total=len(wanted) if wanted is not None else len(episodes))
         try:
             with progress:

@@ -8,6 +8,11 @@ The run directory holds:
 * `workspaces/<episode>.tar.gz`: each episode's final workspace, taken before the checker is copied in, so
   it can be re-scored later without rerunning the agent.
 
+With a rubric judge (`RolloutOptions.judge`), each episode of a task with a rubric is judged as it ends, on its
+final workspace before any checker file is copied in, and its verdict is the hybrid one `clawgym verify` would
+give (0.7 code + 0.3 rubric by default); the judge's details (rules, samples, usage) go in the trajectory's
+`metadata["judge"]`. Judging happens where the episode runs, so it needs the local executor.
+
 An episode that ends in an infrastructure error (the sandbox failed, the model endpoint stayed down) is retried
 with a fresh sandbox up to `infra_retries` times before it is recorded as such. Rerunning the same command skips
 episodes already in `trajectories.jsonl`, except infrastructure errors, which are tried again; the last record of
@@ -41,12 +46,13 @@ from clawgym.core.records import ErrorInfo, Task, Trajectory, Verdict
 from clawgym.sandbox.base import Mount, Sandbox, SandboxBackend, SandboxError, SandboxLimits
 from clawgym.verify import verify_episode
 from clawgym.verify.code import CodeResult
-from clawgym.verify.scoring import combine
+from clawgym.verify.scoring import combine, combine_judged
 from clawgym.workspace.materialize import snapshot_archive
 
 if TYPE_CHECKING:
     from clawgym.rollout.executor import Attempt, Executor
     from clawgym.rollout.recipe import AgentRecipe
+    from clawgym.verify.judge import Judge
 
 TRAJECTORIES = "trajectories.jsonl"
 
@@ -105,6 +111,8 @@ class RolloutOptions:
     executor: Executor | None = None
     # how a worker elsewhere builds the agent (set by the agent session; noop and oracle need none)
     recipe: AgentRecipe | None = None
+    # the rubric judge (a clawgym.verify.Judge): episodes of tasks with a rubric are judged as they end
+    judge: Judge | None = None
 
     def timeout_of(self, task: Task) -> float:
         return self.episode_timeout or task.timeout_seconds
@@ -251,19 +259,23 @@ def run_episode(
                 **base, status="skipped", error=ErrorInfo(kind=outcome.error_kind or "skipped", message=outcome.error or ""),
                 transcript=outcome.transcript, duration_s=time.monotonic() - t0,
             )
+        judged = None
         try:
             sandbox.kill_processes()
             if options.keep_workspaces and run_dir is not None:
                 rel = Path("workspaces") / f"{_safe_name(eid)}.tar.gz"
                 snapshot_archive(sandbox.host_workspace, run_dir / rel, max_bytes=options.max_snapshot_bytes)
                 snapshot_rel = str(rel)
-            verdict = verify_episode(task, sandbox, outcome.transcript, outcome.final_message)
+            if options.judge is not None and task.verifier.rubric is not None:
+                # the workspace as the agent left it: before any checker file is copied in
+                judged = options.judge.judge(task, sandbox.host_workspace, outcome.transcript, outcome.final_message)
+            verdict = verify_episode(task, sandbox, outcome.transcript, outcome.final_message, judged)
         except SandboxError as exc:
             if not _self_inflicted(sandbox, live):
                 return infra("sandbox_died", f"during verification: {exc}", outcome)
             # what the agent left (or the checker itself) broke the sandbox: the checker's failure, scored 0
-            verdict = combine(task.verifier, CodeResult(
-                status="checker_failed", error=f"the sandbox failed from inside during verification: {exc}"))
+            verdict = combine_judged(task.verifier, CodeResult(
+                status="checker_failed", error=f"the sandbox failed from inside during verification: {exc}"), judged)
         except Exception as exc:  # a bug in clawgym itself: keep the run going, retry on resume
             return infra("internal", f"verification crashed: {type(exc).__name__}: {exc}", outcome)
         status = outcome.status if outcome.status in ("completed", "agent_error", "timeout") else "agent_error"
@@ -272,7 +284,8 @@ def run_episode(
             error=ErrorInfo(kind=outcome.error_kind or status, message=outcome.error) if outcome.error else None,
             transcript=outcome.transcript, final_message=outcome.final_message, model=outcome.model,
             tool_calls=outcome.tool_calls, tool_errors=outcome.tool_errors, verdict=verdict,
-            duration_s=time.monotonic() - t0, workspace_snapshot=snapshot_rel, metadata=outcome.metadata,
+            duration_s=time.monotonic() - t0, workspace_snapshot=snapshot_rel,
+            metadata={**outcome.metadata, "judge": judged.as_dict()} if judged is not None else outcome.metadata,
             messages=outcome.messages, tools=outcome.tools, steps=outcome.steps, usage=outcome.usage,
         )
         log(f"{eid} {status} score={verdict.score:.3f} verdict={verdict.status}"
@@ -387,9 +400,12 @@ def run_rollout(
 
     options = options or RolloutOptions()
     run_dir = Path(run_dir)
+    executor = options.executor or LocalExecutor(options.jobs)
+    if options.judge is not None and executor.name != "local":
+        raise ClawgymError(f"a rubric judge during the rollout needs the local executor, not {executor.name!r} "
+                           "(episodes are judged where they run); judge afterwards with `clawgym verify RUN_DIR`")
     run_dir.mkdir(parents=True, exist_ok=True)
     agent_name = agent_factory().name
-    executor = options.executor or LocalExecutor(options.jobs)
     log = _Log(run_dir / "logs" / "run.log")
     live = _LiveSandboxes()
     try:

@@ -142,6 +142,8 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
 
             options.on_attempt = on_attempt
             settings["pool"] = str(pool_dir)
+            if pre:
+                settings["pool_id_prefix"] = pre  # the trajectory ids' prefix in the pool (clawgym filter's curation)
         client = LLMClient(spec.model, url, max_concurrency=spec.llm_concurrency, timeout=spec.request_timeout,
                            stream=spec.stream)
         stack.callback(client.close)
@@ -230,7 +232,7 @@ def openclaw_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options:
 
         settings_oc = OpenClawSettings(model=spec.model, max_tokens=spec.max_tokens, version=inst.version,
                                        context_window=spec.context_window)
-        settings = {"model": spec.model, "base_url": url, "pool": str(pool_dir),
+        settings = {"model": spec.model, "base_url": url, "pool": str(pool_dir), **({"pool_id_prefix": pre} if pre else {}),
                     "openclaw": {"version": inst.version, "node": inst.node_version, "root": str(inst.root)},
                     "budget": {"max_steps": budget.max_steps, "max_tokens": budget.max_tokens,
                                "max_wall_s": budget.max_wall_s},

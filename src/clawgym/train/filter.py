@@ -10,9 +10,12 @@ converted: the system prompt is the LLM agent's own (:data:`clawgym.agent.llm.SY
 directory of the transcript's session event), every `toolCall` becomes an assistant `tool_calls` entry with JSON
 arguments, every `toolResult` a `role: tool` message, and the tools are :data:`clawgym.agent.llm.TOOL_SCHEMAS`.
 
-Selection: the last record of each trajectory id in a run wins (a resumed run appends); then status, score
-(`verdict.score` of a scored or checker_failed verdict), the presence of a conversation, and at most K per task
-(the best scores, ties by id). Every dropped trajectory is counted under one reason.
+Selection: the last record of each trajectory id in a run wins (a resumed run appends); then status, the
+pool's curation, score (`verdict.score` of a scored or checker_failed verdict: the re-scored verdict of
+`verdicts.jsonl` when the run has a current one, else the rollout's), the presence of a conversation, and at
+most K per task (the best scores, ties by id). Every dropped trajectory is counted under one reason; where
+each score came from, and why a trajectory fell back to the rollout's, is counted too. How scores and
+curation are read from a run directory: :mod:`clawgym.train.run_inputs`.
 """
 
 from __future__ import annotations
@@ -29,12 +32,14 @@ from clawgym.core.atomic import write_json, write_lines
 from clawgym.core.errors import ClawgymError, RecordError
 from clawgym.core.jsonl import read_records_lenient
 from clawgym.core.records import DEFAULT_MOUNT_DIR, Trajectory
+from clawgym.train.run_inputs import SCORE_SOURCES, load_verdicts, open_curation, run_dir_of, verdict_score
 
 TRAJECTORIES = "trajectories.jsonl"
 
 # Why a trajectory was not kept; in the order the checks run.
 DROP_REASONS = (
     "status",  # its status is not one of the wanted ones (infra_error, skipped, timeout, ...)
+    "curated_out",  # the run's pool marks it (or one of its steps) not trainable, or of a dropped quality
     "unscored",  # no score: no verdict, or a verdict that is unscored / an infrastructure error
     "below_min_score",
     "no_messages",  # neither chat messages nor an OpenClaw transcript with an assistant turn (noop, ...)
@@ -53,6 +58,9 @@ class FilterOptions:
     statuses: Sequence[str] | None = ("completed",)  # None: any status that has a score
     max_per_task: int | None = None
     token_ids: bool = False  # also carry the engine's token ids of each model call, when every call has them
+    scores: str = "auto"  # auto | verdicts | rollout: where scores come from (clawgym.train.run_inputs)
+    curation: bool = True  # respect the run's pool curation
+    drop_quality: Sequence[str] = ("bad",)  # qualities (trajectory or step) curated out
 
 
 @dataclass
@@ -64,12 +72,29 @@ class FilterReport:
     per_task: Counter = field(default_factory=Counter)
     by_source: Counter = field(default_factory=Counter)  # messages | transcript
     output: str | None = None
+    # scores: where the score of each trajectory that reached the score check came from (verdicts | rollout),
+    # why one fell back to the rollout's (no_verdict | stale_verdict), the verdict files read, and their
+    # verdicts for episodes the runs do not hold
+    score_sources: Counter = field(default_factory=Counter)
+    score_fallback: Counter = field(default_factory=Counter)
+    verdict_files: list[str] = field(default_factory=list)
+    verdicts_unmatched: int = 0
+    judged: int = 0  # kept trajectories whose score includes a judged rubric
+    # curation: the pools read, why each curated-out trajectory was, and trajectories the pools do not hold
+    pools: list[str] = field(default_factory=list)
+    curated: Counter = field(default_factory=Counter)
+    not_in_pool: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "read": self.read, "kept": self.kept, "dropped": dict(sorted(self.dropped.items())),
             "bad_lines": self.bad_lines, "tasks": len(self.per_task), "per_task": dict(sorted(self.per_task.items())),
             "by_source": dict(sorted(self.by_source.items())), "output": self.output,
+            "scores": {"sources": dict(sorted(self.score_sources.items())),
+                       "fallback": dict(sorted(self.score_fallback.items())), "verdict_files": self.verdict_files,
+                       "verdicts_unmatched": self.verdicts_unmatched, "kept_judged": self.judged},
+            "curation": {"pools": self.pools, "curated_out": dict(sorted(self.curated.items())),
+                         "not_in_pool": self.not_in_pool},
         }
 
 
@@ -190,19 +215,34 @@ def load_latest(paths: Iterable[str | os.PathLike], report: FilterReport | None 
     return out
 
 
-def filter_trajectories(paths: Sequence[str | os.PathLike], options: FilterOptions | None = None,
-                        report: FilterReport | None = None) -> tuple[list[dict[str, Any]], FilterReport]:
-    """The SFT records of the kept trajectories, and counts of what was kept and dropped and why."""
-    opts = options or FilterOptions()
-    rep = report or FilterReport()
-    wanted = None if not opts.statuses or "any" in opts.statuses else set(opts.statuses)
-    candidates: list[dict[str, Any]] = []
-    for run, traj in load_latest(paths, rep):
+def _select(run_trajs: list[tuple[str, Trajectory]], opts: FilterOptions, rep: FilterReport,
+            wanted: set[str] | None, verdicts: Any, curation: Any) -> list[dict[str, Any]]:
+    """The candidate records of one run (before --max-per-task), counting every drop in `rep`."""
+    out: list[dict[str, Any]] = []
+    missing: list[tuple[str, str]] = []  # (trajectory id, why it has no current verdict), for --scores verdicts
+    for run, traj in run_trajs:
         rep.read += 1
         if wanted is not None and traj.status not in wanted:
             rep.dropped["status"] += 1
             continue
-        score = traj.score
+        if curation is not None:
+            why = curation.why_out(traj)
+            if why is None:
+                rep.not_in_pool += 1
+            elif why:
+                rep.curated[why] += 1
+                rep.dropped["curated_out"] += 1
+                continue
+        verdict, source = traj.verdict, "rollout"
+        if verdicts is not None:
+            rec, why = verdicts.lookup(traj)
+            if rec is not None:
+                verdict, source = rec.verdict, "verdicts"
+            else:
+                rep.score_fallback[why] += 1
+                missing.append((traj.id, why))
+        rep.score_sources[source] += 1
+        score = verdict_score(verdict)
         if score is None:
             rep.dropped["unscored"] += 1
             continue
@@ -213,20 +253,61 @@ def filter_trajectories(paths: Sequence[str | os.PathLike], options: FilterOptio
         if conv is None:
             rep.dropped["no_messages"] += 1
             continue
-        messages, tools, source = conv
+        messages, tools, source_kind = conv
         if not any(m.get("role") == "assistant" for m in messages):
             rep.dropped["no_assistant_turn"] += 1
             continue
-        rec: dict[str, Any] = {
+        rec_out: dict[str, Any] = {
             "messages": messages, "tools": tools, "trajectory_id": traj.id, "task_id": traj.task_id,
-            "score": score, "status": traj.status, "agent": traj.agent, "model": traj.model, "run": run,
-            "source": source,
+            "score": score, "score_source": source, "judged": verdict.rubric_score is not None,
+            "status": traj.status, "agent": traj.agent, "model": traj.model, "run": run, "source": source_kind,
         }
         if opts.token_ids:
             steps = _token_steps(traj)
             if steps:
-                rec["steps"] = steps
-        candidates.append(rec)
+                rec_out["steps"] = steps
+        out.append(rec_out)
+    if opts.scores == "verdicts" and missing:
+        first, why = missing[0]
+        what = "no verdict" if why == "no_verdict" else "a stale verdict (the episode ran again after re-scoring)"
+        raise FilterError(f"{verdicts.path}: {len(missing)} trajectories have no current re-scored verdict "
+                          f"(--scores verdicts); first: {first}: {what}; run `clawgym verify` again, or use "
+                          "--scores auto to fall back to the rollout's verdicts")
+    return out
+
+
+def filter_trajectories(paths: Sequence[str | os.PathLike], options: FilterOptions | None = None,
+                        report: FilterReport | None = None) -> tuple[list[dict[str, Any]], FilterReport]:
+    """The SFT records of the kept trajectories, and counts of what was kept and dropped and why."""
+    opts = options or FilterOptions()
+    rep = report or FilterReport()
+    if opts.scores not in SCORE_SOURCES:
+        raise FilterError(f"scores: unknown source {opts.scores!r}; choose {', '.join(SCORE_SOURCES)}")
+    wanted = None if not opts.statuses or "any" in opts.statuses else set(opts.statuses)
+    candidates: list[dict[str, Any]] = []
+    for path in paths:
+        run_trajs = load_latest([path], rep)
+        run_dir = run_dir_of(path)
+        verdicts = None
+        if opts.scores != "rollout" and run_dir is not None:
+            verdicts = load_verdicts(run_dir)
+        if opts.scores == "verdicts" and verdicts is None:
+            where = (f"no {run_dir / 'verdicts.jsonl'}" if run_dir is not None
+                     else "not a run directory or its trajectories.jsonl, so no verdicts.jsonl")
+            raise FilterError(f"{path}: {where} (--scores verdicts): run `clawgym verify` on the run first, or use "
+                              "--scores auto")
+        if verdicts is not None:
+            rep.verdict_files.append(str(verdicts.path))
+            rep.bad_lines += verdicts.bad_lines
+            rep.verdicts_unmatched += verdicts.unmatched(t.id for _, t in run_trajs)
+        curation = open_curation(run_dir, opts.drop_quality) if opts.curation and run_dir is not None else None
+        if curation is not None:
+            rep.pools.append(str(curation.pool_dir))
+        try:
+            candidates += _select(run_trajs, opts, rep, wanted, verdicts, curation)
+        finally:
+            if curation is not None:
+                curation.close()
     if opts.max_per_task is not None:
         by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for rec in candidates:
@@ -242,6 +323,7 @@ def filter_trajectories(paths: Sequence[str | os.PathLike], options: FilterOptio
     for rec in candidates:
         rep.per_task[rec["task_id"]] += 1
         rep.by_source[rec["source"]] += 1
+        rep.judged += int(rec["judged"])
     rep.kept = len(candidates)
     return candidates, rep
 
@@ -260,7 +342,8 @@ def filter_to_file(paths: Sequence[str | os.PathLike], output: str | os.PathLike
     rep.output = str(output)
     report_path = Path(str(output) + ".report.json")
     settings = {"min_score": opts.min_score, "statuses": list(opts.statuses or ["any"]),
-                "max_per_task": opts.max_per_task, "token_ids": opts.token_ids, "inputs": [str(p) for p in paths]}
+                "max_per_task": opts.max_per_task, "token_ids": opts.token_ids, "scores": opts.scores,
+                "curation": opts.curation, "drop_quality": list(opts.drop_quality), "inputs": [str(p) for p in paths]}
     write_json(report_path, {**rep.as_dict(), "options": settings})
     return rep
 

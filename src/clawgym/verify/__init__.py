@@ -22,15 +22,18 @@ from clawgym.verify.judge import (
 from clawgym.verify.scoring import combine, combine_judged
 
 
-def verify_episode(task: Task, sandbox: Sandbox, transcript: list[dict[str, Any]], final_message: str = "") -> Verdict:
-    """Run the task's code check in the (still live) sandbox and combine it into a verdict.
+def verify_episode(task: Task, sandbox: Sandbox, transcript: list[dict[str, Any]], final_message: str = "",
+                   judged: JudgeResult | None = None) -> Verdict:
+    """Run the task's code check in the (still live) sandbox and combine it into a verdict, with the rubric
+    judge's result when there is one (`judged`, judged on the workspace before this call: see
+    :func:`verify_with_judge`).
 
     Raises SandboxError when the sandbox fails; the caller records that as an infrastructure error.
     """
     code = None
     if task.verifier.code is not None:
         code = run_code_check(task.verifier.code, task, sandbox, transcript, final_message)
-    return combine(task.verifier, code)
+    return combine_judged(task.verifier, code, judged)
 
 
 _LAZY = {

@@ -65,6 +65,9 @@ class RescoredEpisode(Record):
     agent: str
     model: str | None = None
     trajectory_status: str
+    trajectory_started_at: str | None = Field(
+        default=None, description="started_at of the trajectory record re-scored: tells a verdict of an earlier "
+        "attempt (a resumed rollout ran the episode again since) from a current one.")
     verdict: Verdict
     previous: Verdict | None = Field(default=None, description="The verdict the rollout recorded.")
     code: dict[str, Any] | None = Field(default=None, description="The code check re-run: status, score, error.")
@@ -124,7 +127,8 @@ def rescore_episode(traj: Trajectory, task: Task, run_dir: Path, judge: Judge | 
     problems: a missing workspace gives an `unscored` verdict, a failing sandbox an `infra_error` one."""
     t0 = time.monotonic()
     base = dict(id=traj.id, task_id=traj.task_id, sample=traj.sample, agent=traj.agent, model=traj.model,
-                trajectory_status=traj.status, previous=traj.verdict, workspace_snapshot=traj.workspace_snapshot)
+                trajectory_status=traj.status, trajectory_started_at=traj.started_at, previous=traj.verdict,
+                workspace_snapshot=traj.workspace_snapshot)
 
     def done(verdict: Verdict, code: dict | None = None, judged: JudgeResult | None = None) -> RescoredEpisode:
         return RescoredEpisode(**base, verdict=verdict, code=code, judge=judged.as_dict() if judged else None,
@@ -260,7 +264,8 @@ def rescore_run(
             except Exception as exc:  # a bug in clawgym: keep going, say so in the verdict
                 rec = RescoredEpisode(
                     id=traj.id, task_id=traj.task_id, sample=traj.sample, agent=traj.agent, model=traj.model,
-                    trajectory_status=traj.status, previous=traj.verdict, rescored_at=_now(),
+                    trajectory_status=traj.status, trajectory_started_at=traj.started_at, previous=traj.verdict,
+                    rescored_at=_now(),
                     verdict=Verdict(status="infra_error", error=f"re-scoring crashed: {type(exc).__name__}: {exc}"),
                 )
             with lock:
