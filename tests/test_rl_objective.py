@@ -309,3 +309,27 @@ def test_train_rl_refuses_a_gpu_it_cannot_see(tmp_path):
     assert res.exit_code == 2
     assert "--device cuda: torch sees no CUDA GPU here" in res.output
     assert not (tmp_path / "out").exists()
+
+
+def test_bf16_update_follows_the_fp32_gradient(smollm_lora):
+    """Mixed precision (`--train-precision bf16`): the forward passes in bf16 under autocast, the trained weights,
+    gradients and loss in fp32. Same rows, same weights: the loss and the gradient's direction match fp32's."""
+    tok, model = smollm_lora
+    text = tok.apply_chat_template([{"role": "user", "content": "List three primary colours."}],
+                                   add_generation_prompt=True, tokenize=False)
+    prompt = tok.encode(text, add_special_tokens=False)
+    rows = [{"prompt_ids": prompt, "response_ids": tok.encode(r, add_special_tokens=False), "advantage": a}
+            for r, a in (("Red, yellow and blue.", 1.0), ("Green.", -1.0))]
+    params = [p for p in model.parameters() if p.requires_grad]
+    frozen = torch.optim.SGD(params, lr=0.0)  # a step that changes nothing: both passes see the same weights
+    grads, losses = {}, {}
+    for precision in ("fp32", "bf16"):
+        res = rl_update(model, frozen, rows, ObjectiveConfig("grpo"), precision=precision, max_grad_norm=None)
+        grads[precision] = torch.cat([p.grad.flatten() for p in params])
+        losses[precision] = res.stats["loss"]
+        assert all(p.dtype == torch.float32 for p in params) and grads[precision].dtype == torch.float32
+    cos = torch.nn.functional.cosine_similarity(grads["fp32"], grads["bf16"], dim=0)
+    assert float(cos) > 0.98, float(cos)
+    assert losses["bf16"] == pytest.approx(losses["fp32"], rel=0.05, abs=1e-3)
+    with pytest.raises(ValueError, match="fp32 or bf16"):
+        rl_update(model, frozen, rows, precision="fp16")

@@ -226,6 +226,9 @@ def rl_cmd(
                                   "ones by ~0.01 on average: see engine_logprob_gap in metrics.jsonl)."),
     agent: str = typer.Option("llm", "--agent", help="Who makes the rollouts: llm (the built-in agent) or openclaw "
                               "(the black-box agent, its calls sampled at --temperature by the gateway)."),
+    train_precision: str = typer.Option("fp32", "--train-precision", help="The update's forward passes: fp32, bf16 "
+                                        "(autocast; the trained weights, gradients and loss stay fp32) or auto (bf16 "
+                                        "where the hardware is fast at it)."),
     device: str = typer.Option("auto", "--device", help="Where the update runs: auto (a CUDA GPU when torch sees "
                                "one, else the CPU), cpu, cuda or cuda:N."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
@@ -251,6 +254,10 @@ def rl_cmd(
 
     if precision not in SERVER_PRECISIONS:
         _fail(f"--precision {precision!r}: choose one of {', '.join(SERVER_PRECISIONS)}", 2)
+    from clawgym.core.precision import PRECISIONS
+
+    if train_precision not in PRECISIONS:
+        _fail(f"--train-precision {train_precision!r}: choose one of {', '.join(PRECISIONS)}", 2)
     try:
         train_device(device)
     except RLError as exc:
@@ -274,7 +281,7 @@ def rl_cmd(
                      lr=lr if lr is not None else (1e-5 if full else 1e-4), lora_r=lora_r,
                      epochs=epochs, max_staleness=max_staleness, seed=seed, jobs=jobs, sandbox=sandbox,
                      episode_timeout=episode_timeout, executor=ex, precision=precision, full=full, agent=agent,
-                     device=device)
+                     device=device, train_precision=train_precision)
 
     def show(kind: str, data: dict) -> None:
         if kind == "rollout":

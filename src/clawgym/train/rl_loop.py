@@ -81,6 +81,7 @@ class RLOptions:
     full: bool = False  # every weight instead of a LoRA adapter (published as full weights)
     executor: Any = None  # where the rollout phase runs: an entered clawgym.rollout.executor.Executor (None: local)
     agent: str = "llm"  # who makes the rollouts: llm (the built-in agent) or openclaw (the black-box agent)
+    train_precision: str = "fp32"  # the update's forward passes: fp32, bf16 (autocast; fp32 weights and loss), auto
     device: str = "auto"  # where the update runs: auto (a CUDA GPU when torch sees one, else the CPU), cpu, cuda[:N]
 
 
@@ -384,6 +385,9 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
     adapter_dir = out / ("weights" if opts.full else "adapters")
     current = adapter_dir / f"v{state.version}" if state.version > 0 else None
     device = train_device(opts.device)
+    from clawgym.core.precision import resolve_precision
+
+    train_precision = resolve_precision(opts.train_precision)
     tok, model, opt = _trainable_model(opts, current, device)
     ref_model = _reference_model(opts, None, device)
     by_id = {t.id: t for t in tasks}
@@ -443,7 +447,7 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
                               f"{exported.get('dropped', {})}); see {run_dir / 'logs' / 'run.log'}")
             emit("update", {"version": v, "rows": len(rows)})
             upd = rl_update(model, opt, rows, cfg, epochs=opts.epochs, micro_batch_tokens=opts.micro_batch_tokens,
-                            pad_id=tok.pad_token_id or 0, ref_model=ref_model)
+                            pad_id=tok.pad_token_id or 0, ref_model=ref_model, precision=train_precision)
             t_train = time.monotonic() - t1
 
             t2 = time.monotonic()

@@ -141,12 +141,24 @@ def _reference(model: Any):
     return disable() if disable is not None else contextlib.nullcontext()
 
 
+def _autocast(device: torch.device, precision: str):
+    """bf16 autocast of the forward passes (mixed precision: the trained weights, their gradients, Adam's state,
+    the log-softmax and the loss stay fp32); `fp32` runs everything in fp32."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
 def rl_update(model: Any, optimizer: torch.optim.Optimizer, rows: list[dict[str, Any]],
               cfg: ObjectiveConfig | None = None, *, epochs: int = 1, micro_batch_tokens: int = 8192,
-              pad_id: int = 0, max_grad_norm: float | None = 1.0, ref_model: Any = None) -> UpdateResult:
+              pad_id: int = 0, max_grad_norm: float | None = 1.0, ref_model: Any = None,
+              precision: str = "fp32") -> UpdateResult:
     """Update `model` on `rows`; return the statistics of the update (those of the first epoch's forward pass
     for the mismatch, the last epoch's for the rest). `ref_model`: the initial policy of the KL term when
-    `model` is not a peft model whose adapter can be disabled."""
+    `model` is not a peft model whose adapter can be disabled. `precision`: fp32, or bf16 for the forward
+    passes under autocast (see :func:`_autocast`)."""
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"update precision {precision!r}: fp32 or bf16")
     cfg = cfg or ObjectiveConfig()
     if not rows:
         return UpdateResult(stats={"tokens": 0})
@@ -165,7 +177,7 @@ def rl_update(model: Any, optimizer: torch.optim.Optimizer, rows: list[dict[str,
     batches: list[tuple[TokenBatch, torch.Tensor | None, torch.Tensor | None]] = []
     device = next(model.parameters()).device  # rows are built on the CPU, then go where the policy is
     model.eval()
-    with torch.no_grad():
+    with torch.no_grad(), _autocast(device, precision):
         for group in micro_batches(run, micro_batch_tokens):
             b = build_batch(group, pad_id).to(device)
             start = token_logps(model, b)[0] if need_start else None
@@ -196,7 +208,8 @@ def rl_update(model: Any, optimizer: torch.optim.Optimizer, rows: list[dict[str,
         optimizer.zero_grad(set_to_none=True)
         agg: dict[str, float] = {}
         for b, start, ref in batches:
-            logps, ent = token_logps(model, b, with_entropy=True)
+            with _autocast(device, precision):
+                logps, ent = token_logps(model, b, with_entropy=True)
             if start is None and epoch == 0:  # no update yet: these are the start logprobs
                 measure_gap(b, logps.detach())
             loss, st = policy_loss(logps, b, cfg, ref_logps=ref, entropy=ent, start_logps=start, norm=norm)
