@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from clawgym import __version__
 from clawgym.agent.base import Agent, AgentOutcome, EpisodeContext
-from clawgym.core.errors import ClawgymError
+from clawgym.core.errors import ClawgymError, RecordVersionError
 from clawgym.core.jsonl import JsonlAppender, read_records_lenient
 from clawgym.core.records import ErrorInfo, Task, Trajectory, Verdict
 from clawgym.sandbox.base import Mount, Sandbox, SandboxBackend, SandboxError, SandboxLimits
@@ -164,11 +164,17 @@ class _LiveSandboxes:
 
 
 def load_done(run_dir: Path) -> dict[str, Trajectory]:
-    """Finished episodes of an earlier run (the last record per episode), without infrastructure errors."""
+    """Finished episodes of an earlier run (the last record per episode), without infrastructure errors.
+
+    A file holding trajectories of a newer clawgym (a schema_version this one does not read) is refused: resuming
+    would run those episodes again, and add records of an older form to it."""
     path = run_dir / TRAJECTORIES
     if not path.exists():
         return {}
     read = read_records_lenient(path, Trajectory)
+    newer = next((e for e in read.errors if isinstance(e, RecordVersionError)), None)
+    if newer is not None:
+        raise ClawgymError(f"cannot resume this run: {newer}")
     latest: dict[str, Trajectory] = {}
     for t in read.records:
         latest[t.id] = t
@@ -388,6 +394,7 @@ def run_rollout(
     options = options or RolloutOptions()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    done = load_done(run_dir)  # before run.json is rewritten: a run of a newer clawgym is refused untouched
     agent_name = agent_factory().name
     executor = options.executor or LocalExecutor(options.jobs)
     log = _Log(run_dir / "logs" / "run.log")
@@ -409,7 +416,6 @@ def run_rollout(
         base_info["executor"] = ex_info
     write_run_info(run_dir, {**base_info, **({"episode_nodes": nodes_of} if ex_info else {})})
     last_info = time.monotonic()
-    done = load_done(run_dir)
     todo = [(t, s) for t in tasks for s in range(options.samples) if episode_id(t.id, s) not in done]
     skipped = len(done)
     if on_start:
