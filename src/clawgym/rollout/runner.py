@@ -3,7 +3,9 @@
 The run directory holds:
 
 * `trajectories.jsonl`: one Trajectory per finished episode, appended whole as soon as it ends;
-* `run.json`: the settings of the run (agent, sandbox, limits, versions);
+* `run.json`: the settings of the run (agent, sandbox, limits, versions) and its provenance (the clawgym
+  source's git commit, the tasks file's sha256, the check library's version, the packages': see
+  :mod:`clawgym.rollout.provenance`);
 * `logs/run.log`: one line per episode event;
 * `workspaces/<episode>.tar.gz`: each episode's final workspace, taken before the checker is copied in, so
   it can be re-scored later without rerunning the agent.
@@ -380,6 +382,7 @@ def run_rollout(
     on_start: Callable[[int, int], None] | None = None,
     on_done: Callable[[Trajectory], None] | None = None,
     settings: dict | None = None,
+    tasks_file: str | Path | None = None,
 ) -> RolloutReport:
     """Run every (task, sample) episode not yet finished in `run_dir`, `options.jobs` at a time (or over the
     nodes of `options.executor`).
@@ -387,14 +390,17 @@ def run_rollout(
     This function is the one writer of the run: attempts run wherever the executor puts them, and come back
     here to be retried (infrastructure errors, `options.infra_retries` times), reported to `on_attempt`, and
     appended to `trajectories.jsonl`. `on_start(total_to_run, skipped)` and `on_done(trajectory)` let a caller
-    show progress. SIGTERM ends the run as Ctrl-C does (see :func:`terminate_as_interrupt`).
+    show progress. SIGTERM ends the run as Ctrl-C does (see :func:`terminate_as_interrupt`). `tasks_file`, the
+    file the tasks were read from, has its sha256 recorded in run.json's `provenance`.
     """
     from clawgym.rollout.executor import EpisodeRun, LocalExecutor
+    from clawgym.rollout.provenance import run_provenance
 
     options = options or RolloutOptions()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     done = load_done(run_dir)  # before run.json is rewritten: a run of a newer clawgym is refused untouched
+    provenance = run_provenance(tasks_file)
     agent_name = agent_factory().name
     executor = options.executor or LocalExecutor(options.jobs)
     log = _Log(run_dir / "logs" / "run.log")
@@ -406,7 +412,7 @@ def run_rollout(
         raise
     base_info = {
         "agent": agent_name, "sandbox": backend.name, "samples": options.samples, "jobs": options.jobs,
-        "limits": options.limits.model_dump(), **(settings or {}),
+        "limits": options.limits.model_dump(), **(settings or {}), "provenance": provenance,
     }
     # which node ran which episode (remote executors): kept across resumes, written at most every few seconds
     nodes_of: dict[str, str] = {}
