@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import json
+import platform
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+import clawgym
+from clawgym import __version__
 from clawgym.core.jsonl import read_records
 from clawgym.core.records import Task, Trajectory
+from clawgym.synth.checklib import CHECKLIB_VERSION
+from clawgym.synth.compose import CHECKLIB_SOURCE
 
 
 def cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -74,7 +82,18 @@ def test_rollout_runs_good_tasks_reports_bad_lines_and_resumes(datasets, tmp_pat
     trajs = read_records(run_dir / "trajectories.jsonl", Trajectory)
     assert len(trajs) == 2 and all(t.status == "completed" for t in trajs)
     assert "mean" in r.stdout and "errors by kind" in r.stdout
-    assert (run_dir / "run.json").exists() and (run_dir / "logs" / "run.log").exists()
+    assert (run_dir / "logs" / "run.log").exists()
+    # run.json's provenance: the tasks file's digest (as it was run), the source, the check library, the packages
+    prov = json.loads((run_dir / "run.json").read_text())["provenance"]
+    assert prov["tasks_file"] == str(tasks) and prov["tasks_sha256"] == hashlib.sha256(tasks.read_bytes()).hexdigest()
+    assert prov["checklib"] == {"version": CHECKLIB_VERSION,
+                                "sha256": hashlib.sha256(CHECKLIB_SOURCE.encode()).hexdigest()}
+    assert prov["packages"]["clawgym"] == __version__ and prov["packages"]["python"] == platform.python_version()
+    assert prov["packages"]["pydantic"] == importlib.metadata.version("pydantic")
+    head = subprocess.run(["git", "-C", str(Path(clawgym.__file__).parent), "rev-parse", "HEAD"], capture_output=True,
+                          text=True)
+    if head.returncode == 0:  # a git checkout (else no source is recorded)
+        assert prov["source"]["git_commit"] == head.stdout.strip() and isinstance(prov["source"]["git_dirty"], bool)
 
     r = cli("rollout", tasks, "--agent", "noop", "--sandbox", "bwrap", "-o", run_dir)
     assert "resuming: 2 episodes already done" in r.stderr

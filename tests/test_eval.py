@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -61,6 +62,10 @@ def test_eval_oracle_on_the_examples_writes_the_report(bwrap_backend, tmp_path):
     o = report["overall"]
     assert o["scored"] == 2 * len(suite.tasks) and o["mean_score"] == 1.0 and o["pass_at"]["pass@2"] == 1.0
     assert report["settings"]["versions"]["clawgym"] and report["settings"]["samples"] == 2
+    prov = json.loads((tmp_path / "run" / "run.json").read_text())["provenance"]  # the suite's file, digested
+    assert prov["tasks_file"] == str(REPO / "examples" / "tasks.jsonl")
+    assert prov["tasks_sha256"] == hashlib.sha256((REPO / "examples" / "tasks.jsonl").read_bytes()).hexdigest()
+    assert prov["checklib"]["version"] >= 1 and prov["packages"]["clawgym"]
     for name in ("report.json", "report.md", "report.png"):
         assert (tmp_path / "run" / name).stat().st_size > 0
     assert "| overall |" in (tmp_path / "run" / "report.md").read_text()
@@ -79,6 +84,9 @@ def test_eval_cli_on_pinchbench_with_noop(datasets, bwrap_backend, tmp_path):
     assert o["tasks"] == 17 and o["infra_errors"] == 0
     assert o["mean_score"] == 0.0  # doing nothing earns nothing on the code checks
     assert any("needs the network" in n for n in report["settings"]["suite_notes"])
+    prov = json.loads((out / "run.json").read_text())["provenance"]
+    assert "tasks_sha256" not in prov and "tasks_file" not in prov  # a folder import: no one tasks file
+    assert prov["packages"]["python"] and prov["checklib"]["sha256"]
 
 
 def test_eval_with_a_judge_rescores_the_hybrid_tasks(bwrap_backend, tmp_path):

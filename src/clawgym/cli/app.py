@@ -584,7 +584,7 @@ def rollout(
             with progress:
                 report = run_rollout(
                     tasks, session.factory, backend, run_dir, options, on_start=on_start, on_done=on_done,
-                    settings=settings,
+                    settings=settings, tasks_file=tasks_path,
                 )
             if session.usage_line():
                 err.print(session.usage_line(), highlight=False)

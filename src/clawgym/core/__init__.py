@@ -1,6 +1,6 @@
 """Core records and their JSONL files."""
 
-from clawgym.core.errors import ClawgymError, RecordError, TaskImportError
+from clawgym.core.errors import ClawgymError, RecordError, RecordVersionError, TaskImportError
 from clawgym.core.jsonl import (
     JsonlAppender,
     iter_records,
@@ -28,7 +28,7 @@ from clawgym.core.records import (
 from clawgym.core.schema import record_schema, validate_data
 
 __all__ = [
-    "ClawgymError", "RecordError", "TaskImportError", "JsonlAppender", "iter_records", "read_records",
+    "ClawgymError", "RecordError", "RecordVersionError", "TaskImportError", "JsonlAppender", "iter_records", "read_records",
     "read_records_lenient", "repair_torn_tail", "write_records", "CodeCheck", "ErrorInfo", "GeneratedContent",
     "ReferenceSolution", "Rubric", "RubricRule", "Session", "Task", "ToolCall", "Trajectory", "Verdict",
     "VerifierSpec", "WorkspaceFile", "WorkspaceSpec", "record_schema", "validate_data",

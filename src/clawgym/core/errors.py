@@ -19,6 +19,10 @@ class RecordError(ClawgymError):
         super().__init__(f"{where}: {field}: {message}" if field else f"{where}: {message}")
 
 
+class RecordVersionError(RecordError):
+    """A record written by a newer clawgym: its schema_version is above the one this clawgym reads."""
+
+
 class TaskImportError(ClawgymError):
     """A task in an outside format that cannot be imported; names the file and the reason."""
 

@@ -1,10 +1,12 @@
 """JSONL reading and writing for every artifact.
 
 Reading validates each line against its record type and reports the first problem as
-``file:line: field: message``. Appending writes each record as one whole line with a single ``write`` on an
-``O_APPEND`` descriptor, so concurrent writers never interleave and a crash can at worst lose the last record,
-never leave a half line: a torn tail left by a killed process is cut back to the last newline when the file is
-next opened for appending. Whole-file writes go to a temporary file that is renamed into place.
+``file:line: field: message``; a versioned record of an older form is migrated as it is read, one of a newer
+form refused with a RecordVersionError (see :mod:`clawgym.core.versions`). Appending writes each record as one
+whole line with a single ``write`` on an ``O_APPEND`` descriptor, so concurrent writers never interleave and a
+crash can at worst lose the last record, never leave a half line: a torn tail left by a killed process is cut
+back to the last newline when the file is next opened for appending. Whole-file writes go to a temporary file
+that is renamed into place.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from clawgym.core.errors import RecordError
+from clawgym.core.errors import RecordError, RecordVersionError
+from clawgym.core.versions import SCHEMA_VERSIONS, VERSION_INVALID, VERSION_NEWER, title
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -75,8 +78,16 @@ def parse_line(line: str, model: type[M], path: str | os.PathLike, lineno: int) 
     except ValidationError as exc:
         err = exc.errors()[0]
         more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        field = _format_loc(tuple(err.get("loc", ())))
-        raise RecordError(str(path), lineno, field, f"{err['msg']}{more}") from None
+        loc = tuple(err.get("loc", ()))
+        msg = err["msg"]
+        if err["type"] in (VERSION_NEWER, VERSION_INVALID):  # raised by the record's migration, before its fields
+            loc += ("schema_version",)
+        elif err["type"] == "extra_forbidden" and getattr(model, "schema_kind", None) in SCHEMA_VERSIONS:
+            kind = model.schema_kind  # type: ignore[attr-defined]
+            msg += (f" (a typo, or a field of a newer clawgym: this one reads {title(kind)} schema_version "
+                    f"{SCHEMA_VERSIONS[kind]})")
+        error = RecordVersionError if err["type"] == VERSION_NEWER else RecordError
+        raise error(str(path), lineno, _format_loc(loc), f"{msg}{more}") from None
 
 
 def _lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:

@@ -2,7 +2,8 @@
 
 Each artifact file (tasks.jsonl, trajectories.jsonl, ...) holds one record type per line. Records are
 validated on read and on write (see :mod:`clawgym.core.jsonl`); unknown fields are rejected so that a typo in a
-hand-written task is an error instead of a silently ignored key.
+hand-written task is an error instead of a silently ignored key. Task, Trajectory and Verdict carry a
+`schema_version`: older forms are migrated as they are read, newer ones refused (see :mod:`clawgym.core.versions`).
 """
 
 from __future__ import annotations
@@ -10,13 +11,30 @@ from __future__ import annotations
 import posixpath
 import re
 import unicodedata
-from typing import Any, ClassVar, Literal
+from contextvars import ContextVar
+from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+from clawgym.core.versions import LEGACY_VERSION, SCHEMA_VERSIONS, migrate
 
 DEFAULT_MOUNT_DIR = "/workspace"
 DEFAULT_CODE_WEIGHT = 0.7
 DEFAULT_RUBRIC_WEIGHT = 0.3
+
+
+R = TypeVar("R", bound="Record")
+_FROM_DATA: ContextVar[bool] = ContextVar("clawgym_record_from_data", default=False)
+"""Set while a record is validated from data (model_validate*): a versioned record in it without schema_version
+is then version 1; made in code (the constructor), it is in the current form."""
 
 
 class Record(BaseModel):
@@ -25,6 +43,75 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     unique_key: ClassVar[str | None] = None
     """A field no two lines of one file may share (tasks: the id); checked by clawgym.core.jsonl's readers."""
+
+    @classmethod
+    def model_validate(cls: type[R], obj: Any, **kwargs: Any) -> R:
+        token = _FROM_DATA.set(True)
+        try:
+            return super().model_validate(obj, **kwargs)  # type: ignore[misc]
+        finally:
+            _FROM_DATA.reset(token)
+
+    @classmethod
+    def model_validate_json(cls: type[R], json_data: str | bytes | bytearray, **kwargs: Any) -> R:
+        token = _FROM_DATA.set(True)
+        try:
+            return super().model_validate_json(json_data, **kwargs)  # type: ignore[misc]
+        finally:
+            _FROM_DATA.reset(token)
+
+    @classmethod
+    def model_validate_strings(cls: type[R], obj: Any, **kwargs: Any) -> R:
+        token = _FROM_DATA.set(True)
+        try:
+            return super().model_validate_strings(obj, **kwargs)  # type: ignore[misc]
+        finally:
+            _FROM_DATA.reset(token)
+
+
+def _version_maximum(schema: dict[str, Any], cls: type) -> None:
+    """JSON Schema: a versioned record's schema_version is at most the version this clawgym reads."""
+    prop = schema.get("properties", {}).get("schema_version")
+    kind = getattr(cls, "schema_kind", None)
+    if isinstance(prop, dict) and kind in SCHEMA_VERSIONS:
+        prop["maximum"] = SCHEMA_VERSIONS[kind]
+
+
+class Versioned(Record):
+    """A record written to files on its own, with a `schema_version` (see :mod:`clawgym.core.versions`).
+
+    Made in code (the constructor), a record is in the current form of its type. Validated from data
+    (`model_validate`, `model_validate_json`: a file's line), a record without `schema_version` is version 1
+    and is migrated, nested records included; a newer version is refused."""
+
+    model_config = ConfigDict(json_schema_extra=_version_maximum)
+    schema_kind: ClassVar[str]
+    """The record type's key in clawgym.core.versions.SCHEMA_VERSIONS and MIGRATIONS."""
+    minor_fields: ClassVar[frozenset[str]] = frozenset()
+    """Fields added without a version bump: written only when they differ from their default, so that an older
+    clawgym reads every record that does not use them (see clawgym.core.versions)."""
+
+    schema_version: int = Field(
+        default=LEGACY_VERSION, ge=LEGACY_VERSION,
+        description="The form this record is written in; absent: 1 (written before versions existed).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _migrate(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "schema_version" not in data and not _FROM_DATA.get():
+            return {**data, "schema_version": SCHEMA_VERSIONS[cls.schema_kind]}  # made in code: the current form
+        return migrate(cls.schema_kind, data)
+
+    @model_serializer(mode="wrap")
+    def _omit_unused_minor_fields(self, handler: SerializerFunctionWrapHandler):
+        # no return annotation: with one, pydantic would take it as the serialization schema of the record
+        data = handler(self)
+        for name in self.minor_fields:
+            if name in data and getattr(self, name) == type(self).model_fields[name].get_default(
+                    call_default_factory=True):
+                del data[name]
+        return data
 
 
 def _show(value: str, limit: int = 80) -> str:
@@ -287,7 +374,8 @@ class Session(Record):
     new_session: bool = False
 
 
-class Task(Record):
+class Task(Versioned):
+    schema_kind: ClassVar[str] = "task"
     unique_key: ClassVar[str | None] = "id"
 
     id: str = Field(min_length=1, description="Unique in its file; at most 200 bytes, no '/', '\\' or control characters.")
@@ -316,7 +404,7 @@ class Task(Record):
 VerdictStatus = Literal["scored", "checker_failed", "unscored", "infra_error"]
 
 
-class Verdict(Record):
+class Verdict(Versioned):
     """The verifier's judgement of one episode.
 
     `scored`: the checks ran. `checker_failed`: the checker crashed, timed out or printed no number; this is the
@@ -325,6 +413,7 @@ class Verdict(Record):
     such an episode is never counted as a model failure.
     """
 
+    schema_kind: ClassVar[str] = "verdict"
     status: VerdictStatus
     checks: dict[str, float] = Field(default_factory=dict, description="Named sub-scores in [0, 1].")
     code_score: float | None = None
@@ -346,8 +435,10 @@ class ErrorInfo(Record):
     message: str
 
 
-class Trajectory(Record):
+class Trajectory(Versioned):
     """One episode: an agent on a task in a sandbox, with its transcript and verdict."""
+
+    schema_kind: ClassVar[str] = "trajectory"
 
     id: str = Field(description="Episode id: '<task_id>#<sample>'.")
     task_id: str

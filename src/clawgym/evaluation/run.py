@@ -60,8 +60,9 @@ def run_eval(
         settings["model"] = spec.model
     options.base_dir = options.base_dir or suite.base_dir
     with agent_session(spec, run_dir, suite.tasks, options, announce=announce) as session:
+        tasks_file = suite.source if Path(suite.source).is_file() else None  # a folder import has no one file
         run_rollout(suite.tasks, session.factory, backend, run_dir, options, on_start=on_start, on_done=on_done,
-                    settings={"suite": suite.name, **session.settings})
+                    settings={"suite": suite.name, **session.settings}, tasks_file=tasks_file)
         settings.update(session.settings)
         if session.client is not None:
             settings["usage"] = session.client.usage.as_dict()

@@ -3,7 +3,9 @@
 The run directory holds:
 
 * `trajectories.jsonl`: one Trajectory per finished episode, appended whole as soon as it ends;
-* `run.json`: the settings of the run (agent, sandbox, limits, versions);
+* `run.json`: the settings of the run (agent, sandbox, limits, versions) and its provenance (the clawgym
+  source's git commit, the tasks file's sha256, the check library's version, the packages': see
+  :mod:`clawgym.rollout.provenance`);
 * `logs/run.log`: one line per episode event;
 * `workspaces/<episode>.tar.gz`: each episode's final workspace, taken before the checker is copied in, so
   it can be re-scored later without rerunning the agent.
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from clawgym import __version__
 from clawgym.agent.base import Agent, AgentOutcome, EpisodeContext
-from clawgym.core.errors import ClawgymError
+from clawgym.core.errors import ClawgymError, RecordVersionError
 from clawgym.core.jsonl import JsonlAppender, read_records_lenient
 from clawgym.core.records import ErrorInfo, Task, Trajectory, Verdict
 from clawgym.sandbox.base import Mount, Sandbox, SandboxBackend, SandboxError, SandboxLimits
@@ -172,11 +174,17 @@ class _LiveSandboxes:
 
 
 def load_done(run_dir: Path) -> dict[str, Trajectory]:
-    """Finished episodes of an earlier run (the last record per episode), without infrastructure errors."""
+    """Finished episodes of an earlier run (the last record per episode), without infrastructure errors.
+
+    A file holding trajectories of a newer clawgym (a schema_version this one does not read) is refused: resuming
+    would run those episodes again, and add records of an older form to it."""
     path = run_dir / TRAJECTORIES
     if not path.exists():
         return {}
     read = read_records_lenient(path, Trajectory)
+    newer = next((e for e in read.errors if isinstance(e, RecordVersionError)), None)
+    if newer is not None:
+        raise ClawgymError(f"cannot resume this run: {newer}")
     latest: dict[str, Trajectory] = {}
     for t in read.records:
         latest[t.id] = t
@@ -387,6 +395,7 @@ def run_rollout(
     on_start: Callable[[int, int], None] | None = None,
     on_done: Callable[[Trajectory], None] | None = None,
     settings: dict | None = None,
+    tasks_file: str | Path | None = None,
 ) -> RolloutReport:
     """Run every (task, sample) episode not yet finished in `run_dir`, `options.jobs` at a time (or over the
     nodes of `options.executor`).
@@ -394,9 +403,11 @@ def run_rollout(
     This function is the one writer of the run: attempts run wherever the executor puts them, and come back
     here to be retried (infrastructure errors, `options.infra_retries` times), reported to `on_attempt`, and
     appended to `trajectories.jsonl`. `on_start(total_to_run, skipped)` and `on_done(trajectory)` let a caller
-    show progress. SIGTERM ends the run as Ctrl-C does (see :func:`terminate_as_interrupt`).
+    show progress. SIGTERM ends the run as Ctrl-C does (see :func:`terminate_as_interrupt`). `tasks_file`, the
+    file the tasks were read from, has its sha256 recorded in run.json's `provenance`.
     """
     from clawgym.rollout.executor import EpisodeRun, LocalExecutor
+    from clawgym.rollout.provenance import run_provenance
 
     options = options or RolloutOptions()
     run_dir = Path(run_dir)
@@ -405,6 +416,8 @@ def run_rollout(
         raise ClawgymError(f"a rubric judge during the rollout needs the local executor, not {executor.name!r} "
                            "(episodes are judged where they run); judge afterwards with `clawgym verify RUN_DIR`")
     run_dir.mkdir(parents=True, exist_ok=True)
+    done = load_done(run_dir)  # before run.json is rewritten: a run of a newer clawgym is refused untouched
+    provenance = run_provenance(tasks_file)
     agent_name = agent_factory().name
     log = _Log(run_dir / "logs" / "run.log")
     live = _LiveSandboxes()
@@ -415,7 +428,7 @@ def run_rollout(
         raise
     base_info = {
         "agent": agent_name, "sandbox": backend.name, "samples": options.samples, "jobs": options.jobs,
-        "limits": options.limits.model_dump(), **(settings or {}),
+        "limits": options.limits.model_dump(), **(settings or {}), "provenance": provenance,
     }
     # which node ran which episode (remote executors): kept across resumes, written at most every few seconds
     nodes_of: dict[str, str] = {}
@@ -425,7 +438,6 @@ def run_rollout(
         base_info["executor"] = ex_info
     write_run_info(run_dir, {**base_info, **({"episode_nodes": nodes_of} if ex_info else {})})
     last_info = time.monotonic()
-    done = load_done(run_dir)
     todo = [(t, s) for t in tasks for s in range(options.samples) if episode_id(t.id, s) not in done]
     skipped = len(done)
     if on_start:

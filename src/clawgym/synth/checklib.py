@@ -19,6 +19,11 @@ import json
 import re
 from pathlib import Path
 
+# The version of the check library (this file and the checklib_*.py extensions), recorded in run.json with the
+# sha256 of their source. Bump it when a check can score the same workspace differently. It is not embedded in
+# tasks: a task's grade() carries the functions it uses, as they were when it was made.
+CHECKLIB_VERSION = 1
+
 _NUM = re.compile(r"^[-+]?[$€£]?\s*[-+]?\d[\d,]*(\.\d+)?%?$")
 
 
