@@ -58,6 +58,9 @@ from clawgym.cli.skills_cmd import skills_app, synth_skill_cmd  # noqa: E402
 
 app.add_typer(skills_app, name="skills")
 synth_app.command("skill")(synth_skill_cmd)
+from clawgym.cli.stats_cmd import synth_stats_cmd  # noqa: E402
+
+synth_app.command("stats")(synth_stats_cmd)
 from clawgym.cli.view_cmd import view_cmd  # noqa: E402
 
 app.command("view")(view_cmd)
