@@ -30,6 +30,7 @@ from clawgym.agent.baselines import NoopAgent, OracleAgent
 from clawgym.core.records import ReferenceSolution, Task, Verdict, WorkspaceSpec
 from clawgym.rollout.runner import RolloutOptions, run_episode
 from clawgym.sandbox.base import Sandbox, SandboxBackend, SandboxError, SandboxLimits
+from clawgym.sandbox.hostdir import HostDirSandbox
 from clawgym.synth.cheats import CHEATS, THRESHOLD, cheat_task, output_paths, state_name
 from clawgym.synth.compose import Candidate
 from clawgym.verify.code import run_python_batch
@@ -118,7 +119,7 @@ def _ran_commands(steps) -> bool:
     return any(s.name in ("exec", "bash") for s in steps)
 
 
-class _FileOnlyWorkspace(Sandbox):
+class _FileOnlyWorkspace(HostDirSandbox):
     """The workspace of a replay that runs no command: only read/write/edit/ls, which are host file
     operations confined to the workspace in every backend anyway. Starting a sandbox for them would only
     cost time; anything that asks to run a command here is a bug, so `exec` refuses. The replay works
