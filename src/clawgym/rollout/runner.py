@@ -42,7 +42,6 @@ from clawgym.sandbox.base import Mount, Sandbox, SandboxBackend, SandboxError, S
 from clawgym.verify import verify_episode
 from clawgym.verify.code import CodeResult
 from clawgym.verify.scoring import combine
-from clawgym.workspace.materialize import snapshot_archive
 
 if TYPE_CHECKING:
     from clawgym.rollout.executor import Attempt, Executor
@@ -255,7 +254,7 @@ def run_episode(
             sandbox.kill_processes()
             if options.keep_workspaces and run_dir is not None:
                 rel = Path("workspaces") / f"{_safe_name(eid)}.tar.gz"
-                snapshot_archive(sandbox.host_workspace, run_dir / rel, max_bytes=options.max_snapshot_bytes)
+                sandbox.snapshot_archive(run_dir / rel, max_bytes=options.max_snapshot_bytes)
                 snapshot_rel = str(rel)
             verdict = verify_episode(task, sandbox, outcome.transcript, outcome.final_message)
         except SandboxError as exc:
