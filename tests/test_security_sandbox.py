@@ -307,3 +307,82 @@ def test_docker_engine_ok_asks_the_engine(docker_backend):
     task = shell_task()
     with docker_backend.start(task.workspace) as sb:
         assert sb.engine_ok() is True
+
+
+# -- the protocol's file methods (issue #19): what the agent leaves behind is never followed ---------------
+
+
+@pytest.fixture
+def host_victim():
+    """A host directory holding a file the agent would like to overwrite or read."""
+    victim = Path(f"/root/clawgym-victim-{os.getpid()}-{time.monotonic_ns()}")
+    victim.mkdir()
+    (victim / "victim.txt").write_text("HOST-ORIGINAL")
+    yield victim
+    import shutil
+
+    shutil.rmtree(victim)
+
+
+def test_links_planted_where_a_tree_is_imported_are_replaced_not_followed(isolated_backend, host_victim, tmp_path):
+    """Synthesis validation copies states into a grader's workspace with import_tree: an agent's links at those
+    paths (to a host directory, to a host file) are replaced, never written through."""
+    src = tmp_path / "state"
+    (src / "noop" / "sub").mkdir(parents=True)
+    (src / "noop" / "sub" / "victim.txt").write_text("state")
+    (src / "noop" / "rel").symlink_to("sub/victim.txt")
+    with isolated_backend.start(shell_task().workspace) as sb:
+        assert sb.exec(f"mkdir -p 0 && ln -s {host_victim} 0/noop && ln -s {host_victim} hostdir").ok
+        sb.import_tree(src, "0")
+        sb.import_tree(src / "noop", "hostdir")
+        assert sb.read_file("0/noop/sub/victim.txt") == b"state" and sb.read_file("0/noop/rel") == b"state"
+        assert sb.exec("test -d hostdir && ! test -L hostdir && test -d 0/noop && ! test -L 0/noop").ok
+    assert sorted(os.listdir(host_victim)) == ["victim.txt"]
+    assert (host_victim / "victim.txt").read_text() == "HOST-ORIGINAL"
+
+
+def test_listing_a_link_to_a_host_directory_shows_nothing_of_it(isolated_backend, host_victim):
+    """The agent's `ls` tool and the judge list directories through list_dir: a link to a host directory
+    leads out of the workspace, and a listing shows links as links."""
+    from clawgym.agent.tools import ToolExecutor
+    from clawgym.sandbox import SandboxPathError
+
+    with isolated_backend.start(shell_task().workspace) as sb:
+        assert sb.exec(f"ln -s {host_victim} hostdir && mkdir d && ln -s {host_victim}/victim.txt d/f").ok
+        with pytest.raises(SandboxPathError, match="leaves the workspace"):
+            sb.list_dir("hostdir")
+        out = ToolExecutor(sb).call("ls", {"path": "hostdir"})
+        assert out.is_error and "victim.txt" not in out.text
+        (entry,) = sb.list_dir("d")
+        assert entry.kind == "link" and entry.target == f"{host_victim}/victim.txt"
+        with pytest.raises(SandboxPathError):
+            sb.stat("d/f")
+        assert not sb.exists("d/f") and sb.exists("d")
+
+
+def test_control_files_cannot_go_where_commands_write(isolated_backend):
+    """Checker files go into the read-only control directory, never into its writable output part (where a
+    command could have planted a link) nor out of it."""
+    from clawgym.sandbox import SandboxError
+
+    with isolated_backend.start(shell_task().workspace) as sb:
+        for bad in ("out/x.py", "../ws/x.py", "/etc/x", ""):
+            with pytest.raises(SandboxError, match="bad control file name"):
+                sb.write_control_file(bad, "x")
+        inside = sb.write_control_file("verify/grade.py", "print('mine')")
+        assert sb.exec(["cat", inside]).stdout == "print('mine')"
+        assert sb.exec(f"echo theirs > {inside}").exit_code != 0
+
+
+def test_moving_a_workspace_out_keeps_links_as_links_and_skips_fifos(isolated_backend, host_victim, tmp_path):
+    """take_workspace (synthesis validation) after a solution planted a link to a host file and a FIFO: the
+    link is moved as a link, the host file is not copied, and nothing blocks on the FIFO."""
+    with isolated_backend.start(shell_task().workspace) as sb:
+        assert sb.exec(f"ln -s {host_victim}/victim.txt leak && mkfifo pipe && echo kept > out.txt").ok
+        done = threading.Event()
+        threading.Thread(target=lambda: (sb.take_workspace(tmp_path / "state"), done.set()), daemon=True).start()
+        assert done.wait(60), "take_workspace blocked"
+        assert sb.list_dir(".") == []
+    state = tmp_path / "state"
+    assert (state / "leak").is_symlink() and (state / "out.txt").read_text() == "kept\n"
+    assert not (state / "pipe").exists() or stat.S_ISFIFO(os.lstat(state / "pipe").st_mode)

@@ -186,17 +186,18 @@ class ToolExecutor:
 
     def _tool_ls(self, args: dict[str, Any]) -> ToolOutcome:
         rel = self._path(_arg(args, "path", str, required=False) or ".")
-        hp = self.sandbox.host_path(rel)
-        if hp is None or not hp.exists():
+        try:
+            entries = self.sandbox.list_dir(rel)
+        except FileNotFoundError:
             return ToolOutcome(f"Error: ls: no such directory: {rel}", True)
-        if not hp.is_dir():
+        except NotADirectoryError:
             return ToolOutcome(f"Error: ls: not a directory: {rel}", True)
         lines = []
-        for entry in sorted(hp.iterdir(), key=lambda p: p.name):
-            if entry.is_symlink():
-                lines.append(f"{entry.name} -> {entry.readlink()}")
-            elif entry.is_dir():
+        for entry in entries:
+            if entry.kind == "link":
+                lines.append(f"{entry.name} -> {entry.target}")
+            elif entry.kind == "dir":
                 lines.append(entry.name + "/")
             else:
-                lines.append(f"{entry.name}  ({entry.stat().st_size} bytes)")
+                lines.append(f"{entry.name}  ({entry.size} bytes)")
         return ToolOutcome(self._clip("\n".join(lines) or "(empty directory)"))

@@ -286,23 +286,29 @@ def sandbox_build(
 
 @sandbox_app.command("check")
 def sandbox_check() -> None:
-    """Report which sandbox backends work here, and why not."""
+    """Report which sandbox backends work here (every registered one, third-party ones included), and why not."""
     from rich.table import Table
 
-    from clawgym.sandbox import check_backends
+    from clawgym.sandbox import check_backends, is_isolated
     from clawgym.sandbox.cgroups import cgroup_mode
     from clawgym.sandbox.image import find_rootfs
 
     table = Table(title="sandbox backends")
-    for col in ("backend", "works", "details"):
+    for col in ("backend", "works", "isolated", "details"):
         table.add_column(col)
     results = check_backends()
+    isolated_ok = False
     for name, (ok, why) in results.items():
-        table.add_row(name, "[green]yes[/]" if ok else "[red]no[/]", why)
+        try:
+            isolated = is_isolated(name)
+        except Exception:  # noqa: BLE001 - a plugin that does not load is reported by its check
+            isolated = False
+        isolated_ok = isolated_ok or (ok and isolated)
+        table.add_row(name, "[green]yes[/]" if ok else "[red]no[/]", "yes" if isolated else "NO", why)
     out.print(table)
     out.print(f"image root filesystem: {find_rootfs() or 'not built (clawgym sandbox build)'}", highlight=False)
     out.print(f"cgroup limits: {cgroup_mode() or 'unavailable (rlimits only)'}", highlight=False)
-    if not (results["bwrap"][0] or results["docker"][0]):
+    if not isolated_ok:
         raise typer.Exit(1)
 
 
@@ -316,7 +322,7 @@ def synth_persona(
     output: Path = typer.Option(..., "-o", "--output", help="tasks.jsonl to write (resumed if it exists)."),
     categories: list[str] | None = typer.Option(None, "--categories", help="Only these category ids or names."),
     jobs: int = typer.Option(2, "-j", "--jobs", min=1, help="Worker processes."),
-    sandbox: str = typer.Option("bwrap", help="Sandbox for validation: bwrap, docker, local."),
+    sandbox: str = typer.Option("bwrap", help="Sandbox for validation: bwrap, docker, local, or a registered third-party backend."),
     validate: bool = typer.Option(True, help="Validate each task in a sandbox before writing it."),
     taxonomy: Path | None = typer.Option(None, help="Taxonomy YAML (default: the packaged one)."),
     personas: Path | None = typer.Option(None, help="Personas YAML (default: personas/personas.yaml)."),
@@ -477,7 +483,7 @@ def rollout(
     gateway: bool = typer.Option(True, help="llm agent: record every model call in RUN_DIR/pool through the gateway."),
     policy_version: str | None = typer.Option(None, help="Policy version stamped on recorded steps."),
     precision: str = typer.Option("fp32", help=SERVER_PRECISION_HELP),
-    sandbox: str = typer.Option("auto", help="Sandbox backend: auto, bwrap, docker, local (NO isolation)."),
+    sandbox: str = typer.Option("auto", help="Sandbox backend: auto, bwrap, docker, local (NO isolation), or a registered third-party one (`clawgym sandbox check` lists them)."),
     jobs: int = typer.Option(4, "-j", "--jobs", min=1, help="Episodes run at once."),
     samples: int = typer.Option(1, "-k", "--samples", min=1, help="Episodes per task."),
     run_dir: Path = typer.Option(..., "-o", "--output", help="Run directory (trajectories.jsonl, logs, workspaces)."),
@@ -620,7 +626,7 @@ def eval_cmd(
     samples: int = typer.Option(1, "-k", "--samples", min=1, help="Runs (samples per task): pass@k, mean ± std over runs."),
     jobs: int = typer.Option(4, "-j", "--jobs", min=1),
     run_dir: Path = typer.Option(..., "-o", "--output", help="Run directory (trajectories, report.json/.md/.png)."),
-    sandbox: str = typer.Option("auto", help="Sandbox backend: auto, bwrap, docker."),
+    sandbox: str = typer.Option("auto", help="Sandbox backend: auto, bwrap, docker, or a registered third-party one."),
     max_turns: int = typer.Option(30, min=1),
     max_tokens: int = typer.Option(1024, min=1),
     temperature: float = typer.Option(0.0, min=0.0),

@@ -178,7 +178,7 @@ def synth_skill_cmd(
     skill: list[str] | None = typer.Option(None, "--skill", help="Only these skills as primary skill (repeatable)."),
     catalog: Path | None = typer.Option(None, "--catalog", help="Skills folder (default: skills/ or $CLAWGYM_SKILLS)."),
     jobs: int = typer.Option(2, "-j", "--jobs", min=1, help="Worker processes."),
-    sandbox: str = typer.Option("bwrap", help="Sandbox for validation: bwrap, docker, local."),
+    sandbox: str = typer.Option("bwrap", help="Sandbox for validation: bwrap, docker, local, or a registered third-party backend."),
     validate: bool = typer.Option(True, help="Validate each task in a sandbox before writing it."),
     taxonomy: Path | None = typer.Option(None, help="Taxonomy YAML (default: the packaged one)."),
     personas: Path | None = typer.Option(None, help="Personas YAML (default: personas/personas.yaml)."),

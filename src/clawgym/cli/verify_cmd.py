@@ -42,7 +42,7 @@ def verify_cmd(
     judge_max_tokens: int = JUDGE_MAX_TOKENS,
     tasks_path: Path | None = typer.Option(None, "--tasks", help="The tasks file (default: the one in RUN_DIR/run.json)."),
     task_ids: list[str] | None = typer.Option(None, "--task", help="Only episodes of these task ids (repeatable)."),
-    sandbox: str = typer.Option("auto", help="Sandbox backend for the code checks: auto, bwrap, docker, local."),
+    sandbox: str = typer.Option("auto", help="Sandbox backend for the code checks: auto, bwrap, docker, local, or a registered third-party one."),
     jobs: int = typer.Option(2, "-j", "--jobs", min=1, help="Episodes re-scored at once."),
     cache_dir: Path | None = typer.Option(None, help="Judge cache (default RUN_DIR/judge_cache)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the judge cache."),

@@ -49,7 +49,6 @@ from clawgym.sandbox.base import Mount, Sandbox, SandboxBackend, SandboxError, S
 from clawgym.verify import verify_episode
 from clawgym.verify.code import CodeResult
 from clawgym.verify.scoring import combine, combine_judged
-from clawgym.workspace.materialize import snapshot_archive
 
 if TYPE_CHECKING:
     from clawgym.rollout.executor import Attempt, Executor
@@ -272,11 +271,11 @@ def run_episode(
             sandbox.kill_processes()
             if options.keep_workspaces and run_dir is not None:
                 rel = Path("workspaces") / f"{_safe_name(eid)}.tar.gz"
-                snapshot_archive(sandbox.host_workspace, run_dir / rel, max_bytes=options.max_snapshot_bytes)
+                sandbox.snapshot_archive(run_dir / rel, max_bytes=options.max_snapshot_bytes)
                 snapshot_rel = str(rel)
             if options.judge is not None and task.verifier.rubric is not None:
                 # the workspace as the agent left it: before any checker file is copied in
-                judged = options.judge.judge(task, sandbox.host_workspace, outcome.transcript, outcome.final_message)
+                judged = options.judge.judge(task, sandbox, outcome.transcript, outcome.final_message)
             verdict = verify_episode(task, sandbox, outcome.transcript, outcome.final_message, judged)
         except SandboxError as exc:
             if not _self_inflicted(sandbox, live):

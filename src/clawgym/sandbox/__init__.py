@@ -1,61 +1,36 @@
-"""Sandboxes: one interface, three backends (bwrap, docker, local)."""
+"""Sandboxes: one protocol (:mod:`clawgym.sandbox.base`, docs/sandbox-protocol.md), backends found by name
+(:mod:`clawgym.sandbox.registry`): the built-in bwrap, docker and local (no isolation), and any a third party
+registers."""
 
 from __future__ import annotations
 
 from clawgym.sandbox.base import (
+    DirEntry,
     ExecResult,
+    FileStat,
     Mount,
     Sandbox,
     SandboxBackend,
     SandboxError,
     SandboxLimits,
+    SandboxPathError,
     SandboxUnavailable,
 )
+from clawgym.sandbox.registry import (
+    BUILTIN,
+    ENTRY_POINT_GROUP,
+    UnknownBackend,
+    backend_names,
+    check_backends,
+    get_backend,
+    is_isolated,
+    register_backend,
+)
 
-BACKENDS = ("bwrap", "docker", "local")
-
-
-def get_backend(name: str, **kwargs) -> SandboxBackend:
-    """A backend by name: 'bwrap', 'docker', 'local', or 'auto' (bwrap if it works, else docker)."""
-    if name == "auto":
-        from clawgym.sandbox.bwrap import BwrapBackend
-        from clawgym.sandbox.docker import DockerBackend
-
-        for cls in (BwrapBackend, DockerBackend):
-            backend = cls(**kwargs)
-            if backend.check()[0]:
-                return backend
-        raise SandboxUnavailable(
-            "neither bwrap nor docker works here (see `clawgym sandbox check`); "
-            "pass --sandbox local to run WITHOUT isolation"
-        )
-    if name == "bwrap":
-        from clawgym.sandbox.bwrap import BwrapBackend
-
-        return BwrapBackend(**kwargs)
-    if name == "docker":
-        from clawgym.sandbox.docker import DockerBackend
-
-        return DockerBackend(**kwargs)
-    if name == "local":
-        from clawgym.sandbox.local import LocalBackend
-
-        return LocalBackend(**kwargs)
-    raise ValueError(f"unknown sandbox backend {name!r}; choose from auto, {', '.join(BACKENDS)}")
-
-
-def check_backends() -> dict[str, tuple[bool, str]]:
-    """Which backends work on this machine, and why not."""
-    out = {}
-    for name in BACKENDS:
-        try:
-            out[name] = get_backend(name).check()
-        except Exception as exc:  # a check must never crash the report
-            out[name] = (False, f"{exc.__class__.__name__}: {exc}")
-    return out
-
+BACKENDS = tuple(BUILTIN)  # the built-in backends; backend_names() lists every registered one
 
 __all__ = [
-    "BACKENDS", "ExecResult", "Mount", "Sandbox", "SandboxBackend", "SandboxError", "SandboxLimits", "SandboxUnavailable",
-    "check_backends", "get_backend",
+    "BACKENDS", "ENTRY_POINT_GROUP", "DirEntry", "ExecResult", "FileStat", "Mount", "Sandbox", "SandboxBackend",
+    "SandboxError", "SandboxLimits", "SandboxPathError", "SandboxUnavailable", "UnknownBackend", "backend_names",
+    "check_backends", "get_backend", "is_isolated", "register_backend",
 ]

@@ -1,23 +1,72 @@
-"""The sandbox interface shared by every backend.
+"""The sandbox protocol: what every backend implements, and what clawgym asks of a sandbox.
 
-A sandbox holds one episode: it starts with a workspace, runs commands with timeouts and captured output,
-reads and writes files, takes files in after the agent ends (checkers), snapshots the final workspace and
-stops. The workspace always lives in a host directory that the backend mounts at the task's mount dir, so
-file access and snapshots are plain host file operations, confined to that directory.
+A sandbox holds one episode. Everything clawgym does with it after `SandboxBackend.start` goes through the
+methods of :class:`Sandbox` below, never through host paths, so that a backend whose workspace is not a host
+directory (a Kubernetes pod, a cloud sandbox) implements the same protocol. The methods and their contracts
+(docs/sandbox-protocol.md says the same at more length):
+
+Commands
+  * ``exec(command, cwd=, env=, timeout=, stdin=) -> ExecResult``: run a shell command (str) or an argv (list)
+    in the sandbox, cwd defaulting to the workspace; wall time bounded by `timeout` (the limits' default when
+    None), stdout and stderr captured and each cut to `limits.max_output_bytes` (head and tail kept),
+    `ExecResult.limit` naming the limit that stopped the command. A failure of the command is a result; a
+    failure of the sandbox itself raises SandboxError.
+  * ``kill_processes()``: kill every process the episode left (background jobs); the sandbox stays usable.
+    Called when the agent is done, before anything is verified.
+  * ``stop()``: kill everything and release the sandbox; idempotent.
+
+Workspace files. A path is one a command in the sandbox could use: relative to the workspace, or absolute
+under the mount dir (or under `workdir`, when the backend cannot mount at the mount dir). Everything in the
+workspace is hostile: the agent may have planted symlinks (to host paths), FIFOs, device nodes, and a
+background process may swap entries at any moment. So links are followed only as the sandbox would follow them
+and only while they stay inside the workspace (else SandboxPathError, "leaves the workspace"), only regular
+files are read or written (else SandboxPathError, "not a regular file"), and nothing may block on, or reach,
+what lies outside the sandbox.
+  * ``read_file(path, max_bytes=None) -> bytes``: a regular file's bytes (at most `max_bytes`, from the start).
+    FileNotFoundError / IsADirectoryError as for open(). Paths outside the workspace are read in the sandbox.
+  * ``write_file(path, data, mode=None)``: create or replace a file as the agent would (parents created).
+    Paths outside the workspace are written in the sandbox.
+  * ``stat(path) -> FileStat | None`` (None: missing), ``exists(path)``, ``list_dir(path) -> [DirEntry]``
+    (FileNotFoundError / NotADirectoryError): what is there, links followed as above; list_dir does not follow
+    the links it lists (DirEntry.kind "link").
+  * ``copy_in(files, assets_dir=, empty_dirs=)``: place TRUSTED files (a checker) after the agent has ended:
+    whatever is at their paths or in the way of their parent directories is removed, never followed or opened;
+    the top-level directories `empty_dirs` are removed first. OSError when they do not fit (a full workspace).
+  * ``import_tree(src, dest=".")``: copy a trusted host directory tree into the workspace at `dest`, the same
+    way (symlinks copied as links, modes and modification times kept, other kinds skipped).
+  * ``clear_workspace()``: remove everything in the workspace (its processes are gone).
+  * ``snapshot(dest, max_bytes=None)`` / ``snapshot_archive(dest, max_bytes=None)``: copy the workspace out to
+    the new host directory / gzip tar file `dest`; symlinks copied as links, never followed; other kinds than
+    files, directories and links skipped; files past `max_bytes` in all skipped. Returns counts (see
+    :func:`clawgym.workspace.materialize.snapshot`).
+  * ``take_workspace(dest)``: move the workspace's content out to the new host directory `dest`, leaving it
+    empty (its processes are gone).
+
+Trusted files outside the workspace
+  * ``write_control_file(name, data) -> str``: write a file for commands to read (a grader, its inputs) where
+    they cannot change it; returns its path as commands see it.
+
+Attributes: `backend` (its name), `isolated` (False: commands run on the host), `mount_dir` (where the task
+wants its workspace), `workdir` (where commands see it), `limits`, `mounts` (extra mounts: target -> host dir,
+for backends that bind host directories). Optional: `engine_ok()`.
+
+The built-in backends keep their workspace in a host directory bound into the sandbox:
+:class:`clawgym.sandbox.hostdir.HostDirSandbox` implements the file methods with host file operations that
+never follow a link (:mod:`clawgym.sandbox.trusted_copy` for the trusted ones), and
+:class:`clawgym.sandbox.supervised.SupervisedSandbox` the commands, once for all three.
 """
 
 from __future__ import annotations
 
 import base64
-import errno
-import os
 import posixpath
-import shutil
-import stat
+import shlex
+import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,7 +74,6 @@ from clawgym.core.errors import ClawgymError
 from clawgym.core.records import WorkspaceFile, WorkspaceSpec
 
 CTL_DIR = "/.clawgym"  # where each sandbox sees its control directory (supervisor and checker files)
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class SandboxError(ClawgymError):
@@ -90,19 +138,6 @@ def check_mounts(mounts: Sequence[Mount], mount_dir: str) -> None:
         seen.append(t)
 
 
-def host_mounts(root: Path, mounts: Sequence[Mount]) -> list[tuple[Path, str, bool]]:
-    """(host dir, target, read_only) of each mount, creating the fresh per-sandbox ones under `root/mnt/`."""
-    out = []
-    for i, m in enumerate(mounts):
-        if m.source is None:
-            host = root / "mnt" / str(i)
-            host.mkdir(parents=True)
-        else:
-            host = Path(m.source).resolve()
-        out.append((host, posixpath.normpath(m.target), m.read_only))
-    return out
-
-
 @dataclass
 class ExecResult:
     exit_code: int
@@ -118,31 +153,59 @@ class ExecResult:
         return self.exit_code == 0 and not self.timed_out
 
 
+@dataclass(frozen=True)
+class FileStat:
+    """What a workspace path leads to (links followed as the sandbox would)."""
+
+    kind: Literal["file", "dir", "other"]  # other: a FIFO, socket or device node
+    size: int
+    mode: int  # permission bits
+
+
+@dataclass(frozen=True)
+class DirEntry:
+    """One entry of a workspace directory, as it is (a link is not followed)."""
+
+    name: str
+    kind: Literal["file", "dir", "link", "other"]
+    size: int
+    target: str | None = None  # a link's target, as written
+
+
+@runtime_checkable
+class WorkspaceReader(Protocol):
+    """The read side of the workspace files of the protocol: what the judge needs. Every :class:`Sandbox` is
+    one, and so is :class:`clawgym.sandbox.hostdir.HostWorkspace` (a workspace snapshot on the host)."""
+
+    def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes: ...
+
+    def stat(self, path: str) -> FileStat | None: ...
+
+    def list_dir(self, path: str = ".") -> list[DirEntry]: ...
+
+
 @dataclass
 class SandboxInfo:
     backend: str
     mount_dir: str
-    host_workspace: Path
+    workdir: str
     isolated: bool
     details: dict[str, object] = field(default_factory=dict)
 
 
 class Sandbox(ABC):
-    """One live sandbox. Use as a context manager, or call :meth:`stop`."""
+    """One live sandbox: the protocol every backend implements (see the module docstring for the contracts).
+    Use as a context manager, or call :meth:`stop`."""
 
     backend: str = "?"
     isolated: bool = True
 
-    def __init__(self, host_workspace: Path, mount_dir: str, limits: SandboxLimits):
-        self.host_workspace = Path(host_workspace)
+    def __init__(self, mount_dir: str, limits: SandboxLimits):
         self.mount_dir = mount_dir
         self.limits = limits
-        # the control directory: host side, and as commands in the sandbox see it
-        self.ctl_host = self.host_workspace.parent / "ctl"
-        self.ctl_inside = CTL_DIR
         self.mounts: dict[str, Path] = {}  # extra mounts: target inside -> host directory
 
-    # -- to implement -------------------------------------------------------------------------------
+    # -- commands -------------------------------------------------------------------------------------
     @abstractmethod
     def exec(
         self,
@@ -180,15 +243,68 @@ class Sandbox(ABC):
         """Where the workspace is seen by commands in the sandbox (the mount dir, except for `local`)."""
         return self.mount_dir
 
-    # -- files ----------------------------------------------------------------------------------------
-    # The workspace is a host directory the agent controls: any entry may be a symlink (to a host path, or
-    # to an absolute sandbox path) or a FIFO, and a background process may swap entries at any moment. So
-    # paths are resolved here as the SANDBOX sees them (absolute links under the mount dir map back into
-    # the workspace, any other absolute link leaves it), and the resolved path is then opened component by
-    # component with O_NOFOLLOW from the workspace root: a link swapped in after the check fails the open
-    # instead of being followed.
+    # -- workspace files ------------------------------------------------------------------------------
+    @abstractmethod
+    def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        """A regular file's content (its first `max_bytes` bytes when given)."""
 
-    def _sandbox_rel(self, path: str) -> str | None:
+    @abstractmethod
+    def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
+        """Create or replace a file as the agent would (parent directories created)."""
+
+    @abstractmethod
+    def stat(self, path: str) -> FileStat | None:
+        """What a workspace path leads to; None when nothing is there."""
+
+    @abstractmethod
+    def list_dir(self, path: str = ".") -> list[DirEntry]:
+        """The entries of a workspace directory, sorted by name."""
+
+    def exists(self, path: str) -> bool:
+        """Whether something is at a workspace path (False, too, for a path that leads out of it)."""
+        try:
+            return self.stat(path) is not None
+        except SandboxPathError:
+            return False
+
+    @abstractmethod
+    def copy_in(self, files: Sequence[WorkspaceFile], *, assets_dir: Path | None = None,
+                empty_dirs: Iterable[str] = ()) -> None:
+        """Place trusted files (a checker) after the agent has ended, over whatever it left at their paths."""
+
+    @abstractmethod
+    def import_tree(self, src: Path, dest: str = ".") -> None:
+        """Copy the trusted host directory `src` into the workspace at `dest` (as copy_in places files)."""
+
+    @abstractmethod
+    def clear_workspace(self) -> None:
+        """Remove everything in the workspace."""
+
+    @abstractmethod
+    def snapshot(self, dest: Path, max_bytes: int | None = None) -> dict[str, int]:
+        """Copy the workspace out to the new host directory `dest`."""
+
+    def snapshot_archive(self, dest: Path, max_bytes: int | None = None) -> dict[str, int]:
+        """Copy the workspace out to the gzip tar file `dest` (written whole or not at all)."""
+        from clawgym.workspace.materialize import snapshot_archive
+
+        with tempfile.TemporaryDirectory(prefix="clawgym-snapshot-") as tmp:
+            stats = self.snapshot(Path(tmp) / "ws", max_bytes=max_bytes)
+            archived = snapshot_archive(Path(tmp) / "ws", Path(dest))
+        return {**archived, "truncated": stats["truncated"], "errors": stats["errors"] + archived["errors"]}
+
+    def take_workspace(self, dest: Path) -> None:
+        """Move the workspace's content out to the new host directory `dest`, leaving the workspace empty."""
+        self.snapshot(dest)
+        self.clear_workspace()
+
+    # -- trusted files outside the workspace ----------------------------------------------------------
+    @abstractmethod
+    def write_control_file(self, name: str, data: str | bytes) -> str:
+        """Write `name` (a relative path) where commands can read it but not change it; its path inside."""
+
+    # -- helpers for implementations ------------------------------------------------------------------
+    def workspace_rel(self, path: str) -> str | None:
         """The workspace-relative form of a sandbox path, or None when it is outside the workspace."""
         if path.startswith("/"):
             norm = posixpath.normpath(path)
@@ -198,157 +314,30 @@ class Sandbox(ABC):
             return None
         return path
 
-    def _resolve(self, path: str, rel: str) -> list[str]:
-        """Components (no symlinks, no dots) of where `rel` leads inside the workspace, following symlinks
-        the way the sandbox would; SandboxPathError when it leads out."""
-        root = str(self.host_workspace)
-        todo = [c for c in rel.split("/") if c and c != "."]
-        done: list[str] = []
-        hops = 0
-        while todo:
-            part = todo.pop(0)
-            if part == "..":
-                if not done:
-                    raise SandboxPathError(f"path {path!r} leaves the workspace")
-                done.pop()
-                continue
-            cur = os.path.join(root, *done, part)
-            try:
-                st = os.lstat(cur)
-            except (FileNotFoundError, NotADirectoryError):
-                done.append(part)
-                continue
-            if not stat.S_ISLNK(st.st_mode):
-                done.append(part)
-                continue
-            hops += 1
-            if hops > 40:
-                raise SandboxPathError(f"path {path!r}: too many levels of symbolic links")
-            try:
-                target = os.readlink(cur)
-            except OSError as exc:  # swapped since the lstat: look again
-                if exc.errno not in (errno.EINVAL, errno.ENOENT):
-                    raise
-                todo.insert(0, part)
-                continue
-            if target.startswith("/"):
-                inner = self._sandbox_rel(target)
-                if inner is None:
-                    raise SandboxPathError(f"path {path!r} leaves the workspace (link to {target})")
-                done = []
-                target = inner
-            todo = [c for c in target.split("/") if c and c != "."] + todo
-        return done
+    def _read_in_sandbox(self, path: str, max_bytes: int | None = None) -> bytes:
+        """Read a file by running a command in the sandbox (for paths outside the workspace: following links
+        there reaches nothing but the sandbox's own files)."""
+        if max_bytes is None:
+            argv = ["base64", "-w0", "--", path]
+        else:  # the checks first: the exit status of a pipeline is its last command's
+            script = ('{ test -f "$1" && test -r "$1"; } || { cat -- "$1" >/dev/null; exit 1; }; '
+                      f'head -c {int(max_bytes)} -- "$1" | base64 -w0')
+            argv = ["sh", "-c", script, "sh", path]
+        res = self.exec(argv, cwd="/")
+        if res.exit_code != 0:
+            raise FileNotFoundError(f"{path}: {res.stderr.strip()}")
+        return base64.b64decode(res.stdout)
 
-    def host_path(self, path: str) -> Path | None:
-        """Host path of a sandbox path inside the workspace (relative, or absolute under the mount dir).
-
-        Returns None for sandbox paths outside the workspace. Raises SandboxPathError for paths that lead
-        (through symlinks planted by the agent, or `..`) outside the workspace. The result is free of
-        symlinks at the time of the call; the agent may still swap entries later, so open files through
-        :meth:`read_file` / :meth:`write_file`, which refuse to follow any link.
-        """
-        rel = self._sandbox_rel(path)
-        if rel is None:
-            return None
-        return self.host_workspace.joinpath(*self._resolve(path, rel))
-
-    def _open_parent(self, path: str, parts: list[str], create: bool) -> int:
-        """A directory fd of the parent of `parts`, walked from the workspace root without following links."""
-        fd = os.open(self.host_workspace, _DIR_FLAGS)
-        try:
-            for part in parts[:-1]:
-                if create:
-                    try:
-                        os.mkdir(part, dir_fd=fd)
-                    except FileExistsError:
-                        pass
-                nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                os.close(fd)
-                fd = nfd
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno == errno.ELOOP:
-                raise SandboxPathError(f"path {path!r} leaves the workspace (a link appeared)") from None
-            raise
-        return fd
-
-    def read_file(self, path: str) -> bytes:
-        rel = self._sandbox_rel(path)
-        if rel is None:
-            res = self.exec(["base64", "-w0", "--", path], cwd="/")
-            if res.exit_code != 0:
-                raise FileNotFoundError(f"{path}: {res.stderr.strip()}")
-            return base64.b64decode(res.stdout)
-        parts = self._resolve(path, rel)
-        if not parts:
-            raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
-        dfd = self._open_parent(path, parts, create=False)
-        try:
-            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise SandboxPathError(f"path {path!r} leaves the workspace (a link appeared)") from None
-            raise type(exc)(exc.errno, exc.strerror, path) from None
-        finally:
-            os.close(dfd)
-        with os.fdopen(fd, "rb") as fh:
-            mode = os.fstat(fd).st_mode
-            if stat.S_ISDIR(mode):
-                raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
-            if not stat.S_ISREG(mode):
-                raise SandboxPathError(f"path {path!r} is not a regular file")
-            return fh.read()
-
-    def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
-        payload = data.encode("utf-8") if isinstance(data, str) else data
-        rel = self._sandbox_rel(path)
-        if rel is None:
-            parent = posixpath.dirname(path) or "/"
-            script = 'mkdir -p -- "$1" && base64 -d > "$2"' + (f' && chmod {mode:o} -- "$2"' if mode is not None else "")
-            res = self.exec(["sh", "-c", script, "sh", parent, path], cwd="/", stdin=base64.b64encode(payload))
-            if res.exit_code != 0:
-                raise SandboxError(f"cannot write {path} in the sandbox: {res.stderr.strip()}")
-            return
-        parts = self._resolve(path, rel)
-        if not parts:
-            raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
-        dfd = self._open_parent(path, parts, create=True)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-        try:
-            fd = os.open(parts[-1], flags, 0o644 if mode is None else mode, dir_fd=dfd)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise SandboxPathError(f"path {path!r} leaves the workspace (a link appeared)") from None
-            if exc.errno == errno.ENXIO:  # a FIFO without reader
-                raise SandboxPathError(f"path {path!r} is not a regular file") from None
-            raise type(exc)(exc.errno, exc.strerror, path) from None
-        finally:
-            os.close(dfd)
-        with os.fdopen(fd, "wb") as fh:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise SandboxPathError(f"path {path!r} is not a regular file")
-            os.ftruncate(fd, 0)
-            fh.write(payload)
-            if mode is not None:
-                os.fchmod(fd, mode)
-
-    def copy_in(self, files: Sequence[WorkspaceFile], assets_dir: Path | None = None) -> None:
-        """Write trusted task files (e.g. a checker) into the live workspace, after the agent has ended:
-        whatever the agent left at their paths (links, FIFOs, device nodes, directories) is removed, never
-        followed or opened (see :mod:`clawgym.sandbox.trusted_copy`)."""
-        from clawgym.sandbox.trusted_copy import place_files
-
-        place_files(self.host_workspace, list(files), assets_dir=assets_dir)
-
-    def snapshot(self, dest: Path, max_bytes: int | None = None) -> dict:
-        from clawgym.workspace.materialize import snapshot
-
-        return snapshot(self.host_workspace, Path(dest), max_bytes=max_bytes)
+    def _write_in_sandbox(self, path: str, payload: bytes, mode: int | None = None) -> None:
+        """Write a file by running a command in the sandbox (for paths outside the workspace)."""
+        parent = posixpath.dirname(path) or "/"
+        script = 'mkdir -p -- "$1" && base64 -d > "$2"' + (f' && chmod {mode:o} -- "$2"' if mode is not None else "")
+        res = self.exec(["sh", "-c", script, "sh", parent, path], cwd="/", stdin=base64.b64encode(payload))
+        if res.exit_code != 0:
+            raise SandboxError(f"cannot write {shlex.quote(path)} in the sandbox: {res.stderr.strip()}")
 
     def info(self) -> SandboxInfo:
-        return SandboxInfo(self.backend, self.mount_dir, self.host_workspace, self.isolated)
+        return SandboxInfo(self.backend, self.mount_dir, self.workdir, self.isolated)
 
     def __enter__(self) -> Sandbox:
         return self
@@ -358,9 +347,12 @@ class Sandbox(ABC):
 
 
 class SandboxBackend(ABC):
-    """Creates sandboxes of one kind."""
+    """Creates sandboxes of one kind. Register a backend by name with
+    :func:`clawgym.sandbox.registry.register_backend` (or the `clawgym.sandbox_backends` entry point group)."""
 
     name: str = "?"
+    isolated: bool = True  # False: commands run on the host (never chosen by "auto")
+    auto_priority: int | None = None  # tried by "auto" in this order (lowest first); None: never
 
     @abstractmethod
     def check(self) -> tuple[bool, str]:
@@ -376,8 +368,9 @@ class SandboxBackend(ABC):
         prebuilt: Path | None = None,
         mounts: Sequence[Mount] = (),
     ) -> Sandbox:
-        """Materialize the workspace (or copy `prebuilt`, a directory already holding it) and start a
-        sandbox around it, with the extra `mounts` bound in."""
+        """Materialize the workspace (or copy `prebuilt`, a host directory already holding it) and start a
+        sandbox around it, with the extra `mounts` bound in (SandboxUnavailable when the backend cannot bind
+        host directories)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release backend-wide resources (clients, pools)."""
@@ -391,45 +384,3 @@ def tmpfs_sizes(limits: SandboxLimits) -> dict[str, int]:
     from inside: `clawgym.sandbox.disk.host_dir_sizes`.)"""
     mem = limits.memory_mb * 1024 * 1024
     return {"/tmp": mem // 2, "/root": mem // 4, "/run": mem // 16, "/home": mem // 16, "/var/tmp": mem // 16}
-
-
-def prepare_host_workspace(
-    workspace: WorkspaceSpec, base_dir: Path | None, prefix: str, prebuilt: Path | None = None,
-    limits: SandboxLimits | None = None,
-) -> Path:
-    """A fresh host temp dir with `ws/` (the materialized workspace) and `ctl/` (the supervisor's files;
-    read-only in the sandbox except `ctl/out`, where the commands' output goes).
-
-    `prebuilt`: a directory already holding this workspace's files, copied instead of generating them again
-    (task validation starts several sandboxes on the same workspace).
-
-    The temp dir records its owner (this process: `clawgym.sandbox.sweep`), and `ws/`, `ctl/out/` and `mnt/`
-    (the parent of fresh per-sandbox mounts) are size-capped filesystems (`clawgym.sandbox.disk`) before
-    anything is put there, when this host allows it. Remove it with `clawgym.sandbox.sweep.remove_root`
-    (which unmounts them), never with a bare rmtree."""
-    import tempfile
-
-    from clawgym.sandbox import disk
-    from clawgym.sandbox.supervisor import OUT_SUBDIR
-    from clawgym.sandbox.sweep import record_owner, remove_root
-    from clawgym.workspace.materialize import materialize
-
-    limits = limits or SandboxLimits()
-    root = Path(tempfile.mkdtemp(prefix=prefix, dir=os.environ.get("CLAWGYM_SANDBOX_TMP")))
-    try:
-        record_owner(root)
-        (root / "ctl" / OUT_SUBDIR).mkdir(parents=True)
-        capped = disk.limit_host_dirs(root, disk.host_dir_sizes(limits))
-        try:
-            if prebuilt is not None:
-                shutil.copytree(prebuilt, root / "ws", symlinks=True, dirs_exist_ok=True)
-            else:
-                materialize(workspace, root / "ws", base_dir=base_dir)
-        except (OSError, shutil.Error):
-            if capped and disk.full([root / "ws"]):
-                raise SandboxError(f"the workspace does not fit in the disk limit ({limits.disk_mb} MB)") from None
-            raise
-    except BaseException:
-        remove_root(root)
-        raise
-    return root

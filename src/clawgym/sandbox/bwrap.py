@@ -25,32 +25,29 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from clawgym.core.records import WorkspaceSpec
 from clawgym.sandbox import disk, sweep
 from clawgym.sandbox.base import (
-    ExecResult,
     Mount,
-    Sandbox,
     SandboxBackend,
     SandboxError,
     SandboxLimits,
     SandboxUnavailable,
     check_mounts,
-    host_mounts,
-    prepare_host_workspace,
     tmpfs_sizes,
 )
 from clawgym.sandbox.cgroups import CgroupLimits
+from clawgym.sandbox.hostdir import host_mounts, prepare_host_workspace
 from clawgym.sandbox.image import find_rootfs
+from clawgym.sandbox.registry import register_backend
+from clawgym.sandbox.supervised import SupervisedSandbox
 from clawgym.sandbox.supervisor import (
     BASE_PATH,
     CTL_DIR,
-    KILL_ALL_SH,
     OUT_SUBDIR,
-    SupervisorChannel,
     first_child,
     group_alive,
     kill_namespace,
@@ -115,19 +112,16 @@ def _mount_dir_ok(mount_dir: str, rootfs: Path | None) -> None:
             )
 
 
-class BwrapSandbox(Sandbox):
+class BwrapSandbox(SupervisedSandbox):
     backend = "bwrap"
 
     def __init__(self, root: Path, mount_dir: str, limits: SandboxLimits, rootfs: Path | None,
                  mounts: list[tuple[Path, str, bool]] | None = None):
-        super().__init__(root / "ws", mount_dir, limits)
+        super().__init__(root, mount_dir, limits,
+                         CgroupLimits.create(limits.max_processes, limits.memory_mb * 1024 * 1024))
         self.mounts = {target: host for host, target, _ in mounts or []}
-        self._root = root
-        self._stopped = False
         self._init_pid: int | None = None
         self.rootfs = rootfs
-        self._disk = disk.capped_dirs(root)
-        self.cgroup = CgroupLimits.create(limits.max_processes, limits.memory_mb * 1024 * 1024)
         home = "/root"
         args = [_bwrap_exe(), "--unshare-all"]
         if limits.network:
@@ -149,26 +143,14 @@ class BwrapSandbox(Sandbox):
         if self.cgroup is not None:
             # join the cgroup; exempt bwrap, its init and the supervisor from the OOM killer where allowed
             # (CAP_SYS_RESOURCE); commands raise their own score to the maximum (build_run_script)
-            join = " && ".join(f'echo $$ > "{p}"' for p in self.cgroup.procs_files)
-            oom = "echo -1000 > /proc/self/oom_score_adj 2>/dev/null"
-            args = ["/bin/sh", "-c", f'{join} && {{ {oom}; exec "$@"; }}', "sh", *args]
-        try:
-            self._proc = subprocess.Popen(
-                args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
-                env=dict(BWRAP_ENV), cwd="/",
-            )
-        except OSError as exc:
-            self._cleanup()
-            raise SandboxError(f"cannot start bwrap: {exc}") from None
-        self._chan = SupervisorChannel(
-            root / "ctl", self._send, self._proc.stdout.fileno(), lambda: self._proc.poll() is None,
-            group_alive=self._group_alive,
-        )
+            args = self.cgroup.join_argv(args, oom_exempt=True)
+        self._start_process(args, env=BWRAP_ENV, cwd="/", capture_stderr=True, group_alive=self._group_alive,
+                            what="bwrap")
 
     def _ns_init(self) -> int | None:
         """Host pid of the sandbox's pid-namespace init (bwrap's only child), while bwrap runs (bwrap reaps
         it, so until bwrap exits that pid cannot be reused by another process)."""
-        if self._proc.poll() is not None:
+        if self._proc is None or self._proc.poll() is not None:
             return None
         if self._init_pid is None:
             self._init_pid = first_child(self._proc.pid)
@@ -180,75 +162,15 @@ class BwrapSandbox(Sandbox):
             return None
         return group_alive(pgid, init, self.cgroup.pids if self.cgroup is not None else None)
 
-    def _send(self, data: bytes) -> None:
-        assert self._proc.stdin is not None
-        self._proc.stdin.write(data)
-
-    def _startup_error(self) -> str:
-        if self._proc.poll() is not None and self._proc.stderr is not None:
+    def _channel_error(self) -> str:
+        """bwrap's own error when it exited (it could not set the sandbox up)."""
+        if self._proc is not None and self._proc.poll() is not None and self._proc.stderr is not None:
             return self._proc.stderr.read().decode(errors="replace").strip()[-500:]
         return ""
 
-    def exec(
-        self,
-        command: str | Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        stdin: str | bytes | None = None,
-    ) -> ExecResult:
-        if self._stopped:
-            raise SandboxError("sandbox is stopped")
-        ooms = self.cgroup.oom_kills() if self.cgroup is not None else 0
-        try:
-            res = self._chan.run(
-                command, cwd=cwd or self.mount_dir, env=env or {},
-                timeout=timeout or self.limits.exec_timeout_s, max_output=self.limits.max_output_bytes,
-                max_file_bytes=self.limits.max_file_mb * 1024 * 1024,
-                memory_kb=None if self.cgroup else self.limits.memory_mb * 1024, stdin=stdin,
-            )
-        except SandboxError as exc:
-            detail = self._startup_error()
-            raise SandboxError(f"{exc}: {detail}" if detail else str(exc)) from None
-        if res.limit is None and res.exit_code == 137 and self.cgroup is not None and self.cgroup.oom_kills() > ooms:
-            res.limit = "memory"
-        if res.limit is None:
-            res.limit = disk.exec_limit(self._disk, res.exit_code)
-        return res
-
-    def kill_processes(self) -> None:
-        if self._stopped:
-            raise SandboxError("sandbox is stopped")
-        # from the host when possible: it needs no fork inside (a fork bomb may hold the process limit)
+    def _kill_from_host(self) -> bool:
         init = self._ns_init()
-        if init is None or not kill_namespace(init, self.cgroup.pids if self.cgroup is not None else None):
-            self.exec(["sh", "-c", KILL_ALL_SH], cwd="/", timeout=10)
-        self._chan.clear_outputs()
-        # the agent is done: trusted files (checkers) must fit, however full it left the workspace
-        disk.make_room(self._disk, self.limits)
-
-    def stop(self) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
-        try:
-            if self._proc.poll() is None:
-                self._proc.kill()
-            self._proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        for f in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
-            try:
-                f and f.close()
-            except OSError:
-                pass
-        self._cleanup()
-
-    def _cleanup(self) -> None:
-        if self.cgroup is not None:
-            self.cgroup.remove()
-        sweep.remove_root(self._root)
+        return init is not None and kill_namespace(init, self.cgroup.pids if self.cgroup is not None else None)
 
     def limit_events(self) -> dict[str, int]:
         if self.cgroup is None:
@@ -256,8 +178,10 @@ class BwrapSandbox(Sandbox):
         return {"oom_kills": self.cgroup.oom_kills(), "pids_limit_hits": self.cgroup.pids_limit_hits()}
 
 
+@register_backend("bwrap")
 class BwrapBackend(SandboxBackend):
     name = "bwrap"
+    auto_priority = 10  # "auto" tries it first: no engine to talk to, milliseconds to start
 
     def __init__(self, rootfs: Path | None = None, allow_host_root: bool = True):
         self.rootfs = rootfs if rootfs is not None else find_rootfs()

@@ -76,6 +76,14 @@ class CgroupLimits:
     def procs_files(self) -> list[str]:
         return [str(d / "cgroup.procs") for d in self.dirs]
 
+    def join_argv(self, argv: list[str], oom_exempt: bool = False) -> list[str]:
+        """`argv` run by a sh that first moves itself into this cgroup (so everything it starts is counted
+        from its first instruction); `oom_exempt`: and out of the OOM killer's reach where allowed
+        (CAP_SYS_RESOURCE)."""
+        join = " && ".join(f'echo $$ > "{p}"' for p in self.procs_files)
+        run = '{ echo -1000 > /proc/self/oom_score_adj 2>/dev/null; exec "$@"; }' if oom_exempt else 'exec "$@"'
+        return ["/bin/sh", "-c", f"{join} && {run}", "sh", *argv]
+
     def pids(self) -> list[int]:
         out: set[int] = set()
         for d in self.dirs:

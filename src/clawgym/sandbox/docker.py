@@ -20,30 +20,28 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from clawgym.core.records import WorkspaceSpec
 from clawgym.sandbox import disk, sweep
 from clawgym.sandbox.base import (
-    ExecResult,
     Mount,
-    Sandbox,
     SandboxBackend,
     SandboxError,
     SandboxLimits,
     SandboxUnavailable,
     check_mounts,
-    host_mounts,
-    prepare_host_workspace,
     tmpfs_sizes,
 )
 from clawgym.sandbox.cgroups import oom_kills_of
+from clawgym.sandbox.hostdir import host_mounts, prepare_host_workspace
 from clawgym.sandbox.image import IMAGE_REPO, docker_tag
+from clawgym.sandbox.registry import register_backend
+from clawgym.sandbox.supervised import SupervisedSandbox
 from clawgym.sandbox.supervisor import (
     BASE_PATH,
     CTL_DIR,
-    KILL_ALL_SH,
     OUT_SUBDIR,
     SupervisorChannel,
     group_alive,
@@ -85,14 +83,14 @@ class _Demux:
         return out
 
 
-class DockerSandbox(Sandbox):
+class DockerSandbox(SupervisedSandbox):
     backend = "docker"
 
     def __init__(self, client, image: str, root: Path, mount_dir: str, limits: SandboxLimits,
                  mounts: list[tuple[Path, str, bool]] | None = None):
         import docker.errors
 
-        super().__init__(root / "ws", mount_dir, limits)
+        super().__init__(root, mount_dir, limits)  # memory, processes: the container's limits, no cgroup here
         self.mounts = {target: host for host, target, _ in mounts or []}
         volumes = {str(root / "ws"): {"bind": mount_dir, "mode": "rw"},
                    str(root / "ctl"): {"bind": CTL_DIR, "mode": "ro"},
@@ -100,11 +98,9 @@ class DockerSandbox(Sandbox):
         for host, target, read_only in mounts or []:
             volumes[str(host)] = {"bind": target, "mode": "ro" if read_only else "rw"}
         self._client = client
-        self._root = root
-        self._stopped = False
+        self._sock = None
         self._init_pid: int | None = None  # host pid of the container's init, when the engine is local
         self._ooms = 0
-        self._disk = disk.capped_dirs(root)
         self.container = None
         try:
             # detach=False with stdin_open: StdinOnce, the engine closes the supervisor's stdin when our attach
@@ -156,30 +152,18 @@ class DockerSandbox(Sandbox):
         except Exception:
             return True
 
-    def exec(
-        self,
-        command: str | Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        stdin: str | bytes | None = None,
-    ) -> ExecResult:
-        if self._stopped:
-            raise SandboxError("sandbox is stopped")
-        res = self._chan.run(
-            command, cwd=cwd or self.mount_dir, env=env or {}, timeout=timeout or self.limits.exec_timeout_s,
-            max_output=self.limits.max_output_bytes, max_file_bytes=self.limits.max_file_mb * 1024 * 1024,
-            stdin=stdin,
-        )
-        if res.limit is None and res.exit_code == 137:  # SIGKILL, not from `timeout`: the OOM killer?
-            ooms = self._oom_kills()
-            if ooms > self._ooms:
-                self._ooms = ooms
-                res.limit = "memory"
-        if res.limit is None:
-            res.limit = disk.exec_limit(self._disk, res.exit_code)
-        return res
+    def _rlimit_memory(self) -> bool:
+        return False  # the container's memory limit bounds every process
+
+    def _oom_mark(self) -> object:
+        return None  # asked only after a SIGKILL: the last count seen is the mark
+
+    def _oom_killed(self, mark: object) -> bool:
+        ooms = self._oom_kills()
+        if ooms > self._ooms:
+            self._ooms = ooms
+            return True
+        return False
 
     def _local_init_pid(self) -> int | None:
         """Host pid of the container's init when the engine runs on this host, else None. Checked on every
@@ -209,16 +193,10 @@ class DockerSandbox(Sandbox):
         # a remote engine only says whether the container ever hit an OOM
         return max(self._ooms, 1) if self.oom_killed() else 0
 
-    def kill_processes(self) -> None:
-        if self._stopped:
-            raise SandboxError("sandbox is stopped")
-        # from the host when the engine is local: it needs no fork inside (a fork bomb may fill pids_limit)
+    def _kill_from_host(self) -> bool:
+        # when the engine is local: it needs no fork inside (a fork bomb may fill pids_limit)
         pid = self._local_init_pid()
-        if pid is None or not kill_namespace(pid):
-            self.exec(["sh", "-c", KILL_ALL_SH], cwd="/", timeout=10)
-        self._chan.clear_outputs()
-        # the agent is done: trusted files (checkers) must fit, however full it left the workspace
-        disk.make_room(self._disk, self.limits)
+        return pid is not None and kill_namespace(pid)
 
     def engine_ok(self) -> bool:
         """Whether the Docker engine answers: a container that died while it does was ended from inside."""
@@ -234,24 +212,23 @@ class DockerSandbox(Sandbox):
         except Exception:
             return False
 
-    def stop(self) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
+    def _shutdown(self) -> None:
         if self.container is not None:
             try:
                 self.container.remove(force=True)
             except Exception:
                 pass
         try:
-            self._sock.close()
+            if self._sock is not None:
+                self._sock.close()
         except Exception:
             pass
-        sweep.remove_root(self._root)
 
 
+@register_backend("docker")
 class DockerBackend(SandboxBackend):
     name = "docker"
+    auto_priority = 20  # "auto" tries it after bwrap
 
     def __init__(self, image: str | None = None, client=None):
         self.image = image or os.environ.get("CLAWGYM_DOCKER_IMAGE") or docker_tag()

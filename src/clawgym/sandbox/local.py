@@ -11,26 +11,19 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from clawgym.core.records import WorkspaceSpec
 from clawgym.sandbox import disk, sweep
-from clawgym.sandbox.base import (
-    ExecResult,
-    Mount,
-    Sandbox,
-    SandboxBackend,
-    SandboxError,
-    SandboxLimits,
-    SandboxUnavailable,
-    prepare_host_workspace,
-)
+from clawgym.sandbox.base import Mount, SandboxBackend, SandboxLimits, SandboxUnavailable
 from clawgym.sandbox.cgroups import CgroupLimits
-from clawgym.sandbox.supervisor import BASE_PATH, SupervisorChannel, group_alive, supervisor_argv
+from clawgym.sandbox.hostdir import prepare_host_workspace
+from clawgym.sandbox.registry import register_backend
+from clawgym.sandbox.supervised import SupervisedSandbox
+from clawgym.sandbox.supervisor import BASE_PATH, group_alive, supervisor_argv
 
 WARNING = "sandbox backend 'local' runs agent commands on the host with NO isolation"
 
@@ -59,37 +52,30 @@ def _session_members(sid: int) -> list[int]:
     return out
 
 
-class LocalSandbox(Sandbox):
+class LocalSandbox(SupervisedSandbox):
     backend = "local"
     isolated = False
+    _can_kill_inside = False  # "inside" is the host: leftovers are only ever killed by session and cgroup
 
     def __init__(self, root: Path, mount_dir: str, limits: SandboxLimits):
-        super().__init__(root / "ws", mount_dir, limits)
-        self._root = root
-        self._stopped = False
+        super().__init__(root, mount_dir, limits,
+                         CgroupLimits.create(limits.max_processes, limits.memory_mb * 1024 * 1024))
         self.ctl_inside = str(root / "ctl")
-        self._disk = disk.capped_dirs(root)
-        self.cgroup = CgroupLimits.create(limits.max_processes, limits.memory_mb * 1024 * 1024)
         args = supervisor_argv(str(root / "ctl"))
         if self.cgroup is not None:
-            join = " && ".join(f'echo $$ > "{p}"' for p in self.cgroup.procs_files)
-            args = ["/bin/sh", "-c", f'{join} && exec "$@"', "sh", *args]
+            args = self.cgroup.join_argv(args)
         env = {
             "PATH": os.environ.get("PATH", BASE_PATH), "HOME": str(root / "ws"), "LANG": "C.UTF-8",
             "WORKSPACE": str(root / "ws"), "TERM": "dumb",
         }
-        self._proc = subprocess.Popen(
-            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0,
-            cwd=root / "ws", env=env, start_new_session=True,
-        )
-        self._chan = SupervisorChannel(
-            root / "ctl", self._proc.stdin.write, self._proc.stdout.fileno(),
-            lambda: self._proc.poll() is None, sandbox_ctl=str(root / "ctl"),
-            group_alive=lambda pgid: group_alive(pgid, None, self._members),
+        self._start_process(
+            args, env=env, cwd=root / "ws", capture_stderr=False, sandbox_ctl=str(root / "ctl"),
+            group_alive=lambda pgid: group_alive(pgid, None, self._members), new_session=True,
+            what="the local supervisor",
         )
 
     def _members(self) -> list[int]:
-        pids = set(_session_members(self._proc.pid))
+        pids = set(_session_members(self._proc.pid)) if self._proc is not None else set()
         if self.cgroup is not None:
             pids.update(self.cgroup.pids())
         return sorted(pids)
@@ -98,36 +84,21 @@ class LocalSandbox(Sandbox):
     def workdir(self) -> str:
         return str(self.host_workspace)
 
-    def exec(
-        self,
-        command: str | Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        stdin: str | bytes | None = None,
-    ) -> ExecResult:
-        if self._stopped:
-            raise SandboxError("sandbox is stopped")
+    def _exec_cwd(self, cwd: str | None) -> str:
+        """Commands see the workspace at its host path: a cwd under the mount dir is mapped there."""
         if cwd is not None and (cwd == self.mount_dir or cwd.startswith(self.mount_dir + "/")):
             cwd = self.workdir + cwd[len(self.mount_dir):]
-        res = self._chan.run(
-            command, cwd=cwd or self.workdir, env=env or {}, timeout=timeout or self.limits.exec_timeout_s,
-            max_output=self.limits.max_output_bytes, max_file_bytes=self.limits.max_file_mb * 1024 * 1024,
-            memory_kb=None if self.cgroup else self.limits.memory_mb * 1024, stdin=stdin,
-        )
-        if res.limit is None:
-            res.limit = disk.exec_limit(self._disk, res.exit_code)
-        return res
+        return cwd or self.workdir
 
-    def kill_processes(self) -> None:
+    def _kill_from_host(self) -> bool:
         self._kill_all()
-        # the agent is done: trusted files (checkers) must fit, however full it left the workspace
-        disk.make_room(self._disk, self.limits)
+        return True
 
     def _kill_all(self) -> None:
         # the supervisor's session, and its cgroup when it has one (which also holds jobs that left the
         # session with setsid); repeated until nothing is left, so that forking jobs cannot outrun it
+        if self._proc is None:
+            return
         for _ in range(200):
             pids = set(self._members())
             pids.discard(self._proc.pid)
@@ -141,28 +112,15 @@ class LocalSandbox(Sandbox):
                     pass
             time.sleep(0.005)
 
-    def stop(self) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
+    def _shutdown(self) -> None:
         self._kill_all()
-        try:
-            self._proc.kill()
-            self._proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        for f in (self._proc.stdin, self._proc.stdout):
-            try:
-                f and f.close()
-            except OSError:
-                pass
-        if self.cgroup is not None:
-            self.cgroup.remove()
-        sweep.remove_root(self._root)
+        super()._shutdown()
 
 
+@register_backend("local")
 class LocalBackend(SandboxBackend):
     name = "local"
+    isolated = False  # never chosen by "auto"
 
     def __init__(self) -> None:
         self._swept = False

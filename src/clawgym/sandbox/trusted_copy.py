@@ -132,3 +132,74 @@ def place_files(
             write_trusted(root_fd, f.path, data, f.mode)
     finally:
         os.close(root_fd)
+
+
+def clear_dir(root: Path) -> None:
+    """Remove everything in the directory `root` (not `root` itself), following no link."""
+    root_fd = os.open(root, _DIR_FLAGS)
+    try:
+        for name in os.listdir(root_fd):
+            remove_entry(root_fd, name)
+    finally:
+        os.close(root_fd)
+
+
+def _copy_file_into(src: str, dir_fd: int, name: str, st: os.stat_result) -> None:
+    remove_entry(dir_fd, name)
+    sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        ffd = os.open(name, _NEW_FILE_FLAGS, 0o600, dir_fd=dir_fd)
+        try:
+            while True:
+                chunk = os.read(sfd, 1 << 20)
+                if not chunk:
+                    break
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(ffd, view):]
+            os.fchmod(ffd, stat.S_IMODE(st.st_mode))
+            os.utime(ffd, ns=(st.st_atime_ns, st.st_mtime_ns))
+        finally:
+            os.close(ffd)
+    finally:
+        os.close(sfd)
+
+
+def _copy_tree_into(src: str, dir_fd: int) -> None:
+    with os.scandir(src) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for entry in entries:
+        st = entry.stat(follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            sub = _open_dir_making_way(dir_fd, entry.name)
+            try:
+                _copy_tree_into(entry.path, sub)
+                os.fchmod(sub, stat.S_IMODE(st.st_mode))
+                os.utime(sub, ns=(st.st_atime_ns, st.st_mtime_ns))
+            finally:
+                os.close(sub)
+        elif stat.S_ISLNK(st.st_mode):
+            remove_entry(dir_fd, entry.name)
+            os.symlink(os.readlink(entry.path), entry.name, dir_fd=dir_fd)
+        elif stat.S_ISREG(st.st_mode):
+            _copy_file_into(entry.path, dir_fd, entry.name, st)
+        # FIFOs, sockets, device nodes: skipped
+
+
+def place_tree(root: Path, src: Path, dest: str = ".") -> None:
+    """Copy the trusted host directory `src` into the workspace directory `root` at `dest` (relative): its
+    directories, regular files (modes and modification times kept) and symlinks (copied as links, never
+    followed); other kinds are skipped. Whatever is in the way in the workspace is removed as
+    :func:`write_trusted` does; what is there and not in `src` is left alone."""
+    parts = [p for p in dest.split("/") if p and p != "."]
+    if ".." in parts:
+        raise TrustedCopyError(errno.EINVAL, f"{dest}: not a path inside the workspace")
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        for part in parts:
+            nfd = _open_dir_making_way(fd, part)
+            os.close(fd)
+            fd = nfd
+        _copy_tree_into(str(src), fd)
+    finally:
+        os.close(fd)

@@ -10,8 +10,8 @@ one to train on.
 
 `validate_batch` replays the partial and the reference solutions — as host file operations when they run no
 command (the tools then only read and write workspace files, as in every backend), else in a sandbox: a
-long-lived one per worker, reset between tasks to what a fresh sandbox holds — leaves the workspace
-states (the three, and one per cheat) in the workspace of a long-lived grader sandbox, and grades the states
+long-lived one per worker, reset between tasks to what a fresh sandbox holds — copies the workspace
+states (the three, and one per cheat) into the workspace of a long-lived grader sandbox, and grades the states
 of many tasks with ONE python process there: python's start-up would otherwise dominate the cost of validating
 thousands of tasks. `validate_candidate_episodes` runs ordinary rollout episodes instead; the two agree
 (tested) and the second is the reference semantics.
@@ -20,7 +20,9 @@ thousands of tasks. `validate_candidate_episodes` runs ordinary rollout episodes
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +32,7 @@ from clawgym.agent.baselines import NoopAgent, OracleAgent
 from clawgym.core.records import ReferenceSolution, Task, Verdict, WorkspaceSpec
 from clawgym.rollout.runner import RolloutOptions, run_episode
 from clawgym.sandbox.base import Sandbox, SandboxBackend, SandboxError, SandboxLimits
+from clawgym.sandbox.hostdir import HostDirSandbox
 from clawgym.synth.cheats import CHEATS, THRESHOLD, cheat_task, output_paths, state_name
 from clawgym.synth.compose import Candidate
 from clawgym.verify.code import run_python_batch
@@ -118,9 +121,9 @@ def _ran_commands(steps) -> bool:
     return any(s.name in ("exec", "bash") for s in steps)
 
 
-class _FileOnlyWorkspace(Sandbox):
+class _FileOnlyWorkspace(HostDirSandbox):
     """The workspace of a replay that runs no command: only read/write/edit/ls, which are host file
-    operations confined to the workspace in every backend anyway. Starting a sandbox for them would only
+    operations confined to the workspace in the host-directory backends. Starting a sandbox for them would only
     cost time; anything that asks to run a command here is a bug, so `exec` refuses. The replay works
     directly in the directory that is then graded (nothing to copy afterwards)."""
 
@@ -174,30 +177,13 @@ _CLEAN_PRIVATE_DIRS = """for d in /tmp /root /home /run /var/tmp /dev/shm; do
 done"""
 
 
-def _empty(directory: Path) -> None:
-    for entry in list(directory.iterdir()):
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
-
-
-def _move_out(workspace: Path, state: Path) -> None:
-    """Move everything in a replay's workspace (its processes are gone) to `state`, the directory graded
-    for it, leaving the workspace empty: a rename per entry instead of a copy and a delete (the sandbox
-    temp dirs and the grader's workspace are on the same filesystem; else it copies)."""
-    state.mkdir()
-    for entry in list(workspace.iterdir()):
-        shutil.move(entry, state / entry.name)
-
-
 def _reset_replay_sandbox(sb: Sandbox) -> None:
     """Leave a reused replay sandbox as a fresh one: no process, nothing in its private dirs or workspace."""
     sb.kill_processes()
     res = sb.exec(_CLEAN_PRIVATE_DIRS, cwd="/", timeout=30)
     if res.exit_code != 0:
         raise SandboxError(f"cannot clean the replay sandbox: {res.stderr.strip()[:200]}")
-    _empty(sb.host_workspace)
+    sb.clear_workspace()
 
 
 def start_replay_sandbox(backend: SandboxBackend, limits: SandboxLimits | None = None) -> Sandbox:
@@ -267,20 +253,19 @@ def _replay_in(sb: Sandbox, cand: Candidate, partial: Task, pristine: Path, dest
     partial_cmds = _ran_commands(partial.reference.steps)
     oracle_cmds = _ran_commands(task.reference.steps if task.reference else [])
     if reuse:
-        shutil.copytree(pristine, sb.host_workspace, symlinks=True, dirs_exist_ok=True)
+        sb.import_tree(pristine)
     try:
         noop_run = NoopAgent().run(task, sb, ctx)
         partial_run = OracleAgent().run(partial, sb, ctx)
         if partial_cmds:  # only commands can leave processes behind
             sb.kill_processes()
-        _move_out(sb.host_workspace, dest / "partial")
-        # back to the untouched workspace: the mounted directory (not replaced: it is what the sandbox sees) is
-        # empty now; copy the untouched files back in
-        shutil.copytree(pristine, sb.host_workspace, symlinks=True, dirs_exist_ok=True)
+        sb.take_workspace(dest / "partial")
+        # back to the untouched workspace: it is empty now; copy the untouched files back in
+        sb.import_tree(pristine)
         oracle_run = OracleAgent().run(task, sb, ctx)
         if oracle_cmds:
             sb.kill_processes()
-        _move_out(sb.host_workspace, dest / "oracle")
+        sb.take_workspace(dest / "oracle")
     finally:
         if reuse:
             _reset_replay_sandbox(sb)
@@ -298,30 +283,35 @@ def validate_batch(
     start_replay_sandbox for the solutions that run commands); all their states are then graded by ONE
     python process in `grader`, a long-lived sandbox whose workspace holds the states."""
     limits = limits or VALIDATION_LIMITS
+    # the states are made on the host, one task at a time, then copied into the grader's workspace
+    stage = Path(tempfile.mkdtemp(prefix="clawgym-states-", dir=os.environ.get("CLAWGYM_SANDBOX_TMP")))
     out: list[Validation | None] = [None] * len(cands)
     items: list[tuple[str, list, str]] = []
     owners: list[int] = []
     states: dict[int, _States] = {}
-    for i, cand in enumerate(cands):
-        check = cand.task.verifier.code
-        if check is None or check.kind != "python":
-            out[i] = Validation(False, "no_code_check", "synthesized tasks need a python code check")
-            continue
-        try:
-            st = _replay_states(cand, backend, limits, grader.host_workspace / str(i), replay)
-        except ReplaySandboxError:
-            raise
-        except SandboxError as exc:
-            out[i] = Validation(False, "infra_error", str(exc))
-            continue
-        states[i] = st
-        base = f"{grader.workdir}/{i}"
-        for transcript, state in ((st.noop_transcript, "noop"), (st.partial_transcript, "partial"),
-                                  (st.oracle_transcript, "oracle"),
-                                  *((t, state_name(c)) for c, t in st.cheat_transcripts.items())):
-            items.append((check.source or "", transcript, f"{base}/{state}"))
-            owners.append(i)
     try:
+        for i, cand in enumerate(cands):
+            check = cand.task.verifier.code
+            if check is None or check.kind != "python":
+                out[i] = Validation(False, "no_code_check", "synthesized tasks need a python code check")
+                continue
+            try:
+                st = _replay_states(cand, backend, limits, stage / str(i), replay)
+                grader.import_tree(stage / str(i), str(i))
+            except ReplaySandboxError:
+                raise
+            except SandboxError as exc:
+                out[i] = Validation(False, "infra_error", str(exc))
+                continue
+            finally:
+                shutil.rmtree(stage / str(i), ignore_errors=True)
+            states[i] = st
+            base = f"{grader.workdir}/{i}"
+            for transcript, state in ((st.noop_transcript, "noop"), (st.partial_transcript, "partial"),
+                                      (st.oracle_transcript, "oracle"),
+                                      *((t, state_name(c)) for c, t in st.cheat_transcripts.items())):
+                items.append((check.source or "", transcript, f"{base}/{state}"))
+                owners.append(i)
         if items:
             timeout = max(c.task.verifier.code.timeout_seconds for c in cands if c.task.verifier.code)
             results = run_python_batch(grader, items, timeout + 2.0 * len(items))
@@ -335,11 +325,8 @@ def validate_batch(
                 out[i] = judge(combine(spec, oracle_r), st.oracle_errors, combine(spec, noop_r),
                                combine(spec, partial_r), st.partial_errors, cheats)
     finally:
-        for entry in list(grader.host_workspace.iterdir()):
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink()
+        shutil.rmtree(stage, ignore_errors=True)
+        grader.clear_workspace()
     return [v if v is not None else Validation(False, "infra_error", "not graded") for v in out]
 
 
@@ -365,8 +352,6 @@ def validate_candidate_episodes(cand: Candidate, backend: SandboxBackend,
     """The same rules over full rollout episodes (slower; the reference semantics): the reference, the no-op,
     the partial solution, and each cheat (its outputs: what the reference episode's final workspace holds new
     or changed)."""
-    import tempfile
-
     from clawgym.workspace.materialize import extract_snapshot
 
     options = RolloutOptions(limits=limits or VALIDATION_LIMITS)

@@ -10,10 +10,12 @@ Two kinds (see :class:`clawgym.core.records.CodeCheck`):
   line is the score. An optional sub-score command (ClawGym's `check.py`) names the individual checks.
 
 A crash, a timeout, or output that is not a plain decimal score in [0, 1] scores 0 with status `checker_failed`
-and the reason. The checker files replace whatever the agent left at their paths (:mod:`clawgym.sandbox.
-trusted_copy`), Python in shell checks never imports from the workspace (CHECKER_ENV), and the whole check runs
-against one deadline. A failure of the sandbox itself raises SandboxError; the rollout tells whether it came
-from inside (the checker's failure) or from the infrastructure.
+and the reason. Everything goes through the sandbox protocol (:mod:`clawgym.sandbox.base`), never host paths:
+the checker files replace whatever the agent left at their paths (`Sandbox.copy_in`; in the built-in backends
+:mod:`clawgym.sandbox.trusted_copy`), the grader's own files go where commands cannot change them
+(`Sandbox.write_control_file`), Python in shell checks never imports from the workspace (CHECKER_ENV), and the
+whole check runs against one deadline. A failure of the sandbox itself raises SandboxError; the rollout tells
+whether it came from inside (the checker's failure) or from the infrastructure.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 from clawgym.core.records import CodeCheck, Task, WorkspaceFile
 from clawgym.sandbox.base import Sandbox
-from clawgym.sandbox.trusted_copy import checker_only_dirs, place_files
+from clawgym.sandbox.trusted_copy import checker_only_dirs
 
 RESULT_MARKER = "__CLAWGYM_GRADE_RESULT__"
 VERIFY_SUBDIR = "verify"
@@ -108,11 +110,10 @@ def _rewrite(text: str, task: Task, sandbox: Sandbox) -> str:
     return text
 
 
-def _control_dir(sandbox: Sandbox) -> tuple[Any, str]:
-    """(host path, sandbox path) of a private directory for checker files, outside the workspace."""
-    host_ctl = sandbox.ctl_host / VERIFY_SUBDIR
-    host_ctl.mkdir(parents=True, exist_ok=True)
-    return host_ctl, f"{sandbox.ctl_inside}/{VERIFY_SUBDIR}"
+def _control_file(sandbox: Sandbox, name: str, text: str) -> str:
+    """Write a checker file where commands can read it but not change it (outside the workspace: the
+    sandbox's control directory); its path inside the sandbox."""
+    return sandbox.write_control_file(f"{VERIFY_SUBDIR}/{name}", text.encode("utf-8"))
 
 
 def run_python_check(
@@ -138,17 +139,14 @@ def run_python_batch(
     states in one run this way. Each grading gets a fresh namespace. `timeout` covers the whole batch.
     """
     t0 = time.monotonic()
-    host_dir, inside = _control_dir(sandbox)
-    (host_dir / "runner.py").write_text(PY_RUNNER, encoding="utf-8")
-    argv = ["python3", "-I", f"{inside}/runner.py"]
+    argv = ["python3", "-I", _control_file(sandbox, "runner.py", PY_RUNNER)]
     sources: dict[str, str] = {}
     for i, (source, transcript, workspace) in enumerate(items):
-        name = sources.get(source)
-        if name is None:
-            name = sources[source] = f"grade{len(sources)}.py"
-            (host_dir / name).write_text(source, encoding="utf-8")
-        (host_dir / f"transcript{i}.json").write_text(json.dumps(transcript, ensure_ascii=False), encoding="utf-8")
-        argv += [f"{inside}/{name}", f"{inside}/transcript{i}.json", workspace]
+        grade_path = sources.get(source)
+        if grade_path is None:
+            grade_path = sources[source] = _control_file(sandbox, f"grade{len(sources)}.py", source)
+        argv += [grade_path, _control_file(sandbox, f"transcript{i}.json", json.dumps(transcript, ensure_ascii=False)),
+                 workspace]
     res = sandbox.exec(argv, cwd=sandbox.workdir, timeout=timeout)
     tail = _tail(res.stdout + "\n" + res.stderr)
     payloads: dict[int, dict] = {}
@@ -243,17 +241,16 @@ def run_shell_check(
     ]
     initial = [f.path for f in task.workspace.files] + list(task.workspace.directories)
     try:
-        place_files(sandbox.host_workspace, files, empty_dirs=checker_only_dirs(files, initial))
+        sandbox.copy_in(files, empty_dirs=checker_only_dirs(files, initial))
     except OSError as exc:  # e.g. a workspace the agent filled to its disk limit: its failure, scored 0
         return CodeResult(status="checker_failed", error=f"the checker could not be copied in: {exc}",
                           duration_s=time.monotonic() - t0)
-    host_dir, inside = _control_dir(sandbox)
     payload = {
         "task_id": task.id, "user_query": task.instruction, "metadata": task.metadata,
         "final_message": final_message, "transcript": transcript,
     }
-    (host_dir / "payload.json").write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
-    env = {"OPENCLAW_REWARD_PAYLOAD": f"{inside}/payload.json", "WORKSPACE": sandbox.workdir, **CHECKER_ENV}
+    payload_path = _control_file(sandbox, "payload.json", json.dumps(payload, ensure_ascii=False))
+    env = {"OPENCLAW_REWARD_PAYLOAD": payload_path, "WORKSPACE": sandbox.workdir, **CHECKER_ENV}
     out = CodeResult(status="checker_failed")
 
     def left(limit: float) -> float:

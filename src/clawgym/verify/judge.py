@@ -30,7 +30,6 @@ import json
 import math
 import os
 import re
-import stat
 import threading
 import time
 from collections.abc import Sequence
@@ -41,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from clawgym.core.atomic import write_json
 from clawgym.core.records import Rubric, RubricRule, Task
+from clawgym.sandbox.base import SandboxPathError, WorkspaceReader
 
 if TYPE_CHECKING:  # the client pulls in openai; keep `import clawgym.verify` light
     from clawgym.llm.client import LLMClient
@@ -418,43 +418,6 @@ class JudgeCache:
 # ============================================================================================== evidence
 
 
-def _resolve_in(root: Path, rel: str, mount_dir: str | None) -> Path | None:
-    """The host path of workspace path `rel`, following symlinks as the sandbox would (absolute links under
-    the mount dir map back into the workspace); None when it leads outside the workspace."""
-    root_real = os.path.realpath(root)
-    todo = [c for c in rel.split("/") if c and c != "."]
-    done: list[str] = []
-    hops = 0
-    while todo:
-        part = todo.pop(0)
-        if part == "..":
-            if not done:
-                return None
-            done.pop()
-            continue
-        cur = os.path.join(root_real, *done, part)
-        try:
-            st = os.lstat(cur)
-        except OSError:
-            done.append(part)
-            continue
-        if not stat.S_ISLNK(st.st_mode):
-            done.append(part)
-            continue
-        hops += 1
-        if hops > 40:
-            return None
-        target = os.readlink(cur)
-        if target.startswith("/"):
-            norm = os.path.normpath(target)
-            if mount_dir and (norm == mount_dir or norm.startswith(mount_dir.rstrip("/") + "/")):
-                done, target = [], os.path.relpath(norm, mount_dir)
-            else:
-                return None
-        todo = [c for c in target.split("/") if c and c != "."] + todo
-    return Path(root_real, *done)
-
-
 def _clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
@@ -463,40 +426,75 @@ def _clip(text: str, limit: int) -> str:
     return f"{text[:head]}\n[... {len(text) - limit} characters cut ...]\n{text[-tail:]}"
 
 
-def _read_text(path: Path, limit: int) -> str:
-    with open(path, "rb") as fh:
-        data = fh.read(limit * 4 + 4096)
+def workspace_reader(workspace: Path | str | WorkspaceReader, mount_dir: str | None) -> WorkspaceReader:
+    """What the judge reads files through: the live sandbox (the protocol's file methods), or, for a host
+    directory (a workspace snapshot being re-scored), the same no-follow host access the built-in backends
+    use, with absolute links under the task's mount dir mapped back into it."""
+    if isinstance(workspace, (str, os.PathLike)):
+        from clawgym.sandbox.hostdir import HostWorkspace
+
+        return HostWorkspace(Path(os.path.realpath(workspace)), (mount_dir,) if mount_dir else ())
+    return workspace
+
+
+def _read_text(files: WorkspaceReader, path: str, size: int, limit: int) -> str:
+    data = files.read_file(path, max_bytes=limit * 4 + 4096)
     if b"\x00" in data[:8192]:
-        return f"(binary file, {path.stat().st_size} bytes; not shown)"
+        return f"(binary file, {size} bytes; not shown)"
     return _clip(data.decode("utf-8", errors="replace"), limit)
 
 
-def read_evidence_file(workspace: Path, rel: str, mount_dir: str | None, limit: int) -> tuple[str | None, str]:
+def _files_under(files: WorkspaceReader, top: str) -> list[tuple[str, int]]:
+    """(path relative to `top`, size) of the regular files under the directory `top`, in path order; links
+    are not followed, and a directory that cannot be listed is skipped."""
+    found: list[tuple[tuple[str, ...], int]] = []
+
+    def walk(rel: tuple[str, ...]) -> None:
+        try:
+            entries = files.list_dir("/".join((top, *rel)))
+        except (OSError, SandboxPathError):
+            return
+        for e in entries:
+            if e.kind == "dir":
+                walk((*rel, e.name))
+            elif e.kind == "file":
+                found.append(((*rel, e.name), e.size))
+
+    walk(())
+    return [("/".join(parts), size) for parts, size in sorted(found)]
+
+
+def read_evidence_file(workspace: WorkspaceReader, rel: str, limit: int) -> tuple[str | None, str]:
     """(text to show the judge, note). Text None: the file is missing or not readable as the agent's work
-    (the rule scores 0 without a model call), and the note says why."""
-    p = _resolve_in(workspace, rel, mount_dir)
-    if p is None:
-        return None, f"{rel} leads outside the workspace: scored 0 without calling the judge"
+    (the rule scores 0 without a model call), and the note says why. Links are followed as the sandbox
+    would, only while they stay in the workspace; only regular files are read, at most `limit` characters."""
     try:
-        st = os.stat(p, follow_symlinks=False)
+        st = workspace.stat(rel)
+    except SandboxPathError:
+        return None, f"{rel} leads outside the workspace: scored 0 without calling the judge"
     except OSError:
+        st = None
+    if st is None:
         return None, f"{rel} does not exist in the final workspace: scored 0 without calling the judge"
-    if stat.S_ISDIR(st.st_mode):
+    if st.kind == "dir":
         parts, used = [], 0
-        for f in sorted(p.rglob("*")):
+        for sub, size in _files_under(workspace, rel):
             if used >= limit:
                 parts.append("[... more files not shown ...]")
                 break
-            if f.is_symlink() or not f.is_file():
+            try:
+                chunk = _read_text(workspace, f"{rel.rstrip('/')}/{sub}", size, max(200, (limit - used) // 2))
+            except (OSError, SandboxPathError):
                 continue
-            chunk = _read_text(f, max(200, (limit - used) // 2))
-            parts.append(f"--- {f.relative_to(p)} ---\n{chunk}")
+            parts.append(f"--- {sub} ---\n{chunk}")
             used += len(chunk)
         return ("\n".join(parts) or "(an empty directory)"), ""
-    if not stat.S_ISREG(st.st_mode):
+    if st.kind != "file":
         return None, f"{rel} is not a regular file: scored 0 without calling the judge"
     try:
-        return _read_text(p, limit), ""
+        return _read_text(workspace, rel, st.size, limit), ""
+    except SandboxPathError as exc:
+        return None, f"{rel} cannot be read ({exc}): scored 0 without calling the judge"
     except OSError as exc:
         return None, f"{rel} cannot be read ({exc.strerror or exc}): scored 0 without calling the judge"
 
@@ -655,10 +653,10 @@ class Judge:
         parts += [evidence, ANSWER_FORMAT]
         return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n\n".join(parts)}]
 
-    def _evidence(self, rule: RubricRule, workspace_dir: Path, mount_dir: str | None,
-                  transcript: list[dict[str, Any]], final_message: str) -> tuple[str | None, str]:
+    def _evidence(self, rule: RubricRule, workspace: WorkspaceReader, transcript: list[dict[str, Any]],
+                  final_message: str) -> tuple[str | None, str]:
         if rule.file_path:
-            text, note = read_evidence_file(workspace_dir, rule.file_path, mount_dir, self.max_file_chars)
+            text, note = read_evidence_file(workspace, rule.file_path, self.max_file_chars)
             if text is None:
                 return None, note
             runs = re.findall(r"`{3,}", text)
@@ -738,16 +736,18 @@ class Judge:
         return out
 
     # -- a task -------------------------------------------------------------------------------------------
-    def judge(self, task: Task, workspace_dir: Path, transcript: list[dict[str, Any]],
+    def judge(self, task: Task, workspace: Path | str | WorkspaceReader, transcript: list[dict[str, Any]],
               final_message: str = "") -> JudgeResult:
-        """Judge `task`'s rubric on the final workspace `workspace_dir` (a host directory) and the episode's
-        transcript and final answer."""
+        """Judge `task`'s rubric on the final workspace and the episode's transcript and final answer.
+        `workspace`: the live sandbox (read through the sandbox protocol), or a host directory holding it (a
+        snapshot)."""
         t0 = time.monotonic()
         result = JudgeResult(status="none", models=self.models, samples=self.samples)
         rubric = task.verifier.rubric
         if rubric is None:
             return result
         rules = rubric_rules(rubric)
+        files = workspace_reader(workspace, task.workspace.mount_dir)
         if not rules:
             result.status, result.error = "error", "the rubric has no rules and no text to judge"
             return result
@@ -755,8 +755,7 @@ class Judge:
         for i, rule in enumerate(rules):
             rr = RuleResult(name=rule.name, weight=rule.weight, file_path=rule.file_path, status="scored")
             result.rules.append(rr)
-            evidence, note = self._evidence(rule, Path(workspace_dir), task.workspace.mount_dir, transcript,
-                                            final_message)
+            evidence, note = self._evidence(rule, files, transcript, final_message)
             if evidence is None:
                 rr.status, rr.score, rr.note = "missing_file", 0.0, note
                 continue
@@ -816,7 +815,7 @@ def verify_with_judge(task: Task, sandbox, transcript: list[dict[str, Any]], fin
 
     judged = None
     if judge is not None and task.verifier.rubric is not None:
-        judged = judge.judge(task, sandbox.host_workspace, transcript, final_message)
+        judged = judge.judge(task, sandbox, transcript, final_message)
     code = None
     if task.verifier.code is not None:
         code = run_code_check(task.verifier.code, task, sandbox, transcript, final_message)

@@ -1,0 +1,164 @@
+"""The commands half of the protocol for the built-in backends, implemented once.
+
+bwrap, docker and local all run commands the same way: the sh supervisor (:mod:`clawgym.sandbox.supervisor`)
+runs in the sandbox, fed request ids over a channel (a pipe, or Docker's attach socket), with scripts and
+captured output in the control directory next to the workspace. :class:`SupervisedSandbox` holds everything
+that is the same across them: running a command (timeouts, output capture, limits, which limit stopped it),
+killing what an episode left, and stopping. A backend starts its supervisor, hands over the channel, and
+supplies the few things that differ through the hooks below:
+
+* ``_exec_cwd(cwd)``: where a command runs (local maps the mount dir to the host workspace);
+* ``_rlimit_memory()``: whether memory is bounded by RLIMIT_AS in each command (no cgroup, no container);
+* ``_oom_mark()`` / ``_oom_killed(mark)``: whether a SIGKILLed command was the OOM killer's;
+* ``_channel_error()``: what the sandbox said when its channel broke (bwrap's start-up error);
+* ``_kill_from_host()``: kill leftovers from the host (no fork needed inside, which a fork bomb may prevent);
+  when it cannot, they are killed from inside (if ``_can_kill_inside``);
+* ``_shutdown()``: end the supervisor (process, container); ``_release()`` frees what is left.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from clawgym.sandbox import disk, sweep
+from clawgym.sandbox.base import ExecResult, SandboxError, SandboxLimits
+from clawgym.sandbox.cgroups import CgroupLimits
+from clawgym.sandbox.hostdir import HostDirSandbox
+from clawgym.sandbox.supervisor import CTL_DIR, KILL_ALL_SH, SupervisorChannel
+
+
+class SupervisedSandbox(HostDirSandbox):
+    """A sandbox in the host temp dir `root` (`ws/` the workspace, `ctl/` the control directory; made by
+    :func:`clawgym.sandbox.hostdir.prepare_host_workspace`) whose commands a supervisor runs."""
+
+    _can_kill_inside = True  # False when "inside" is the host (local): KILL_ALL_SH would kill the host's processes
+
+    def __init__(self, root: Path, mount_dir: str, limits: SandboxLimits, cgroup: CgroupLimits | None = None):
+        super().__init__(root / "ws", mount_dir, limits)
+        self._root = root
+        self._stopped = False
+        self._disk = disk.capped_dirs(root)
+        self.cgroup = cgroup
+        self._chan: SupervisorChannel | None = None
+        self._proc: subprocess.Popen | None = None
+
+    # -- starting -------------------------------------------------------------------------------------
+    def _start_process(
+        self, argv: list[str], *, env: Mapping[str, str], cwd: Path | str, capture_stderr: bool,
+        sandbox_ctl: str = CTL_DIR, group_alive: Callable[[int], bool | None] | None = None,
+        new_session: bool = False, what: str = "the sandbox",
+    ) -> None:
+        """Start the supervisor as a child process (`argv`: bwrap, or the supervisor itself) talking over its
+        stdin and stdout; SandboxError (everything released) when it cannot start."""
+        try:
+            self._proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE if capture_stderr else subprocess.DEVNULL, bufsize=0, env=dict(env),
+                cwd=cwd, start_new_session=new_session,
+            )
+        except OSError as exc:
+            self._release()
+            raise SandboxError(f"cannot start {what}: {exc}") from None
+        proc = self._proc
+        assert proc.stdin is not None and proc.stdout is not None
+        self._chan = SupervisorChannel(
+            self._root / "ctl", proc.stdin.write, proc.stdout.fileno(), lambda: proc.poll() is None,
+            sandbox_ctl=sandbox_ctl, group_alive=group_alive,
+        )
+
+    # -- hooks ----------------------------------------------------------------------------------------
+    def _exec_cwd(self, cwd: str | None) -> str:
+        return cwd or self.workdir
+
+    def _rlimit_memory(self) -> bool:
+        return self.cgroup is None
+
+    def _oom_mark(self) -> object:
+        return self.cgroup.oom_kills() if self.cgroup is not None else None
+
+    def _oom_killed(self, mark: object) -> bool:
+        return self.cgroup is not None and isinstance(mark, int) and self.cgroup.oom_kills() > mark
+
+    def _channel_error(self) -> str:
+        return ""
+
+    def _kill_from_host(self) -> bool:
+        return False
+
+    def _shutdown(self) -> None:
+        """End the supervisor's process (backends with another kind of supervisor override this)."""
+        proc = self._proc
+        if proc is None:
+            return
+        try:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                f and f.close()
+            except OSError:
+                pass
+
+    def _release(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        sweep.remove_root(self._root)
+
+    # -- the protocol's commands ----------------------------------------------------------------------
+    def exec(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: str | bytes | None = None,
+    ) -> ExecResult:
+        if self._stopped:
+            raise SandboxError("sandbox is stopped")
+        if self._chan is None:
+            raise SandboxError("the sandbox has no supervisor")
+        mark = self._oom_mark()
+        try:
+            res = self._chan.run(
+                command, cwd=self._exec_cwd(cwd), env=env or {}, timeout=timeout or self.limits.exec_timeout_s,
+                max_output=self.limits.max_output_bytes, max_file_bytes=self.limits.max_file_mb * 1024 * 1024,
+                memory_kb=self.limits.memory_mb * 1024 if self._rlimit_memory() else None, stdin=stdin,
+            )
+        except SandboxError as exc:
+            detail = self._channel_error()
+            if detail:
+                raise SandboxError(f"{exc}: {detail}") from None
+            raise
+        # SIGKILL not sent by `timeout`: the OOM killer's?
+        if res.limit is None and res.exit_code == 137 and self._oom_killed(mark):
+            res.limit = "memory"
+        if res.limit is None:
+            res.limit = disk.exec_limit(self._disk, res.exit_code)
+        return res
+
+    def kill_processes(self) -> None:
+        if self._stopped:
+            raise SandboxError("sandbox is stopped")
+        if not self._kill_from_host():
+            if not self._can_kill_inside:
+                raise SandboxError("could not kill the processes left in the sandbox")
+            self.exec(["sh", "-c", KILL_ALL_SH], cwd="/", timeout=10)
+        if self._chan is not None:
+            self._chan.clear_outputs()
+        # the agent is done: trusted files (checkers) must fit, however full it left the workspace
+        disk.make_room(self._disk, self.limits)
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self._shutdown()
+        finally:
+            self._release()
