@@ -170,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="Server precision for rollouts and evaluations (auto: bf16 where native, as the learning "
                          "experiment; q4 cannot serve a merged SFT student, whose weights are off the 4-bit grid).")
     ap.add_argument("--sandbox", default="bwrap")
+    ap.add_argument("--note", default=None, help="A remark kept in the results JSON (how the run went).")
     ap.add_argument("--save", action="store_true", help="Also write the JSON into benchmarks/learning/results/.")
     ap.add_argument("--readme", type=Path, default=None, help="Write the figures between the rl-experiment markers.")
     args = ap.parse_args(argv)
@@ -240,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         "total_seconds": round(time.perf_counter() - t_all, 1),
         "load_average": os.getloadavg(),
     }
+    if args.note:
+        result["note"] = args.note
     text = json.dumps(result, indent=2)
     write_text(out / "results.json", text + "\n")
     if args.save:
