@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from clawgym.core.answer_json import fenced_blocks, iter_json, strip_reasoning
 
 BANDS: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
 
@@ -48,8 +49,6 @@ _PROSE = re.compile(
 _KEYVAL = re.compile(  # a score key in JSON cut short (max_tokens) or otherwise broken
     rf"(?<![A-Za-z_])[\"']?(?:score|band|rating)[\"']?\s*:\s*[\"']?({_NUM}(?:\s*/\s*{_NUM})?\s*%?)", re.I
 )
-_THINK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.S | re.I)
-_FENCED = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\n?(.*?)```", re.S)
 
 
 def to_unit(value: Any) -> tuple[float | None, str | None]:
@@ -133,39 +132,7 @@ def _from_object(data: Any, rule_name: str | None) -> Parsed | None:
 
 def _objects(text: str) -> list[Any]:
     """Every top-level JSON object in `text` (strict JSON, else a Python-style dict literal)."""
-    out: list[Any] = []
-    decoder = json.JSONDecoder()
-    i = text.find("{")
-    while i >= 0:
-        try:
-            obj, end = decoder.raw_decode(text, i)
-            out.append(obj)
-            i = text.find("{", end)
-            continue
-        except ValueError:
-            pass
-        # a Python-style dict ({'score': 0.5}) or trailing comma: the balanced block, read as a literal
-        depth, j = 0, i
-        while j < len(text):
-            if text[j] == "{":
-                depth += 1
-            elif text[j] == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-            j += 1
-        if depth == 0 and j < len(text):
-            block = text[i:j + 1]
-            try:
-                obj = ast.literal_eval(re.sub(r",\s*}", "}", block))
-                if isinstance(obj, dict):
-                    out.append(obj)
-                    i = text.find("{", j + 1)
-                    continue
-            except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
-                pass
-        i = text.find("{", i + 1)
-    return out
+    return list(iter_json(text, "{", lenient=True))
 
 
 def parse_judgment(text: str, rule_name: str | None = None) -> Parsed:
@@ -180,9 +147,10 @@ def parse_judgment(text: str, rule_name: str | None = None) -> Parsed:
     Values may be written as 0.8, "0.8", "3/4", "75%"; they are snapped to the nearest band. A value outside
     0..1 (e.g. 7 with no scale) is not guessed at: it is an error, like an answer with no score at all.
     """
-    body = _THINK.sub("", text or "").strip()
+    body = strip_reasoning(text).strip()
     if not body:
-        return Parsed(None, error="empty answer")
+        return Parsed(None, error="empty answer" if not (text or "").strip() else
+                      "the answer is only a <think> block (cut off, or never followed by an answer)")
     errors: list[str] = []
 
     def accept(p: Parsed | None, method: str) -> Parsed | None:
@@ -201,9 +169,9 @@ def parse_judgment(text: str, rule_name: str | None = None) -> Parsed:
     else:
         if (p := accept(_from_object(whole, rule_name), "json")) is not None:
             return p
-    for block in _FENCED.findall(body):
+    for block in fenced_blocks(body):
         try:
-            data = json.loads(block.strip())
+            data = json.loads(block)
         except ValueError:
             objs = _objects(block)
             data = objs[-1] if objs else None
