@@ -8,8 +8,6 @@ that does not validate falls back to the rules (:mod:`clawgym.skills.rules`), an
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -18,6 +16,7 @@ from typing import Any
 
 import jsonschema
 
+from clawgym.core.answer_json import AnswerJSONError, answer_json
 from clawgym.core.atomic import write_text
 from clawgym.llm.client import LLMClient, LLMError
 from clawgym.skills.catalog import load_catalog
@@ -79,19 +78,10 @@ class AnnotationFailure(Exception):
 
 
 def _json_object(text: str) -> dict[str, Any]:
-    text = re.sub(r"<think>.*?</think>", "", text, flags=re.DOTALL).strip()
-    decoder = json.JSONDecoder()
-    i = text.find("{")
-    while i >= 0:
-        try:
-            obj, _ = decoder.raw_decode(text, i)
-        except ValueError:
-            i = text.find("{", i + 1)
-            continue
-        if isinstance(obj, dict):
-            return obj
-        i = text.find("{", i + 1)
-    raise AnnotationFailure(f"answer has no JSON object: {' '.join(text.split())[:120]!r}")
+    try:
+        return answer_json(text)
+    except AnswerJSONError as exc:
+        raise AnnotationFailure(f"answer has no JSON object: {exc.excerpt or exc.detail}") from None
 
 
 def llm_annotations(skill: Skill, client: LLMClient, taxonomy: Taxonomy) -> SkillAnnotations:

@@ -42,6 +42,7 @@ from typing import Any
 import jsonschema
 from pydantic import Field, ValidationError
 
+from clawgym.core.answer_json import AnswerJSONError, answer_json
 from clawgym.core.errors import ClawgymError
 from clawgym.core.jsonl import JsonlAppender, read_records_lenient
 from clawgym.core.records import (
@@ -204,24 +205,11 @@ class Failure(Exception):
 
 
 def extract_json(text: str) -> Any:
-    """The JSON object of an answer: the whole text, a fenced block, or the first decodable {...} in it."""
-    text = re.sub(r"<think>.*?</think>", "", text or "", flags=re.S).strip()
-    candidates = [text] + re.findall(r"```(?:json)?\s*(.*?)```", text, flags=re.S)
-    for c in candidates:
-        try:
-            return json.loads(c)
-        except ValueError:
-            pass
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"\{", text):
-        try:
-            obj, _ = decoder.raw_decode(text, m.start())
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            return obj
-    raise Failure("bad_json", "the answer holds no JSON object" + (" (it is empty)" if not text else
-                                                                   f"; it starts: {text[:120]!r}"))
+    """The JSON object of an answer (see :func:`clawgym.core.answer_json.answer_json`); Failure('bad_json')."""
+    try:
+        return answer_json(text)
+    except AnswerJSONError as exc:
+        raise Failure("bad_json", str(exc)) from None
 
 
 def _schema_error(err: jsonschema.ValidationError) -> str:
