@@ -129,7 +129,6 @@ def synth_skill_cmd(
         fail(f"unknown generator {generator!r}; choose template or llm")
     ex = synth_executor(executor, ray_address, jobs, sandbox, generator)
     if generator == "llm":
-        from clawgym.core.errors import ClawgymError
         from clawgym.synth.llm_route import skill_briefs
 
         try:
@@ -141,7 +140,6 @@ def synth_skill_cmd(
                       max_repairs=max_repairs, max_tokens=max_tokens, temperature=temperature, review=review,
                       dedup=dedup is not False, dedup_against=dedup_against or [])
         return
-    from clawgym.core.errors import ClawgymError
     from clawgym.synth.skill_route import SkillRouteConfig, load_state, synthesize_skill_tasks
 
     try:  # bad catalogs, skill names and data files fail here, before any output
