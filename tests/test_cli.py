@@ -197,3 +197,18 @@ def test_show_renders_tasks_as_markdown(tmp_path):
     text = out.read_text()
     assert text.count("\n### ") + text.startswith("### ") == 2
     assert "**Request**" in text and "**Reference solution**" in text
+
+
+def test_cli_modules_import_alone():
+    """Every module of clawgym.cli imports on its own in a fresh interpreter, and none but the app loads the app:
+    no import cycles between the command modules."""
+    import pkgutil
+
+    import clawgym.cli
+
+    names = sorted(m.name for m in pkgutil.iter_modules(clawgym.cli.__path__))
+    assert {"app", "common", "options", "synth_cmd", "skills_cmd"} <= set(names)
+    for name in names:
+        check = f"import sys, clawgym.cli.{name}; assert {name!r} == 'app' or 'clawgym.cli.app' not in sys.modules"
+        r = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, f"clawgym.cli.{name}: {r.stderr}"

@@ -7,19 +7,12 @@ import time
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from clawgym.cli.common import err, fail, out
+
 agents_app = typer.Typer(no_args_is_help=True, help="Install and check black-box agents (OpenClaw).")
-
-out = Console()
-err = Console(stderr=True)
-
-
-def fail(message: str, code: int = 1) -> None:
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 @agents_app.command("install")

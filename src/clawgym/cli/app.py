@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from clawgym import __version__
+from clawgym.cli.common import announce_server, err, error_line, error_lines, fail, out, progress_bar
 from clawgym.cli.judge_opts import (
     JUDGE_BASE_URL_HELP,
     JUDGE_MAX_TOKENS,
@@ -26,8 +26,22 @@ from clawgym.cli.judge_opts import (
     judge_usage_line,
     unreachable_judge_model,
 )
+from clawgym.cli.options import (
+    STRICT_IMPORT,
+    TASK_IDS,
+    TASKS_ARG,
+    base_url_option,
+    executor_option,
+    jobs_option,
+    model_option,
+    output_option,
+    precision_option,
+    ray_address_option,
+    request_timeout_option,
+    sandbox_option,
+    server_precision,
+)
 from clawgym.core.errors import ClawgymError
-from clawgym.rollout.executor import EXECUTOR_HELP, RAY_ADDRESS_HELP
 
 app = typer.Typer(
     name="clawgym", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -38,8 +52,9 @@ workspace_app = typer.Typer(no_args_is_help=True, help="Materialize task workspa
 sandbox_app = typer.Typer(no_args_is_help=True, help="Build the sandbox image and check the backends.")
 app.add_typer(import_app, name="import")
 app.add_typer(workspace_app, name="workspace")
-synth_app = typer.Typer(no_args_is_help=True, help="Synthesize verifiable tasks.")
 app.add_typer(sandbox_app, name="sandbox")
+from clawgym.cli.synth_cmd import synth_app  # noqa: E402
+
 app.add_typer(synth_app, name="synth")
 from clawgym.cli.pool_cmd import pool_app  # noqa: E402  (sub-apps live in their own modules)
 
@@ -54,47 +69,12 @@ app.add_typer(train_app, name="train")
 from clawgym.cli.agents_cmd import agents_app  # noqa: E402
 
 app.add_typer(agents_app, name="agents")
-from clawgym.cli.skills_cmd import skills_app, synth_skill_cmd  # noqa: E402
+from clawgym.cli.skills_cmd import skills_app  # noqa: E402
 
 app.add_typer(skills_app, name="skills")
-synth_app.command("skill")(synth_skill_cmd)
-from clawgym.cli.stats_cmd import synth_stats_cmd  # noqa: E402
-
-synth_app.command("stats")(synth_stats_cmd)
 from clawgym.cli.view_cmd import view_cmd  # noqa: E402
 
 app.command("view")(view_cmd)
-
-out = Console()
-err = Console(stderr=True)
-
-
-def _announce_server(model: str):
-    def announce(server) -> None:
-        err.print(f"starting the embedded model server for {model} on {server.base_url} (log: {server.log_path})",
-                  highlight=False)
-
-    return announce
-
-
-def fail(message: str, code: int = 1) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
-
-
-SERVER_PRECISION_HELP = ("Embedded server weights: fp32 (the same greedy answer whatever else is in the batch), bf16 "
-                         "(about 2x faster on CPUs with AMX/AVX512-BF16 and GPUs; a batch can change an answer), "
-                         "auto (bf16 where fast), q4 (decoding through the 4-bit blocks of a model loaded from a "
-                         "GGUF file, such as the embedded one: about 2.5x faster per request on CPUs with "
-                         "AVX512-BF16; logprobs within ~0.01 of fp32).")
-
-
-def _precision(value: str) -> str:
-    from clawgym.core.precision import SERVER_PRECISIONS
-
-    if value not in SERVER_PRECISIONS:
-        fail(f"--precision: unknown value {value!r}; use {', '.join(SERVER_PRECISIONS)}", 2)
-    return value
 
 
 def _load_tasks(path: Path):
@@ -105,8 +85,7 @@ def _load_tasks(path: Path):
     if not path.exists():
         fail(f"{path}: no such file")
     read = read_records_lenient(path, Task)
-    for e in read.errors:
-        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+    error_lines(read.errors)
     return read.records, read.errors
 
 
@@ -149,8 +128,7 @@ def validate(
     if not path.exists():
         fail(f"{path}: no such file")
     read = read_records_lenient(path, RECORD_TYPES[record])
-    for e in read.errors:
-        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+    error_lines(read.errors)
     out.print(f"{path}: {len(read.records)} valid {record} records, {len(read.errors)} bad lines")
     if read.errors:
         raise typer.Exit(1)
@@ -158,8 +136,8 @@ def validate(
 
 @app.command()
 def show(
-    tasks_path: Path = typer.Argument(..., metavar="TASKS", help="tasks.jsonl"),
-    task_ids: list[str] | None = typer.Option(None, "--task", help="Only these task ids (repeatable)."),
+    tasks_path: Path = TASKS_ARG,
+    task_ids: list[str] | None = TASK_IDS,
     limit: int = typer.Option(5, min=1, help="How many tasks to show."),
     output: Path | None = typer.Option(None, "-o", "--output", help="Write Markdown to this file."),
 ) -> None:
@@ -200,8 +178,8 @@ def _write_import(result, output: Path, strict: bool, label: str) -> None:
 @import_app.command("clawgym")
 def import_clawgym_cmd(
     root: Path = typer.Argument(..., help="A ClawGym task folder, or a folder of them (RL/data/...)."),
-    output: Path = typer.Option(..., "-o", "--output", help="tasks.jsonl to write."),
-    strict: bool = typer.Option(False, help="Exit non-zero if any task could not be imported."),
+    output: Path = output_option("tasks.jsonl to write."),
+    strict: bool = STRICT_IMPORT,
 ) -> None:
     """Import ClawGym RL task folders (data_entry.json, input_files/, reward/reward.sh)."""
     from clawgym.importers import import_clawgym
@@ -214,11 +192,11 @@ def import_clawgym_cmd(
 @import_app.command("pinchbench")
 def import_pinchbench_cmd(
     root: Path = typer.Argument(..., help="A PinchBench checkout (with tasks/ and assets/) or its tasks/ folder."),
-    output: Path = typer.Option(..., "-o", "--output", help="tasks.jsonl to write."),
+    output: Path = output_option("tasks.jsonl to write."),
     link_assets: bool = typer.Option(False, help="Reference assets by path (relative to the output's directory, "
                                      "which must contain the checkout's assets/) instead of inlining them."),
     offline_only: bool = typer.Option(False, help="Leave out tasks that need the network or outside services."),
-    strict: bool = typer.Option(False, help="Exit non-zero if any task could not be imported."),
+    strict: bool = STRICT_IMPORT,
 ) -> None:
     """Import PinchBench task files (front matter, prompt, grade() checks, judge rubric, assets)."""
     from clawgym.importers import import_pinchbench
@@ -240,7 +218,7 @@ def import_pinchbench_cmd(
 
 @workspace_app.command("build")
 def workspace_build(
-    tasks_path: Path = typer.Argument(..., metavar="TASKS", help="tasks.jsonl"),
+    tasks_path: Path = TASKS_ARG,
     out_dir: Path = typer.Option(..., "--out", help="Directory to build one workspace per task into."),
     overwrite: bool = typer.Option(False, help="Rebuild workspaces that already exist."),
 ) -> None:
@@ -312,190 +290,41 @@ def sandbox_check() -> None:
         raise typer.Exit(1)
 
 
-# ------------------------------------------------------------------------------------------------ synth
-
-
-@synth_app.command("persona")
-def synth_persona(
-    n: int = typer.Option(..., "-n", min=1, help="Number of tasks to write."),
-    seed: int = typer.Option(0, "--seed", help="Seed: the same seed gives the same file, byte for byte."),
-    output: Path = typer.Option(..., "-o", "--output", help="tasks.jsonl to write (resumed if it exists)."),
-    categories: list[str] | None = typer.Option(None, "--categories", help="Only these category ids or names."),
-    jobs: int = typer.Option(2, "-j", "--jobs", min=1, help="Worker processes."),
-    sandbox: str = typer.Option("bwrap", help="Sandbox for validation: bwrap, docker, local, or a registered third-party backend."),
-    validate: bool = typer.Option(True, help="Validate each task in a sandbox before writing it."),
-    taxonomy: Path | None = typer.Option(None, help="Taxonomy YAML (default: the packaged one)."),
-    personas: Path | None = typer.Option(None, help="Personas YAML (default: personas/personas.yaml)."),
-    operations: list[str] | None = typer.Option(None, "--operations", help="Only tasks made of these atomic operation ids (repeatable)."),
-    max_ops: int | None = typer.Option(None, "--max-ops", min=1, max=4, help="At most this many operations per task (default: 1-4)."),
-    solution: str = typer.Option("direct", help="template generator: reference solutions that write the answer out (direct) or compute it with a script where the operation has one (program: teacher demonstrations a small model can imitate)."),
-    program_ops: list[str] | None = typer.Option(None, "--program-ops", help="With --solution program: only these operations get program references (repeatable; default: every operation that has one)."),
-    generator: str = typer.Option("template", help="template (offline, deterministic) or llm (a model writes each task; -n counts candidates)."),
-    model: str = typer.Option("smollm2-135m", help="llm generator: a served model name, an embedded model or a local model dir."),
-    base_url: str | None = typer.Option(None, help="llm generator: OpenAI-compatible endpoint (else $OPENAI_BASE_URL; else the embedded server for a local --model)."),
-    max_repairs: int = typer.Option(3, min=0, help="llm generator: repair rounds after a failed check."),
-    max_tokens: int = typer.Option(4096, min=16, help="llm generator: completion tokens per model call."),
-    temperature: float = typer.Option(0.7, min=0.0, help="llm generator: sampling temperature."),
-    review: bool = typer.Option(True, help="llm generator: have the model review each validated task for answer leaks and factual errors."),
-    dedup: bool | None = typer.Option(None, "--dedup/--no-dedup", help="Drop near-duplicates (MiniLM cosine >= 0.90 within a category). Default: on for llm, off for template."),
-    dedup_against: list[Path] | None = typer.Option(None, "--dedup-against", help="llm generator: also count tasks of these files as already kept (repeatable)."),
-    executor: str = typer.Option("local", "--executor", help="Where validation runs: local (-j worker processes) or ray (a worker per sandbox slot of a Ray cluster's nodes; same bytes)."),
-    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
-) -> None:
-    """Persona-driven tasks: workflows of 1-4 operations, validated in sandboxes (reference 1, no-op 0)."""
-    if generator not in ("template", "llm"):
-        fail(f"unknown generator {generator!r}; choose template or llm", 2)
-    ex = synth_executor(executor, ray_address, jobs, sandbox, generator)
-    if generator == "llm":
-        from clawgym.synth.llm_route import LLMSynthError, persona_briefs
-
-        try:
-            briefs = persona_briefs(n, seed, categories=categories, operations=operations, max_ops=max_ops,
-                                    taxonomy_path=taxonomy, personas_path=personas)
-        except LLMSynthError as exc:
-            fail(str(exc), 2)
-        run_llm_synth(briefs, output, route="persona", model=model, base_url=base_url, sandbox=sandbox, jobs=jobs,
-                      max_repairs=max_repairs, max_tokens=max_tokens, temperature=temperature, review=review,
-                      dedup=dedup is not False, dedup_against=dedup_against or [])
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.table import Table
-
-    from clawgym.synth.personas import load_personas
-    from clawgym.synth.pipeline import synthesize
-    from clawgym.synth.taxonomy import load_taxonomy
-
-    load_personas(personas, load_taxonomy(taxonomy))  # bad data files fail here, before any output
-    progress = Progress(TextColumn("[bold]synth persona"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=err)
-    bar = progress.add_task("synth", total=n)
-    with ex or contextlib.nullcontext(), progress:
-        report = synthesize(
-            n, seed, output, jobs=jobs, categories=categories, taxonomy_path=taxonomy, personas_path=personas,
-            sandbox=sandbox, validate=validate, operations=operations, max_ops=max_ops, solution=solution,
-            program_ops=program_ops, on_progress=lambda done, total: progress.update(bar, completed=done),
-            executor=ex,
-        )
-    for title, counts in (("category", report.by_category), ("subcategory", report.by_subcategory),
-                          ("operation", report.by_operation)):
-        table = Table(title=f"tasks per {title}")
-        table.add_column(title)
-        table.add_column("tasks", justify="right")
-        for k, v in sorted(counts.items()):
-            table.add_row(k, str(v))
-        out.print(table)
-    rej = ", ".join(f"{k}={v}" for k, v in sorted(report.rejected.items())) or "none"
-    out.print(f"wrote {report.written} tasks ({report.resumed} already there) -> {output}; rejected: {rej}",
-              highlight=False)
-    out.print(f"report: {output.with_name(output.name + '.report.json')}", highlight=False)
-    if dedup:
-        _dedup_in_place(output)
-
-
-def synth_executor(executor: str, ray_address: str | None, jobs: int, sandbox: str, generator: str):
-    """None for local synthesis (its process pool, as always), else the Ray executor to enter."""
-    from clawgym.rollout.executor import make_executor
-
-    try:
-        ex = make_executor(executor, jobs=jobs, ray_address=ray_address, sandbox=sandbox)
-    except ClawgymError as exc:
-        fail(str(exc), 2)
-    if ex.name == "local":
-        return None
-    if generator != "template":
-        fail("--executor ray validates template tasks; the llm generator runs with --executor local", 2)
-    return ex
-
-
-def _dedup_in_place(output: Path) -> None:
-    from clawgym.synth.dedup import dedup_files, report_path
-
-    rep = dedup_files([output], output, cache=True)
-    out.print(f"dedup: kept {rep.kept} of {rep.read} tasks ({len(rep.dropped)} near-duplicates dropped); "
-              f"report: {report_path(output)}", highlight=False)
-
-
-def run_llm_synth(briefs, output: Path, *, route: str, model: str, base_url: str | None, sandbox: str, jobs: int,
-                  max_repairs: int, max_tokens: int, temperature: float, review: bool, dedup: bool,
-                  dedup_against: list[Path]) -> None:
-    """The LLM generator of a synth route (persona, skill): briefs -> validated tasks, with the yield printed."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from clawgym.synth.llm_route import Settings, synthesize_llm, yield_path
-
-    if sandbox == "local":
-        fail("the llm generator runs model-written programs: use --sandbox bwrap or docker", 2)
-    settings = Settings(model=model, max_repairs=max_repairs, max_tokens=max_tokens, temperature=temperature,
-                        review=review)
-    progress = Progress(TextColumn(f"[bold]synth {route} (llm)"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=err)
-    bar = progress.add_task("synth", total=len(briefs))
-    with progress:
-        report = synthesize_llm(briefs, output, settings, base_url=base_url, sandbox=sandbox, jobs=jobs, dedup=dedup,
-                                dedup_against=dedup_against, route=route, announce=_announce_server(model),
-                                on_progress=lambda done, total: progress.update(bar, completed=done))
-    for line in report.lines():
-        out.print(line, highlight=False)
-    out.print(f"tasks: {output}; rejections: {output.name}.rejected.jsonl; yield report: {yield_path(output)}",
-              highlight=False)
-
-
-@synth_app.command("dedup")
-def synth_dedup(
-    inputs: list[Path] = typer.Argument(..., metavar="FILE...", help="tasks.jsonl files, read in order (the first of near-duplicates is kept)."),
-    output: Path = typer.Option(..., "-o", "--output", help="tasks.jsonl to write (may be one of the inputs)."),
-    threshold: float = typer.Option(0.90, min=0.0, max=1.0, help="Cosine similarity at or above which two tasks of a category are duplicates."),
-    precision: str = typer.Option("auto", help="Embedding precision: auto (bf16 where the CPU has it natively), fp32, bf16."),
-    cache: bool = typer.Option(True, help="Keep embeddings in ~/.cache/clawgym/embeddings (repeated runs skip the model)."),
-) -> None:
-    """Drop near-duplicate tasks across files: all-MiniLM-L6-v2 embeddings of each request, cosine >= 0.90
-    within a category (as ClawGym). Writes OUT and OUT.dedup.json (what was dropped, and for which task)."""
-    from clawgym.synth.dedup import dedup_files, report_path
-
-    rep = dedup_files(inputs, output, threshold, precision=precision, cache=cache)
-    for cat, c in sorted(rep.by_category.items()):
-        out.print(f"{cat or '(no category)'}: kept {c['kept']} of {c['read']}", highlight=False)
-    out.print(f"kept {rep.kept} of {rep.read} tasks ({len(rep.dropped)} near-duplicates, {len(rep.same_id)} repeated "
-              f"ids dropped) -> {output}; {rep.read / max(1e-9, rep.embed_s + rep.compare_s):.0f} tasks/s "
-              f"({rep.precision}, {rep.embedded} embedded, the rest from the cache); "
-              f"report: {report_path(output)}", highlight=False)
-
-
 # ------------------------------------------------------------------------------------------------ rollout
 
 
 @app.command()
 def rollout(
-    tasks_path: Path = typer.Argument(..., metavar="TASKS", help="tasks.jsonl"),
+    tasks_path: Path = TASKS_ARG,
     agent: str = typer.Option("noop", help="Agent: llm (a model through tools), openclaw (OpenClaw in the sandbox; `clawgym agents install openclaw`), noop (does nothing), oracle (replays the reference)."),
-    model: str = typer.Option("smollm2-135m", help="Model of the llm agent: a served name, an embedded model or a local model dir."),
-    base_url: str | None = typer.Option(None, help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL; else the embedded server is started for a local --model)."),
+    model: str = model_option("Model of the llm agent: a served name, an embedded model or a local model dir."),
+    base_url: str | None = base_url_option("OpenAI-compatible endpoint (else $OPENAI_BASE_URL; else the embedded server is started for a local --model)."),
     max_turns: int = typer.Option(30, min=1, help="llm agent: model calls per session."),
     max_tokens: int = typer.Option(1024, min=1, help="llm agent: completion tokens per model call."),
     max_total_tokens: int | None = typer.Option(None, min=1, help="llm agent: tokens per episode."),
     temperature: float | None = typer.Option(None, min=0.0, help="Sampling temperature (llm agent: default 0; "
                                               "openclaw: when given, the gateway sets it on every call the agent makes)."),
     llm_concurrency: int = typer.Option(16, min=1, help="Model calls in flight at once, over all episodes."),
-    request_timeout: float = typer.Option(300.0, min=1.0, help="Seconds one model call may take."),
+    request_timeout: float = request_timeout_option(),
     stream: bool = typer.Option(False, help="Ask the model for streamed responses."),
     episode_timeout: float | None = typer.Option(None, min=1.0, help="Wall time of one episode (default: the task's)."),
     infra_retries: int = typer.Option(2, min=0, help="Fresh attempts of an episode after an infrastructure error."),
     gateway: bool = typer.Option(True, help="llm agent: record every model call in RUN_DIR/pool through the gateway."),
     policy_version: str | None = typer.Option(None, help="Policy version stamped on recorded steps."),
-    precision: str = typer.Option("fp32", help=SERVER_PRECISION_HELP),
-    sandbox: str = typer.Option("auto", help="Sandbox backend: auto, bwrap, docker, local (NO isolation), or a registered third-party one (`clawgym sandbox check` lists them)."),
-    jobs: int = typer.Option(4, "-j", "--jobs", min=1, help="Episodes run at once."),
+    precision: str = precision_option(),
+    sandbox: str = sandbox_option("auto", "Sandbox backend: auto, bwrap, docker, local (NO isolation), or a registered third-party one (`clawgym sandbox check` lists them)."),
+    jobs: int = jobs_option(4, "Episodes run at once."),
     samples: int = typer.Option(1, "-k", "--samples", min=1, help="Episodes per task."),
-    run_dir: Path = typer.Option(..., "-o", "--output", help="Run directory (trajectories.jsonl, logs, workspaces)."),
-    task_ids: list[str] | None = typer.Option(None, "--task", help="Only these task ids (repeatable)."),
+    run_dir: Path = output_option("Run directory (trajectories.jsonl, logs, workspaces)."),
+    task_ids: list[str] | None = TASK_IDS,
     limit: int | None = typer.Option(None, min=1, help="Only the first N tasks."),
     keep_workspaces: bool = typer.Option(True, help="Keep each episode's final workspace in the run dir."),
     memory_mb: int = typer.Option(2048, min=16, help="Memory limit per sandbox."),
     max_processes: int = typer.Option(256, min=8, help="Process limit per sandbox."),
     exec_timeout: float = typer.Option(120.0, min=0.1, help="Wall-time limit of one command."),
     network: bool = typer.Option(False, help="Give sandboxes a network (off by default)."),
-    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
-    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+    executor: str = executor_option(),
+    ray_address: str | None = ray_address_option(),
     judge_model: list[str] | None = judge_model_option(
         " Each episode of a task with a rubric is judged as it ends: its verdict is the hybrid one `clawgym verify` "
         "gives. The agent's own model is reached where the agent reaches it. Local executor only."),
@@ -509,8 +338,6 @@ def rollout(
 
     With --judge-model, rubric rules are judged as each episode ends (0.7 code + 0.3 rubric by default), with
     the judge cache in RUN_DIR/judge_cache; without, hybrid tasks are scored on their code checks alone."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from clawgym.agent import get_agent
     from clawgym.rollout import RolloutOptions, render_table, run_rollout, summarize
     from clawgym.rollout.executor import make_executor
@@ -555,10 +382,7 @@ def rollout(
         limits=SandboxLimits(memory_mb=memory_mb, max_processes=max_processes, exec_timeout_s=exec_timeout,
                              network=network),
     )
-    progress = Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TextColumn("{task.fields[status]}"), console=err, transient=False,
-    )
+    progress = progress_bar(status=True)
     state = {"bar": None, "scored": 0, "sum": 0.0, "infra": 0}
 
     def on_start(total: int, skipped: int) -> None:
@@ -576,10 +400,10 @@ def rollout(
         progress.update(state["bar"], advance=1, status=f"mean {mean:.3f}, infra errors {state['infra']}")
 
     spec = AgentSpec(agent, model, base_url, max_turns, max_tokens, max_total_tokens, temperature or 0.0,
-                     llm_concurrency, request_timeout, stream, gateway, policy_version, precision=_precision(precision),
+                     llm_concurrency, request_timeout, stream, gateway, policy_version, precision=server_precision(precision),
                      impose_sampling=temperature is not None)
     try:
-        with ex, agent_session(spec, run_dir, tasks, options, announce=_announce_server(model)) as session, \
+        with ex, agent_session(spec, run_dir, tasks, options, announce=announce_server(model)) as session, \
                 contextlib.ExitStack() as judging:
             settings = {"tasks": str(tasks_path), **session.settings}
             if judge_model:
@@ -621,31 +445,29 @@ def rollout(
 def eval_cmd(
     bench: str = typer.Option(..., "--bench", help="clawgym-bench, pinchbench:PATH, pinchbench-offline:PATH, clawgym-folder:PATH or a tasks.jsonl."),
     agent: str = typer.Option("llm", help="Agent: llm, openclaw, noop or oracle."),
-    model: str = typer.Option("smollm2-135m", help="Model of the llm agent (embedded name, local dir, or served name)."),
-    base_url: str | None = typer.Option(None, help="OpenAI-compatible endpoint (else $OPENAI_BASE_URL; else the embedded server)."),
+    model: str = model_option("Model of the llm agent (embedded name, local dir, or served name)."),
+    base_url: str | None = base_url_option("OpenAI-compatible endpoint (else $OPENAI_BASE_URL; else the embedded server)."),
     samples: int = typer.Option(1, "-k", "--samples", min=1, help="Runs (samples per task): pass@k, mean ± std over runs."),
-    jobs: int = typer.Option(4, "-j", "--jobs", min=1),
-    run_dir: Path = typer.Option(..., "-o", "--output", help="Run directory (trajectories, report.json/.md/.png)."),
-    sandbox: str = typer.Option("auto", help="Sandbox backend: auto, bwrap, docker, or a registered third-party one."),
+    jobs: int = jobs_option(4),
+    run_dir: Path = output_option("Run directory (trajectories, report.json/.md/.png)."),
+    sandbox: str = sandbox_option("auto", "Sandbox backend: auto, bwrap, docker, or a registered third-party one."),
     max_turns: int = typer.Option(30, min=1),
     max_tokens: int = typer.Option(1024, min=1),
     temperature: float = typer.Option(0.0, min=0.0),
     limit: int | None = typer.Option(None, min=1, help="Only the first N tasks of the suite."),
     episode_timeout: float | None = typer.Option(None, min=1.0, help="Wall time of one episode (default: the task's). Raise it when many episodes share a slow local model."),
     gateway: bool = typer.Option(True, help="llm agent: record every model call in RUN_DIR/pool."),
-    precision: str = typer.Option("fp32", help=SERVER_PRECISION_HELP),
+    precision: str = precision_option(),
     judge_model: list[str] | None = typer.Option(None, help="Judge model(s) for rubric rules (hybrid and judge-only tasks)."),
     judge_base_url: str | None = typer.Option(None, help="Endpoint of the judge (else the embedded server for a local judge model)."),
     judge_samples: int = typer.Option(1, min=1, help="Judge samples per rule, averaged."),
-    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
-    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+    executor: str = executor_option(),
+    ray_address: str | None = ray_address_option(),
 ) -> None:
     """Run a benchmark suite (rollout + verify) and report mean score, pass rate, pass@k per category.
 
     Without --judge-model, hybrid tasks are scored on their code checks alone (the verdict says so) and
     judge-only tasks are reported as not scored."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from clawgym.evaluation import load_suite, render_table, run_eval
     from clawgym.rollout import RolloutOptions
     from clawgym.rollout.executor import make_executor
@@ -663,10 +485,9 @@ def eval_cmd(
     for note in suite.notes:
         err.print(f"note: {note}", highlight=False)
     spec = AgentSpec(agent, model, base_url, max_turns=max_turns, max_tokens=max_tokens, temperature=temperature,
-                     gateway=gateway, precision=_precision(precision))
+                     gateway=gateway, precision=server_precision(precision))
     options = RolloutOptions(samples=samples, jobs=jobs, episode_timeout=episode_timeout, executor=ex)
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=err)
+    progress = progress_bar()
     bar = {}
 
     def on_start(total: int, skipped: int) -> None:
@@ -680,11 +501,11 @@ def eval_cmd(
 
         run_dir.mkdir(parents=True, exist_ok=True)
         clients = [LazyEndpointClient(m, judge_base_url, log_path=run_dir / "logs" / f"judge-{i}.log",
-                                      on_start=_announce_server(m)) for i, m in enumerate(judge_model)]
+                                      on_start=announce_server(m)) for i, m in enumerate(judge_model)]
         judge = Judge(clients, samples=judge_samples, cache_dir=run_dir / "judge_cache")
     try:
         with ex, progress:
-            report = run_eval(suite, spec, backend, run_dir, options, announce=_announce_server(model),
+            report = run_eval(suite, spec, backend, run_dir, options, announce=announce_server(model),
                               on_start=on_start, on_done=lambda t: progress.advance(bar["id"]), judge=judge)
     finally:
         backend.close()
@@ -696,13 +517,13 @@ def eval_cmd(
 
 @app.command()
 def serve(
-    model: str = typer.Option("smollm2-135m", help="An embedded model name (smollm2-135m) or a local HF model directory."),
+    model: str = model_option("An embedded model name (smollm2-135m) or a local HF model directory."),
     host: str = typer.Option("127.0.0.1", help="Address to bind."),
     port: int = typer.Option(8000, min=1, max=65535),
     max_batch: int = typer.Option(16, min=1, help="Requests decoded together in one batch."),
     served_name: str | None = typer.Option(None, help="Model name reported by the API (default: --model)."),
     token_log: Path | None = typer.Option(None, help="Append each request's prompt and generated token ids here (JSONL)."),
-    precision: str = typer.Option("fp32", help=SERVER_PRECISION_HELP),
+    precision: str = precision_option(),
     threads: int | None = typer.Option(None, min=1, help="torch threads (default: OMP_NUM_THREADS, else all cores "
                                        "but one, left to the agents and sandboxes beside the server)."),
     max_body_mb: float = typer.Option(16.0, min=0.001, help="Largest request body accepted, in MiB; larger ones "
@@ -720,7 +541,7 @@ def serve(
         loras = parse_lora_specs(lora)
     except ValueError as exc:
         fail(str(exc), 2)
-    precision = _precision(precision)
+    precision = server_precision(precision)
     if host not in ("127.0.0.1", "localhost", "::1"):
         err.print(f"[bold yellow]warning:[/] serving on {host}: anyone who can reach it can use the model and "
                   "load adapters from this machine's files")
@@ -793,7 +614,7 @@ def main() -> None:
     try:
         app()
     except ClawgymError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        error_line(exc)
         sys.exit(1)
     except KeyboardInterrupt:
         err.print("interrupted")

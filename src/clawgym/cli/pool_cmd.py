@@ -11,23 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from clawgym.cli.common import err, fail, out
+from clawgym.cli.options import output_option
 from clawgym.core.errors import ClawgymError
 
 pool_app = typer.Typer(no_args_is_help=True, help="Inspect, curate and export the data pool of model calls.")
 
-out = Console()
-err = Console(stderr=True)
 
 POOL_ARG = typer.Argument(..., metavar="POOL_DIR", help="The pool directory.")
-
-
-def fail(message: str, code: int = 1) -> None:
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 @contextlib.contextmanager
@@ -250,7 +244,7 @@ class ExportFormat(str, Enum):
 def export(
     pool_dir: Path = POOL_ARG,
     fmt: ExportFormat = typer.Option(..., "--format", help="sft: a conversation per trajectory; rl: a row per step."),
-    output: Path = typer.Option(..., "-o", "--output", help="The JSONL file to write (atomically)."),
+    output: Path = output_option("The JSONL file to write (atomically)."),
     min_reward: float | None = typer.Option(None, "--min-reward", help="Only trajectories with reward >= this."),
     ready_only: bool = typer.Option(False, "--ready-only", help="Only groups whose trajectories have all ended."),
     drop_quality: list[str] = typer.Option(["bad"], "--drop-quality",

@@ -9,24 +9,25 @@ import sys
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
-from clawgym.rollout.executor import EXECUTOR_HELP, RAY_ADDRESS_HELP
-
-out = Console()
-err = Console(stderr=True)
+from clawgym.cli.common import err, error_lines, fail, out
+from clawgym.cli.options import (
+    base_url_option,
+    executor_option,
+    jobs_option,
+    model_option,
+    output_option,
+    precision_option,
+    ray_address_option,
+    sandbox_option,
+)
 
 train_app = typer.Typer(no_args_is_help=True, help="Train on filtered trajectories (SFT) and export models.")
 
 
-def _fail(message: str, code: int = 1) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
-
-
 def filter_cmd(
     run_dirs: list[Path] = typer.Argument(..., metavar="RUN_DIR...", help="Run directories (or trajectories.jsonl files)."),
-    output: Path = typer.Option(..., "-o", "--output", help="SFT JSONL to write (atomically)."),
+    output: Path = output_option("SFT JSONL to write (atomically)."),
     min_score: float = typer.Option(1.0, "--min-score", min=0.0, max=1.0, help="Keep trajectories scoring at least this."),
     status: list[str] | None = typer.Option(None, "--status", help="Keep only these statuses (repeatable; default: completed; 'any' for all scored)."),
     max_per_task: int | None = typer.Option(None, "--max-per-task", min=1, help="At most K per task: the best scores, ties by id."),
@@ -52,14 +53,14 @@ def filter_cmd(
     from clawgym.train.run_inputs import SCORE_SOURCES
 
     if scores not in SCORE_SOURCES:
-        _fail(f"--scores: unknown value {scores!r}; choose {', '.join(SCORE_SOURCES)}", 2)
+        fail(f"--scores: unknown value {scores!r}; choose {', '.join(SCORE_SOURCES)}", 2)
     opts = FilterOptions(min_score=min_score, statuses=tuple(status) if status else ("completed",),
                          max_per_task=max_per_task, token_ids=token_ids, scores=scores, curation=curation,
                          drop_quality=tuple(q for q in drop_quality if q.lower() != "none"))
     try:
         rep = filter_to_file(run_dirs, output, opts)
     except ClawgymError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     for line in rep.bad_lines:
         err.print(f"[yellow]skipped bad line:[/] {line}", highlight=False, soft_wrap=True)
     fell_back = sum(rep.score_fallback.values())
@@ -112,8 +113,8 @@ def _scores_line(rep, scores: str) -> str:
 @train_app.command("sft")
 def sft_cmd(
     data: Path = typer.Argument(..., metavar="SFT_JSONL", help="Conversations from `clawgym filter`."),
-    model: str = typer.Option("smollm2-135m", "--model", help="Base model: an embedded model name or a local HF model directory."),
-    output: Path = typer.Option(..., "-o", "--output", help="Training directory (checkpoints, final/, train.json, log.jsonl)."),
+    model: str = model_option("Base model: an embedded model name or a local HF model directory."),
+    output: Path = output_option("Training directory (checkpoints, final/, train.json, log.jsonl)."),
     lora: bool = typer.Option(True, "--lora/--full", help="Train a LoRA adapter (default) or every weight."),
     epochs: float = typer.Option(1.0, "--epochs", min=0.0),
     max_steps: int = typer.Option(-1, "--max-steps", help="Stop after this many optimizer steps (overrides --epochs)."),
@@ -132,7 +133,7 @@ def sft_cmd(
     save_steps: int = typer.Option(200, "--save-steps", min=0, help="Checkpoint every N steps (0: none, only the final model; no --resume)."),
     save_total_limit: int = typer.Option(2, "--save-total-limit", min=1),
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in OUTPUT."),
-    precision: str = typer.Option("auto", "--precision", help="auto (bf16 where the hardware is fast at it), fp32, bf16."),
+    precision: str = precision_option("auto", "auto (bf16 where the hardware is fast at it), fp32, bf16."),
     grad_checkpointing: bool | None = typer.Option(None, "--grad-checkpointing/--no-grad-checkpointing", help="Default: on above 4096 tokens per micro-batch."),
     verify: str = typer.Option("sample", "--verify", help="Check contexts against the server's prompts: sample (first 32 records), full, none. Trained spans are always checked."),
     token_ids: bool = typer.Option(True, "--token-ids/--no-token-ids", help="Train on records' engine token ids when they have them (only for the model that generated them)."),
@@ -144,7 +145,7 @@ def sft_cmd(
     from clawgym.train.sft import SFTOptions, export_model, train_sft
 
     if not data.exists():
-        _fail(f"{data}: no such file")
+        fail(f"{data}: no such file")
     opts = SFTOptions(
         model=model, full=not lora, epochs=epochs, max_steps=max_steps, lr=lr, max_len=max_len,
         batch_tokens=batch_tokens, batching=batching, batch_size=batch_size, grad_accum=grad_accum, lora_r=lora_r,
@@ -163,7 +164,7 @@ def sft_cmd(
         if export_dir is not None:
             export_model(output, export_dir)
     except ClawgymError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     loss = f"loss {res.first_loss:.4f} -> {res.last_loss:.4f}" if res.first_loss is not None else "no loss logged"
     resumed = f" (resumed from {Path(res.resumed_from).name})" if res.resumed_from else ""
     out.print(f"trained {res.steps} steps{resumed}: {loss}; {res.tokens} tokens in {res.seconds:.0f} s "
@@ -176,7 +177,7 @@ def sft_cmd(
 @train_app.command("export")
 def export_cmd(
     train_dir: Path = typer.Argument(..., metavar="TRAIN_DIR", help="The output directory of `clawgym train sft`."),
-    output: Path = typer.Option(..., "-o", "--output", help="Model directory to write (servable by `clawgym serve --model`)."),
+    output: Path = output_option("Model directory to write (servable by `clawgym serve --model`)."),
     checkpoint: str | None = typer.Option(None, "--checkpoint", help="A checkpoint-N directory instead of final/."),
     base_model: str | None = typer.Option(None, "--base-model", help="Base model of the adapter (default: the one trained on)."),
 ) -> None:
@@ -185,20 +186,20 @@ def export_cmd(
     from clawgym.train.sft import export_model
 
     if not train_dir.is_dir():
-        _fail(f"{train_dir}: not a directory")
+        fail(f"{train_dir}: not a directory")
     try:
         path = export_model(train_dir, output, checkpoint=checkpoint, base_model=base_model)
     except ClawgymError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     out.print(f"exported {path}; serve it with `clawgym serve --model {path}`", highlight=False)
 
 
 @train_app.command("rl")
 def rl_cmd(
     tasks_path: Path = typer.Argument(..., metavar="TASKS", help="tasks.jsonl to train on (tasks with a code check)."),
-    model: str = typer.Option("smollm2-135m", "--model", help="Base model: an embedded name or a model directory (e.g. an SFT student)."),
-    output: Path = typer.Option(..., "-o", "--output", help="Output directory (state, pool, rollouts, batches, adapters, metrics); rerun to resume."),
-    base_url: str | None = typer.Option(None, "--base-url", help="An OpenAI-compatible engine with LoRA enabled (vLLM); default: the embedded server."),
+    model: str = model_option("Base model: an embedded name or a model directory (e.g. an SFT student)."),
+    output: Path = output_option("Output directory (state, pool, rollouts, batches, adapters, metrics); rerun to resume."),
+    base_url: str | None = base_url_option("An OpenAI-compatible engine with LoRA enabled (vLLM); default: the embedded server."),
     samples: int = typer.Option(4, "-k", "--samples", min=2, help="Samples per task (a GRPO group)."),
     tasks_per_iter: int = typer.Option(8, "--tasks-per-iter", min=1),
     iterations: int = typer.Option(1, "--iterations", min=1, help="Policy versions to publish in all (a rerun continues up to this)."),
@@ -217,13 +218,13 @@ def rl_cmd(
     epochs: int = typer.Option(1, "--epochs", min=1, help="Passes over each batch."),
     max_staleness: int = typer.Option(0, "--max-staleness", min=0, help="Train on steps at most this many versions old."),
     seed: int = typer.Option(0, "--seed"),
-    jobs: int = typer.Option(4, "-j", "--jobs", min=1),
-    sandbox: str = typer.Option("auto", "--sandbox"),
+    jobs: int = jobs_option(4),
+    sandbox: str = sandbox_option(),
     episode_timeout: float | None = typer.Option(None, "--episode-timeout", min=1.0),
-    precision: str = typer.Option("fp32", "--precision", help="The embedded server's precision for the rollouts: "
-                                  "fp32, bf16, auto or q4 (about 2.5x faster generation on CPUs with AVX512-BF16; "
-                                  "the engine's logprobs, the behaviour policy, then differ from the trainer's fp32 "
-                                  "ones by ~0.01 on average: see engine_logprob_gap in metrics.jsonl)."),
+    precision: str = precision_option("fp32", "The embedded server's precision for the rollouts: "
+                                      "fp32, bf16, auto or q4 (about 2.5x faster generation on CPUs with AVX512-BF16; "
+                                      "the engine's logprobs, the behaviour policy, then differ from the trainer's fp32 "
+                                      "ones by ~0.01 on average: see engine_logprob_gap in metrics.jsonl)."),
     agent: str = typer.Option("llm", "--agent", help="Who makes the rollouts: llm (the built-in agent) or openclaw "
                               "(the black-box agent, its calls sampled at --temperature by the gateway)."),
     train_precision: str = typer.Option("fp32", "--train-precision", help="The update's forward passes: fp32, bf16 "
@@ -231,8 +232,8 @@ def rl_cmd(
                                         "where the hardware is fast at it)."),
     device: str = typer.Option("auto", "--device", help="Where the update runs: auto (a CUDA GPU when torch sees "
                                "one, else the CPU), cpu, cuda or cuda:N."),
-    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
-    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+    executor: str = executor_option(),
+    ray_address: str | None = ray_address_option(),
 ) -> None:
     """Online RL: serve policy v, roll out k samples per task into OUT/pool, update a LoRA adapter on the pool's
     token ids, publish v+1 to the server without restarting it (vLLM's load_lora_adapter), repeat."""
@@ -245,36 +246,35 @@ def rl_cmd(
     from clawgym.train.rl_loop import RLError, RLOptions, run_rl, train_device
 
     if algo not in ALGOS:
-        _fail(f"--algo {algo!r}: choose one of {', '.join(ALGOS)}", 2)
+        fail(f"--algo {algo!r}: choose one of {', '.join(ALGOS)}", 2)
     if credit not in CREDITS:
-        _fail(f"--credit {credit!r}: choose one of {', '.join(CREDITS)}", 2)
+        fail(f"--credit {credit!r}: choose one of {', '.join(CREDITS)}", 2)
     if agent not in ("llm", "openclaw"):
-        _fail(f"--agent {agent!r}: choose llm or openclaw", 2)
+        fail(f"--agent {agent!r}: choose llm or openclaw", 2)
     from clawgym.core.precision import SERVER_PRECISIONS
 
     if precision not in SERVER_PRECISIONS:
-        _fail(f"--precision {precision!r}: choose one of {', '.join(SERVER_PRECISIONS)}", 2)
+        fail(f"--precision {precision!r}: choose one of {', '.join(SERVER_PRECISIONS)}", 2)
     from clawgym.core.precision import PRECISIONS
 
     if train_precision not in PRECISIONS:
-        _fail(f"--train-precision {train_precision!r}: choose one of {', '.join(PRECISIONS)}", 2)
+        fail(f"--train-precision {train_precision!r}: choose one of {', '.join(PRECISIONS)}", 2)
     try:
         train_device(device)
     except RLError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     if not tasks_path.is_file():
-        _fail(f"{tasks_path}: no such file")
+        fail(f"{tasks_path}: no such file")
     read = read_records_lenient(tasks_path, Task)
-    for e in read.errors:
-        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+    error_lines(read.errors)
     tasks = [t for t in read.records if t.verifier.code is not None]
     if not tasks:
-        _fail(f"{tasks_path}: no task with a code check to train on")
+        fail(f"{tasks_path}: no task with a code check to train on")
     try:
         backend = get_backend(sandbox)
         ex = make_executor(executor, jobs=jobs, ray_address=ray_address, sandbox=backend.name)
     except (ValueError, ClawgymError) as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     opts = RLOptions(model=model, base_url=base_url, samples=samples, tasks_per_iter=tasks_per_iter,
                      iterations=iterations, temperature=temperature, max_turns=max_turns, max_tokens=max_tokens,
                      algo=algo, credit=credit, gamma=gamma, kl_coef=kl_coef, clip=clip,
@@ -300,7 +300,7 @@ def rl_cmd(
         with ex:
             rows = run_rl(tasks, output, opts, backend=backend, on_event=show)
     except ClawgymError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     finally:
         backend.close()
     if not rows:

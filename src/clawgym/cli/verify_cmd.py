@@ -8,8 +8,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
+from clawgym.cli.common import err, error_lines, fail, out, progress_bar
 from clawgym.cli.judge_opts import (
     JUDGE_BASE_URL_HELP,
     JUDGE_MAX_TOKENS,
@@ -22,14 +22,7 @@ from clawgym.cli.judge_opts import (
     judge_url,
     unreachable_judge_model,
 )
-
-out = Console()
-err = Console(stderr=True)
-
-
-def _fail(message: str, code: int = 1) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
+from clawgym.cli.options import jobs_option, request_timeout_option, sandbox_option
 
 
 def verify_cmd(
@@ -42,12 +35,12 @@ def verify_cmd(
     judge_max_tokens: int = JUDGE_MAX_TOKENS,
     tasks_path: Path | None = typer.Option(None, "--tasks", help="The tasks file (default: the one in RUN_DIR/run.json)."),
     task_ids: list[str] | None = typer.Option(None, "--task", help="Only episodes of these task ids (repeatable)."),
-    sandbox: str = typer.Option("auto", help="Sandbox backend for the code checks: auto, bwrap, docker, local, or a registered third-party one."),
-    jobs: int = typer.Option(2, "-j", "--jobs", min=1, help="Episodes re-scored at once."),
+    sandbox: str = sandbox_option("auto", "Sandbox backend for the code checks: auto, bwrap, docker, local, or a registered third-party one."),
+    jobs: int = jobs_option(2, "Episodes re-scored at once."),
     cache_dir: Path | None = typer.Option(None, help="Judge cache (default RUN_DIR/judge_cache)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the judge cache."),
     llm_concurrency: int = typer.Option(8, min=1, help="Judge calls in flight at once."),
-    request_timeout: float = typer.Option(300.0, min=1.0, help="Seconds one judge call may take."),
+    request_timeout: float = request_timeout_option("Seconds one judge call may take."),
     calibration: bool = typer.Option(False, "--calibration", help="Also report judge vs code agreement and sample "
                                      "spread (RUN_DIR/calibration.json)."),
     code_threshold: float = typer.Option(0.5, min=0.0, max=1.0, help="Calibration: a code score >= this passes."),
@@ -56,8 +49,6 @@ def verify_cmd(
 ) -> None:
     """Re-score a rollout's kept final workspaces (code checks in a fresh sandbox, rubric judge) without
     rerunning the agent; writes RUN_DIR/verdicts.jsonl and RUN_DIR/verdicts.summary.json."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from clawgym.core.errors import ClawgymError
     from clawgym.rollout import render_table, summarize
     from clawgym.sandbox import get_backend
@@ -71,26 +62,25 @@ def verify_cmd(
     )
 
     if not run_dir.is_dir():
-        _fail(f"{run_dir}: not a directory", 2)
+        fail(f"{run_dir}: not a directory", 2)
     url = judge_url(base_url)
     bad = unreachable_judge_model(judge_model, url)
     if bad is not None:
-        _fail(f"judge model {bad!r} is not a local model; give --base-url (or set OPENAI_BASE_URL)", 2)
+        fail(f"judge model {bad!r} is not a local model; give --base-url (or set OPENAI_BASE_URL)", 2)
     try:
         backend = get_backend(sandbox)
     except (ValueError, ClawgymError) as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     if sandbox == "local":
         err.print("[bold yellow]warning:[/] sandbox 'local' runs the checks on this host with NO isolation")
     try:
         episodes = latest_trajectories(run_dir)
     except RescoreError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), 2)
     wanted = None
     if task_ids:
         wanted = [t.id for t in episodes if t.task_id in set(task_ids)]
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=err, transient=False)
+    progress = progress_bar()
     with ExitStack() as stack:
         stack.callback(backend.close)
         judge = None
@@ -106,11 +96,10 @@ def verify_cmd(
                 report = rescore_run(run_dir, judge=judge, backend=backend, tasks_path=tasks_path, jobs=jobs,
                                      episode_ids=wanted, on_done=lambda r: progress.update(bar, advance=1))
         except RescoreError as exc:
-            _fail(str(exc), 2)
+            fail(str(exc), 2)
         except ClawgymError as exc:
-            _fail(str(exc))
-    for e in report.task_errors:
-        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+            fail(str(exc))
+    error_lines(report.task_errors)
     for eid, why in sorted(report.not_rescored.items()):
         err.print(f"not re-scored: {eid}: {why}", highlight=False)
     calib = None

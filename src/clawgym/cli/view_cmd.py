@@ -5,12 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
+from clawgym.cli.common import err, fail
 from clawgym.core.errors import ClawgymError
-
-err = Console(stderr=True)
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -40,8 +37,7 @@ def view_cmd(
             probe.add(p)
         probe.close()
     except ClawgymError as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
+        fail(str(exc))
     if host not in LOOPBACK and not token:
         token = new_token()
     shown = host if ":" not in host else f"[{host}]"
