@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-_SPECIAL = re.compile(r"([\\*_<>\[\]#|])")
+_SPECIAL = re.compile(r"([\\*_\[\]#])")
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,8 @@ def command_paths() -> list[str]:
 def _escape(text: str) -> str:
     """Escape Markdown outside `code spans` (help texts quote commands in backticks)."""
     parts = re.split(r"(`[^`]*`)", text)
-    return "".join(p if p.startswith("`") and p.endswith("`") and len(p) > 1 else _SPECIAL.sub(r"\\\1", p)
-                   for p in parts)
+    return "".join(p if p.startswith("`") and p.endswith("`") and len(p) > 1
+                   else _SPECIAL.sub(r"\\\1", p).replace("<", "&lt;").replace(">", "&gt;") for p in parts)
 
 
 def _paragraphs(text: str) -> str:
