@@ -95,8 +95,8 @@ def test_cli_reference_documents_every_command_and_option():
 def _mkdocs(config_dir: Path, site: Path) -> subprocess.CompletedProcess:
     require(importlib.util.find_spec("mkdocs") is not None and importlib.util.find_spec("material") is not None,
             "the docs build needs mkdocs and mkdocs-material: pip install -e '.[docs]' (make install does)")
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1",
-               PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]))
+    paths = [str(REPO / "src")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", PYTHONPATH=os.pathsep.join(paths))
     return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
                           cwd=config_dir, env=env, capture_output=True, text=True, timeout=600)
 
