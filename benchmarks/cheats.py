@@ -11,7 +11,7 @@ Prints one JSON object: per file, the oracle's mean (must be 1), and per cheat t
 tasks it scores >= 0.3 on, per operation, and the best-paid tasks with the checks that paid.
 
 Run: python benchmarks/cheats.py [--tasks LABEL=FILE ...] [--bench] [-j 2] [--out FILE]
-     (--bench: benchmarks/clawgym-bench/tasks.jsonl; the JSON behind the README's figures is
+     (--bench: benchmarks/clawgym-bench/tasks.jsonl; the JSON behind the figures in docs/synthesis.md is
      benchmarks/results/cheats.json)
 """
 

@@ -1,8 +1,8 @@
-"""benchmarks/learning/experiment.py: the per-operation breakdown and the README block it writes.
+"""benchmarks/learning/experiment.py: the per-operation breakdown and the figures block it writes.
 
-The experiment itself takes about an hour here (its figures are in the README); these tests cover the bookkeeping
-around it: scores grouped by operation family, infrastructure errors left out, and the README rewritten between
-its markers only.
+The experiment itself takes about an hour here (its figures are in docs/learning.md); these tests cover the
+bookkeeping around it: scores grouped by operation family, infrastructure errors left out, the page rewritten
+between its markers only, and the page it writes to by default (the docs page holding the markers).
 """
 
 from __future__ import annotations
@@ -78,3 +78,20 @@ def test_readme_block_is_written_between_markers_only(tmp_path):
     bare.write_text("no markers\n")
     assert not exp.write_readme(bare, exp.readme_block(res))
     assert bare.read_text() == "no markers\n"
+
+
+def test_figures_go_to_the_docs_page_that_holds_the_markers():
+    """Both experiments write into docs/learning.md, which holds both marker pairs (the README no longer does)."""
+    import re
+
+    exp = _experiment()
+    page = REPO / "docs" / "learning.md"
+    text = page.read_text()
+    for start, end in [(exp.README_START, exp.README_END),
+                       ("<!-- rl-experiment:start -->", "<!-- rl-experiment:end -->")]:
+        assert text.count(start) == 1 and text.count(end) == 1 and text.index(start) < text.index(end)
+        assert start not in (REPO / "README.md").read_text()
+    default = re.search(r'"--readme", type=Path, default=REPO / "docs" / "learning.md"',
+                        (REPO / "benchmarks" / "learning" / "experiment.py").read_text())
+    assert default, "experiment.py --readme should default to docs/learning.md"
+    assert "docs/learning.md" in (REPO / "benchmarks" / "learning" / "rl.py").read_text()

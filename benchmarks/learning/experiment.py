@@ -23,7 +23,7 @@ Stages (each resumes from what an earlier, interrupted run left in --work):
 
 It prints JSON with both success rates (score = 1.0) and mean scores, the difference, the training time and
 tokens, and the wall time of every stage, writes it to ``--work/results.json``, and (unless ``--no-readme``)
-writes the figures between the ``learning-experiment`` markers of the README.
+writes the figures between the ``learning-experiment`` markers of ``docs/learning.md`` (``--readme``).
 
 Defaults are sized to finish in under an hour on 2 CPU cores; on GPUs raise ``--train-tasks``, ``--test-tasks``,
 ``--epochs`` and the limits, and point ``--model`` at a bigger local model directory.
@@ -214,8 +214,9 @@ def main(argv: list[str] | None = None) -> int:
                          "by waiting its turn would be retried from scratch.")
     ap.add_argument("-j", "--jobs", type=int, default=2, help="Worker processes for synthesis and oracle runs.")
     ap.add_argument("--sandbox", default="bwrap")
-    ap.add_argument("--readme", type=Path, default=REPO / "README.md")
-    ap.add_argument("--no-readme", action="store_true", help="Do not write the figures into the README.")
+    ap.add_argument("--readme", type=Path, default=REPO / "docs" / "learning.md",
+                    help="The page whose learning-experiment markers get the figures (the docs page that shows them).")
+    ap.add_argument("--no-readme", action="store_true", help="Do not write the figures into --readme (docs/learning.md).")
     ap.add_argument("--stop-after", choices=["synth", "teacher", "filter", "train"], default=None,
                     help="Stop after this stage (e.g. `train`: the SFT student only, as benchmarks/learning/rl.py "
                          "needs it); a later run without it goes on from there.")

@@ -4,7 +4,7 @@
 A benchmark, not a test. Stages (each resumes from what an interrupted run left in --out):
 
 0. The SFT student of the learning experiment (``benchmarks/learning/experiment.py --stop-after train`` in
-   --work, the same defaults as the README's table), unless --work already holds it.
+   --work, the same defaults as the table in docs/learning.md), unless --work already holds it.
 1. RL training tasks: ``--rl-tasks`` tasks of the three families where the student is weakest (build_plan,
    edit_config, draft_message), synthesized from the *train* half of the personas with their own seed (never the
    held-out seed or personas), with written-out reference answers.
@@ -172,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sandbox", default="bwrap")
     ap.add_argument("--note", default=None, help="A remark kept in the results JSON (how the run went).")
     ap.add_argument("--save", action="store_true", help="Also write the JSON into benchmarks/learning/results/.")
-    ap.add_argument("--readme", type=Path, default=None, help="Write the figures between the rl-experiment markers.")
+    ap.add_argument("--readme", type=Path, default=None,
+                    help="Write the figures between the rl-experiment markers of this page (docs/learning.md).")
     args = ap.parse_args(argv)
 
     from clawgym.core.atomic import write_json, write_text
