@@ -240,3 +240,30 @@ def test_synthesized_tasks_and_their_pinchbench_export_score_the_same(bwrap_back
             assert (va.status, va.checks) == (vb.status, vb.checks), (cand.task.id, state)
         assert {k: v.checks for k, v in a.cheats.items()} == {k: v.checks for k, v in b.cheats.items()}
         assert a.oracle.score == 1.0 and a.noop.score == 0.0
+
+
+# --------------------------------------------------------------------------------------------- the CLI
+
+
+def test_cli_validate_flags_unknown_check_functions_and_export_renders_grade(tmp_path):
+    from typer.testing import CliRunner
+
+    from clawgym.cli.app import app
+    from clawgym.core.jsonl import write_records
+    from clawgym.importers import import_pinchbench
+
+    good = checks_task(FIXED)
+    bad = checks_task([{"name": "x", "fn": "no_such_check"}]).model_copy(update={"id": "bad"})
+    tasks = tmp_path / "tasks.jsonl"
+    write_records(tasks, [good, bad])
+    res = CliRunner().invoke(app, ["validate", str(tasks)])
+    assert res.exit_code == 1
+    assert "task bad: check 'x': the check library (v" in res.output and "'no_such_check'" in res.output
+    assert "1 valid task records, 1 bad lines" in " ".join(res.output.split())
+
+    write_records(tasks, [good])
+    res = CliRunner().invoke(app, ["export", "pinchbench", str(tasks), "-o", str(tmp_path / "pb")])
+    assert res.exit_code == 0, res.output
+    back = import_pinchbench(tmp_path / "pb").tasks
+    assert [t.id for t in back] == ["task_c"]
+    assert back[0].verifier.code.source.strip() == render_grade_source(good).strip()

@@ -508,7 +508,11 @@ def export_task(task: Task) -> tuple[str, dict[str, bytes]]:
             from clawgym.workspace.materialize import write_files
 
             with tempfile.TemporaryDirectory() as tmp:
-                data = write_files([f], Path(tmp))[0].read_bytes()
+                made = write_files([f], Path(tmp))[0]
+                if not made.is_file():
+                    raise ValueError(f"task {task.id}: workspace file {f.path} is generated as a folder "
+                                     f"({f.generate.kind}), which a PinchBench asset cannot be")
+                data = made.read_bytes()
         else:
             raise ValueError(f"task {task.id}: workspace file {f.path} is an asset reference")
         source = f"{task.id}/{f.path}"
@@ -539,17 +543,19 @@ def export_task(task: Task) -> tuple[str, dict[str, bytes]]:
     return "\n".join(out), assets
 
 
+def write_export(task: Task, root: Path) -> Path:
+    """Write one task under `root` as a PinchBench checkout (tasks/task_<id>.md, assets/); the task file."""
+    text, assets = export_task(task)
+    path = root / "tasks" / f"task_{task.id}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    for rel, data in assets.items():
+        (root / "assets" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / "assets" / rel).write_bytes(data)
+    return path
+
+
 def export_pinchbench(tasks: list[Task], root: Path) -> list[Path]:
-    """Write `tasks` as a PinchBench checkout under `root` (tasks/task_<id>.md, assets/), which
-    :func:`import_pinchbench` reads back; the task files written."""
-    written = []
-    for task in tasks:
-        text, assets = export_task(task)
-        path = root / "tasks" / f"task_{task.id}.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        for rel, data in assets.items():
-            (root / "assets" / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / "assets" / rel).write_bytes(data)
-        written.append(path)
-    return written
+    """Write `tasks` as a PinchBench checkout under `root`, which :func:`import_pinchbench` reads back; the task
+    files written."""
+    return [write_export(task, root) for task in tasks]
