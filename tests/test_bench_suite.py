@@ -70,7 +70,8 @@ def test_every_line_is_valid_against_the_task_schema():
 
 def test_every_task_is_verified_by_code_and_hybrid_tasks_carry_file_rules(suite):
     for t in suite.tasks:
-        assert t.verifier.code is not None and t.verifier.code.kind == "python", t.id
+        assert t.verifier.code is not None and t.verifier.code.kind == "checks", t.id  # checks as data (issue 19)
+        assert t.verifier.code.checklib is not None and t.verifier.code.checklib.version >= 2, t.id
         assert t.reference is not None and t.reference.steps, t.id
         bench = t.metadata["bench"]
         assert bench["grading"] == ("hybrid" if _hybrid(t) else "code"), t.id

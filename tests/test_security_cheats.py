@@ -33,9 +33,12 @@ CLAWGYM = Path(sys.executable).with_name("clawgym")
 
 
 def _grade_on_host(task: Task, ws: Path) -> float:
-    """The task's grade() (our own generated, stdlib-only source) run here on `ws`: the mean of its checks."""
+    """The task's grade() (rendered from its checks: our own stdlib-only source) run here on `ws`: the mean of its
+    checks."""
+    from clawgym.synth.checks import render_grade_source
+
     ns: dict = {}
-    exec(compile(task.verifier.code.source, "grade.py", "exec"), ns)
+    exec(compile(render_grade_source(task), "grade.py", "exec"), ns)
     scores = ns["grade"]([], str(ws))
     return sum(scores.values()) / len(scores)
 

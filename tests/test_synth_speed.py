@@ -19,7 +19,6 @@ import pytest
 
 from clawgym.core.records import WorkspaceSpec
 from clawgym.synth import checklib, checklib_docs
-from clawgym.synth import compose as compose_mod
 from clawgym.synth.compose import CHECKLIB_SOURCE, compose_task
 from clawgym.synth.ops import registry
 from clawgym.synth.personas import load_personas
@@ -170,7 +169,9 @@ def test_library_index_keeps_the_exact_source_segments():
                  [t.id for t in node.targets if isinstance(t, ast.Name)] if isinstance(node, ast.Assign) else [])
         for name in names:
             want[name] = ast.get_source_segment(CHECKLIB_SOURCE, node)
-    assert {k: v[1] for k, v in compose_mod._DEFS.items()} == want
+    from clawgym.synth.checks import _library_index
+
+    assert {k: v[1] for k, v in _library_index(CHECKLIB_SOURCE)[1].items()} == want
 
 
 def _command_candidates(n: int):

@@ -395,9 +395,12 @@ def review(task: Task) -> str:
                 text = data.decode("utf-8", errors="replace") if b"\0" not in data[:4096] else "(binary)"
                 out += [f"--- workspace `{p.relative_to(tmp)}` ---", text[:3000], ""]
     code = task.verifier.code
-    if code is not None and code.source:
-        checks = code.source[code.source.index("CHECKS = ["):code.source.index("def grade(")]
-        out += ["--- checks ---", checks]
+    if code is not None and code.kind != "shell":
+        from clawgym.synth.checks import render_grade_source
+
+        source = render_grade_source(task)  # checks as data, rendered as the lambdas they evaluate
+        if "CHECKS = [" in source and "def grade(" in source:
+            out += ["--- checks ---", source[source.index("CHECKS = ["):source.index("def grade(")]]
     if task.verifier.rubric is not None:
         out += ["--- rubric ---", *(f"- {r.name} [{r.file_path}]: {r.description}" for r in task.verifier.rubric.rules), ""]
     for s in (task.reference.steps if task.reference else []):

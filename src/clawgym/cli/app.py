@@ -50,7 +50,9 @@ app = typer.Typer(
 import_app = typer.Typer(no_args_is_help=True, help="Import tasks from outside formats into tasks.jsonl.")
 workspace_app = typer.Typer(no_args_is_help=True, help="Materialize task workspaces as real files.")
 sandbox_app = typer.Typer(no_args_is_help=True, help="Build the sandbox image and check the backends.")
+export_app = typer.Typer(no_args_is_help=True, help="Export tasks to outside formats.")
 app.add_typer(import_app, name="import")
+app.add_typer(export_app, name="export")
 app.add_typer(workspace_app, name="workspace")
 app.add_typer(sandbox_app, name="sandbox")
 from clawgym.cli.synth_cmd import synth_app  # noqa: E402
@@ -129,9 +131,29 @@ def validate(
         fail(f"{path}: no such file")
     read = read_records_lenient(path, RECORD_TYPES[record])
     error_lines(read.errors)
-    out.print(f"{path}: {len(read.records)} valid {record} records, {len(read.errors)} bad lines")
-    if read.errors:
+    unknown = _unknown_checks(read.records) if record == "task" else []
+    for line in unknown:
+        err.print(f"{path}: {line}", highlight=False, soft_wrap=True)
+    out.print(f"{path}: {len(read.records) - len(unknown)} valid {record} records, "
+              f"{len(read.errors) + len(unknown)} bad lines")
+    if read.errors or unknown:
         raise typer.Exit(1)
+
+
+def _unknown_checks(tasks: list) -> list[str]:
+    """Tasks whose checks (as data) name a function this clawgym's check library does not register."""
+    from clawgym.synth.checks import UnknownCheckError, validate_call
+
+    bad = []
+    for t in tasks:
+        code = t.verifier.code
+        for call in (code.checks if code is not None and code.kind == "checks" else []):
+            try:
+                validate_call(call)
+            except UnknownCheckError as exc:
+                bad.append(f"task {t.id}: {exc}")
+                break
+    return bad
 
 
 @app.command()
@@ -211,6 +233,32 @@ def import_pinchbench_cmd(
         if dropped:
             err.print(f"left out (need the network): {', '.join(dropped)}", highlight=False)
     _write_import(result, output, strict, "PinchBench")
+
+
+@export_app.command("pinchbench")
+def export_pinchbench_cmd(
+    tasks_path: Path = TASKS_ARG,
+    output: Path = output_option("The folder to write (tasks/task_<id>.md and assets/), a PinchBench checkout."),
+    task_ids: list[str] | None = TASK_IDS,
+) -> None:
+    """Export tasks as PinchBench task files; checks as data become a self-contained grade()."""
+    from clawgym.importers.pinchbench import write_export
+
+    tasks, bad = _load_tasks(tasks_path)
+    if task_ids:
+        tasks = [t for t in tasks if t.id in set(task_ids)]
+    written, failed = 0, 0
+    for task in tasks:
+        try:
+            write_export(task, output)
+        except ValueError as exc:
+            err.print(f"[yellow]not exported:[/] {exc}", highlight=False, soft_wrap=True)
+            failed += 1
+            continue
+        written += 1
+    out.print(f"exported {written} tasks -> {output}/tasks ({failed} not exported)", highlight=False)
+    if bad or failed:
+        raise typer.Exit(1)
 
 
 # ------------------------------------------------------------------------------------------------ workspace

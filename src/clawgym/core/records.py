@@ -283,16 +283,50 @@ class WorkspaceSpec(Record):
 # --------------------------------------------------------------------------------------------- verifier
 
 
+class CheckCall(Record):
+    """One check as data: the check-library function `fn` (registered with `clawgym.synth.checklib.check`)
+    called as `fn(ws, **args)`, or, with `parts`, the combinator `fn` (all_of, min_of, mean_of, gated) over the
+    parts' scores, each part evaluated only when the combinator needs it. `args` are JSON data, never code. A
+    task's top-level checks carry a `name` (the sub-score's name); parts need none."""
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    fn: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    args: dict[str, Any] = Field(default_factory=dict)
+    parts: list[CheckCall] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: SerializerFunctionWrapHandler):
+        # written without the fields at their defaults: a task holds many checks
+        data = handler(self)
+        for key in ("name", "args", "parts"):
+            if key in data and not data[key]:
+                del data[key]
+        return data
+
+
+class CheckLibRef(Record):
+    """A version of the check library: its CHECKLIB_VERSION and the sha256 of its source
+    (`clawgym.synth.checks.current_checklib`)."""
+
+    version: int = Field(ge=1)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
 class CodeCheck(Record):
     """A programmatic check run inside the sandbox after the agent ends.
 
     `python`: `source` defines `grade(transcript, workspace_path) -> dict[str, float]` (PinchBench shape); the
-    score is the mean of the values. `shell`: `entry` is a shell command run from the workspace root (ClawGym's
+    score is the mean of the values. `checks`: the task's checks as data (`checks`, see :class:`CheckCall`),
+    evaluated inside the sandbox against the current check library, which is copied into the control directory
+    at grading time; `checklib` records the library version the task was written for (the verdict records the one
+    that graded it). `shell`: `entry` is a shell command run from the workspace root (ClawGym's
     `bash reward/reward.sh`); its last stdout line is the score in [0, 1]. `files` are copied into the workspace
     only after the agent has finished, so the agent never sees them.
+
+    `checks` and `checklib` are a minor addition (see clawgym.core.versions): written only for kind `checks`.
     """
 
-    kind: Literal["python", "shell"]
+    kind: Literal["python", "shell", "checks"]
     source: str | None = None
     entry: str | None = None
     subscores_entry: str | None = Field(
@@ -301,6 +335,8 @@ class CodeCheck(Record):
     )
     files: list[WorkspaceFile] = Field(default_factory=list)
     timeout_seconds: float = Field(default=120.0, gt=0)
+    checks: list[CheckCall] = Field(default_factory=list)
+    checklib: CheckLibRef | None = None
 
     @model_validator(mode="after")
     def _kind_fields(self) -> CodeCheck:
@@ -308,7 +344,28 @@ class CodeCheck(Record):
             raise ValueError("a python code check needs `source` defining grade(transcript, workspace_path)")
         if self.kind == "shell" and not self.entry:
             raise ValueError("a shell code check needs `entry`, the command to run")
+        if self.kind == "checks":
+            if not self.checks or self.checklib is None:
+                raise ValueError("a `checks` code check needs `checks` (the named checks) and `checklib` (the "
+                                 "check library version it was written for)")
+            names = [c.name for c in self.checks]
+            if any(not n for n in names):
+                raise ValueError("every check of a `checks` code check needs a `name`")
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"check names must be unique: {', '.join(map(repr, dup[:5]))}")
+        elif self.checks or self.checklib is not None:
+            raise ValueError(f"`checks` and `checklib` belong to a code check of kind `checks`, not {self.kind!r}")
         return self
+
+    @model_serializer(mode="wrap")
+    def _omit_unused_checks(self, handler: SerializerFunctionWrapHandler):
+        # a minor addition: python and shell checks are written as before
+        data = handler(self)
+        if not self.checks and self.checklib is None:
+            data.pop("checks", None)
+            data.pop("checklib", None)
+        return data
 
 
 class RubricRule(Record):
@@ -425,6 +482,10 @@ class Verdict(Versioned):
     notes: list[str] = Field(default_factory=list)
     output_tail: str = Field(default="", description="Last lines of the checker's output, for debugging.")
     duration_s: float = 0.0
+    checklib: CheckLibRef | None = Field(
+        default=None, description="The check library that graded a task whose checks are data (kind `checks`).")
+
+    minor_fields: ClassVar[frozenset[str]] = frozenset({"checklib"})
 
 
 TrajectoryStatus = Literal["completed", "agent_error", "timeout", "skipped", "infra_error"]

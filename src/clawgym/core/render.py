@@ -11,8 +11,11 @@ _CHECK_NAME = re.compile(r"^\s+\('([^']+)', lambda ws, transcript:", re.M)
 
 
 def check_names(task: Task) -> list[str]:
-    """Named checks of a synthesized python verifier (empty when they cannot be read off the source)."""
+    """Named checks of a synthesized verifier: its checks as data, or the names read off a python grade() source
+    rendered from them (empty when they cannot be)."""
     code = task.verifier.code
+    if code is not None and code.kind == "checks":
+        return [c.name or "" for c in code.checks]
     if code is None or code.kind != "python" or not code.source:
         return []
     return _CHECK_NAME.findall(code.source)

@@ -33,6 +33,13 @@ Changing a record's form:
 
 Version 2 of all three types only adds `schema_version` itself: the step from version 1 changes nothing else. A
 clawgym from before versions refuses version-2 records (`schema_version` is an unknown field to it).
+
+Minor additions in version 2 (no bump; an older clawgym reads every record that does not use them):
+
+* Task: a code check of kind `checks` (the checks as data, `checks` and `checklib`, written only for that kind),
+  which an older clawgym refuses as an unknown kind and unknown fields rather than misgrading it. Tasks with a
+  `python` grade() source keep their form and bytes.
+* Verdict: `checklib`, the check library that graded a task whose checks are data.
 """
 
 from __future__ import annotations

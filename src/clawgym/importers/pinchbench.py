@@ -468,3 +468,94 @@ def import_pinchbench(root: Path, inline_assets: bool = True, assets_base: Path 
         except TaskImportError as exc:
             result.failures.append(exc)
     return result
+
+
+# --------------------------------------------------------------------------------------------- export
+
+
+def _fence(text: str) -> str:
+    """A backtick fence longer than any run of backticks in `text`."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def export_task(task: Task) -> tuple[str, dict[str, bytes]]:
+    """(the PinchBench task file, {asset path under assets/: bytes}) of a task: front matter, the prompt, a
+    self-contained `grade()` (rendered from checks as data by
+    :func:`clawgym.synth.checks.render_grade_source`) and the rubric. Binary workspace files become assets
+    (`assets/<task id>/<path>`), generated ones made now; asset-linked files, shell checks and multi-session tasks
+    are not exported (ValueError)."""
+    import base64
+
+    from clawgym.synth.checks import render_grade_source
+
+    v = task.verifier
+    if task.sessions:
+        raise ValueError(f"task {task.id}: multi-session tasks are not exported")
+    if v.code is not None and v.code.kind == "shell":
+        raise ValueError(f"task {task.id}: a shell code check has no PinchBench grade()")
+    files: list[dict[str, str]] = []
+    assets: dict[str, bytes] = {}
+    for f in task.workspace.files:
+        if f.content is not None:
+            files.append({"path": f.path, "content": f.content})
+            continue
+        if f.content_b64 is not None:
+            data = base64.b64decode(f.content_b64)
+        elif f.generate is not None:  # made now, as the sandbox would make it
+            import tempfile
+
+            from clawgym.workspace.materialize import write_files
+
+            with tempfile.TemporaryDirectory() as tmp:
+                made = write_files([f], Path(tmp))[0]
+                if not made.is_file():
+                    raise ValueError(f"task {task.id}: workspace file {f.path} is generated as a folder "
+                                     f"({f.generate.kind}), which a PinchBench asset cannot be")
+                data = made.read_bytes()
+        else:
+            raise ValueError(f"task {task.id}: workspace file {f.path} is an asset reference")
+        source = f"{task.id}/{f.path}"
+        assets[source] = data
+        files.append({"source": source, "dest": f.path})
+    grading_type = "hybrid" if v.code is not None and v.rubric is not None else (
+        "automated" if v.code is not None else "llm_judge")
+    front: dict[str, Any] = {"id": task.id, "name": str(task.metadata.get("name") or task.id),
+                             "category": task.category or "", "grading_type": grading_type,
+                             "timeout_seconds": task.timeout_seconds, "workspace_files": files}
+    if grading_type == "hybrid":
+        wc, wr = v.weights()
+        front["grading_weights"] = {"automated": wc, "llm_judge": wr}
+    out = ["---", yaml.safe_dump(front, sort_keys=False, allow_unicode=True).rstrip("\n"), "---", "",
+           "## Prompt", "", task.instruction.strip(), ""]
+    if v.code is not None:
+        source = render_grade_source(task)
+        fence = _fence(source)
+        out += ["## Automated Checks", "", f"{fence}python", source.rstrip("\n"), fence, ""]
+    if v.rubric is not None:
+        out += ["## LLM Judge Rubric", ""]
+        total = sum(r.weight for r in v.rubric.rules) or 1.0
+        for i, rule in enumerate(v.rubric.rules, start=1):
+            out += [f"### Criterion {i}: {rule.name} (Weight: {100 * rule.weight / total:g}%)", ""]
+            if rule.description:
+                out += [rule.description, ""]
+            out += [f"**Score {band}**: {text}" for band, text in rule.scores.items()] + [""]
+    return "\n".join(out), assets
+
+
+def write_export(task: Task, root: Path) -> Path:
+    """Write one task under `root` as a PinchBench checkout (tasks/task_<id>.md, assets/); the task file."""
+    text, assets = export_task(task)
+    path = root / "tasks" / f"task_{task.id}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    for rel, data in assets.items():
+        (root / "assets" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / "assets" / rel).write_bytes(data)
+    return path
+
+
+def export_pinchbench(tasks: list[Task], root: Path) -> list[Path]:
+    """Write `tasks` as a PinchBench checkout under `root`, which :func:`import_pinchbench` reads back; the task
+    files written."""
+    return [write_export(task, root) for task in tasks]

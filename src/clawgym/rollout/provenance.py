@@ -84,13 +84,15 @@ def file_sha256(path: str | os.PathLike) -> str | None:
 
 
 def checklib_info() -> dict[str, Any] | None:
-    """The check library's version and the sha256 of its source (checklib.py and its extensions, as embedded)."""
+    """The check library's version and the sha256 of its source (checklib.py and its extensions, as one file):
+    the library that grades tasks whose checks are data."""
     try:
-        from clawgym.synth.checklib import CHECKLIB_VERSION
-        from clawgym.synth.compose import CHECKLIB_SOURCE
+        from clawgym.synth.checks import current_checklib
+
+        ref, _ = current_checklib()
     except Exception:  # never fail a run over its provenance
         return None
-    return {"version": CHECKLIB_VERSION, "sha256": hashlib.sha256(CHECKLIB_SOURCE.encode("utf-8")).hexdigest()}
+    return {"version": ref.version, "sha256": ref.sha256}
 
 
 def package_versions() -> dict[str, str]:

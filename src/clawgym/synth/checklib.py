@@ -1,9 +1,21 @@
 """Check primitives for synthesized verifiers. STANDARD LIBRARY ONLY (plus optional yaml/openpyxl).
 
-This module's source is embedded verbatim into every synthesized task's `grade()` (so a task file is
-self-contained and runs in any sandbox with python3); it is also importable on the host for tests. Every
-function takes the workspace root `ws` (a pathlib.Path) first, returns a float in [0, 1] with partial credit
-where it makes sense, and treats a missing or unreadable file as 0 — never raises for bad agent output.
+The check library is this file followed by the checklib_*.py extensions, as ONE versioned source
+(:data:`CHECKLIB_VERSION`, and the sha256 of the source). A synthesized task stores its checks as data
+(`CodeCheck(kind="checks")`: `[{name, fn, args, parts}]` naming functions registered here with :func:`check`)
+and the library version it was written for; at grading time the library is copied into the sandbox's control
+directory (after the agent has ended) and the checks are evaluated against it (:mod:`clawgym.verify.code`), so a
+fix here reaches every task already written. A PinchBench export renders a self-contained `grade()` with the
+subset of the library a task uses (:func:`clawgym.synth.compose.render_grade_source`). The library is also
+importable on the host for tests.
+
+Every check function takes the workspace root `ws` (a pathlib.Path) first, returns a float in [0, 1] with
+partial credit where it makes sense, and decides on purpose what the agent's output earns: a missing or
+unreadable/unparseable output file is a 0 it returns. Its `try` blocks hold only the reading or parsing of the
+agent's output and catch only what that raises (OSError for reading, json's ValueError, the subprocess errors of
+a program the agent wrote; the yaml, openpyxl and email parsers, whose errors are many, in a `try` around the
+parse call alone). Anything else a check raises (a bug, an argument of the wrong type) propagates: the grader
+reports it as `checker_failed` with the exception, not as a silent 0.
 
 Values are compared after normalisation: strings stripped and case-folded, numbers (also numbers written as
 text, with thousands separators or a currency sign) within a relative/absolute tolerance.
@@ -19,10 +31,21 @@ import json
 import re
 from pathlib import Path
 
-# The version of the check library (this file and the checklib_*.py extensions), recorded in run.json with the
-# sha256 of their source. Bump it when a check can score the same workspace differently. It is not embedded in
-# tasks: a task's grade() carries the functions it uses, as they were when it was made.
-CHECKLIB_VERSION = 1
+# The version of the check library (this file and the checklib_*.py extensions), recorded with the sha256 of their
+# source in run.json, in each task written with checks as data (the version it was written for) and in each
+# verdict graded with it. Bump it when a check can score the same workspace differently. Version 2: checks as data
+# (the registry below), and a check's own errors propagate instead of scoring 0.
+CHECKLIB_VERSION = 2
+
+REGISTRY = {}
+"""The check functions a task's checks may name (`fn`), by name: registered with @check."""
+
+
+def check(fn):
+    """Register `fn` as a check function (or a combinator over parts) that a task's checks may name."""
+    REGISTRY[fn.__name__] = fn
+    return fn
+
 
 _NUM = re.compile(r"^[-+]?[$€£]?\s*[-+]?\d[\d,]*(\.\d+)?%?$")
 
@@ -33,7 +56,7 @@ def _text(ws, path):
         if not p.is_file():
             return None
         return p.read_text(encoding="utf-8", errors="replace")
-    except Exception:
+    except OSError:
         return None
 
 
@@ -116,14 +139,16 @@ def _has_number(text, value, tol=0.005):
     return word is not None and re.search(rf"\b{word}\b", str(text).casefold()) is not None
 
 
+@check
 def file_exists(ws, path, min_bytes=1):
     try:
         p = Path(ws) / path
         return 1.0 if p.is_file() and p.stat().st_size >= min_bytes else 0.0
-    except Exception:
+    except OSError:
         return 0.0
 
 
+@check
 def text_has(ws, path, needles, case=False, all_or_nothing=False):
     """Fraction of `needles` (strings) that occur in the file."""
     text = _text(ws, path)
@@ -136,6 +161,7 @@ def text_has(ws, path, needles, case=False, all_or_nothing=False):
     return found / len(needles)
 
 
+@check
 def text_has_none(ws, path, needles, case=False):
     """1 when the file exists and holds none of `needles` (e.g. removed jargon), else the fraction absent."""
     text = _text(ws, path)
@@ -146,6 +172,7 @@ def text_has_none(ws, path, needles, case=False):
     return absent / len(needles)
 
 
+@check
 def text_equals(ws, path, expected, strip=True):
     text = _text(ws, path)
     if text is None:
@@ -168,7 +195,7 @@ def _read_table(ws, path):
             ws_ = wb.worksheets[0]
             rows = [["" if c is None else c for c in r] for r in ws_.iter_rows(values_only=True)]
             rows = [r for r in rows if any(str(c).strip() for c in r)]
-        except Exception:
+        except Exception:  # openpyxl on the agent's bytes (or no openpyxl): the parser's errors are many
             return None
     else:
         text = _text(ws, path)
@@ -216,6 +243,7 @@ def match_rows(got_header, got_rows, header, rows, ordered=False, tol=0.01, norm
     return max(0.0, min(1.0, matched / len(rows) - 0.5 * extra / len(rows)))
 
 
+@check
 def csv_rows(ws, path, header, rows, key=None, ordered=False, tol=0.01):
     """match_rows over a CSV/TSV/xlsx file. `key`: column names that identify a row (the rest must match too).
     `ordered`: rows must come in order."""
@@ -225,6 +253,7 @@ def csv_rows(ws, path, header, rows, key=None, ordered=False, tol=0.01):
     return match_rows(table[0], table[1], header, rows, ordered, tol)
 
 
+@check
 def column_matches(ws, path, column, pattern):
     """Fraction of the rows whose `column` matches the regular expression `pattern` (0 when no rows)."""
     table = _read_table(ws, path)
@@ -302,6 +331,7 @@ def data_matches(got, expected, tol=0.01):
     return ok / len(leaves)
 
 
+@check
 def json_matches(ws, path, expected, tol=0.01):
     text = _text(ws, path)
     if text is None:
@@ -320,17 +350,19 @@ def _yaml_load(text):
     return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
+@check
 def yaml_matches(ws, path, expected, tol=0.01):
     text = _text(ws, path)
     if text is None:
         return 0.0
     try:
         got = _yaml_load(text)
-    except Exception:
+    except Exception:  # the yaml parser on the agent's text alone: its errors are many
         return 0.0
     return data_matches(got, expected, tol)
 
 
+@check
 def files_moved(ws, moves):
     """`moves`: {old path: [new path, expected text]}: fraction moved with content intact and old gone."""
     if not moves:
@@ -345,6 +377,7 @@ def files_moved(ws, moves):
     return ok / len(moves)
 
 
+@check
 def paths_exist(ws, paths):
     if not paths:
         return 0.0
@@ -355,6 +388,7 @@ def _unfold_ics(text):
     return re.sub(r"\r?\n[ \t]", "", text)
 
 
+@check
 def ics_events(ws, path, events, tol_minutes=0):
     """Fraction of expected events (dicts with summary/dtstart/dtend/location substrings) present."""
     text = _text(ws, path)
@@ -378,6 +412,7 @@ def ics_events(ws, path, events, tol_minutes=0):
     return found / len(events)
 
 
+@check
 def eml_message(ws, path, to=None, subject_has=(), body_has=()):
     """Fraction of the expected parts of a drafted email (.eml) that are right."""
     p = Path(ws) / path
@@ -395,7 +430,7 @@ def eml_message(ws, path, to=None, subject_has=(), body_has=()):
             body = raw.split(b"\n\n", 1)[-1].split(b"\r\n\r\n", 1)[-1].decode("utf-8", "replace")
         subject = str(msg.get("subject", ""))
         rcpt = " ".join(str(msg.get(h, "")) for h in ("to", "cc"))
-    except Exception:
+    except Exception:  # the email parser on the agent's bytes alone: its errors are many
         return 0.0
     parts, ok = 0, 0
     if to:
@@ -411,6 +446,7 @@ def eml_message(ws, path, to=None, subject_has=(), body_has=()):
     return ok / parts if parts else 1.0
 
 
+@check
 def sqlite_rows(ws, path, sql, expected, tol=0.01):
     """Fraction of expected result rows that a query on the database returns."""
     import sqlite3
@@ -422,7 +458,7 @@ def sqlite_rows(ws, path, sql, expected, tol=0.01):
         con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
         got = [list(r) for r in con.execute(sql).fetchall()]
         con.close()
-    except Exception:
+    except (sqlite3.Error, OSError):  # not a database, or not one with the table the query reads
         return 0.0
     if not expected:
         return 1.0 if not got else 0.0
@@ -435,6 +471,7 @@ def sqlite_rows(ws, path, sql, expected, tol=0.01):
     return ok / len(expected)
 
 
+@check
 def command_ok(ws, argv, cwd=".", timeout=60):
     """1 when the command exits 0 (e.g. a test suite), else 0."""
     import subprocess
@@ -442,7 +479,7 @@ def command_ok(ws, argv, cwd=".", timeout=60):
     try:
         r = subprocess.run(argv, cwd=str(Path(ws) / cwd), capture_output=True, timeout=timeout)
         return 1.0 if r.returncode == 0 else 0.0
-    except Exception:
+    except (OSError, subprocess.SubprocessError):  # no such program or folder, or a timeout
         return 0.0
 
 
@@ -461,7 +498,7 @@ def _run_forked(child, cwd, timeout, capture=False):
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()  # nothing buffered here may be written twice
-        except Exception:
+        except (OSError, ValueError):  # a closed or broken stream
             pass
     r, w = os.pipe()
     gc.freeze()  # the child's garbage collector leaves this process's objects alone: no copy of their pages
@@ -538,7 +575,7 @@ def _forkable(root, recursive=True):
     try:
         if sys.flags.no_user_site and os.path.isdir(site.getusersitepackages()):
             return False
-    except Exception:
+    except (OSError, AttributeError, ValueError):
         return False
     loaded = {m.partition(".")[0] for m in list(sys.modules)}
     seen = 0
@@ -607,6 +644,7 @@ def _run_command(argv, cwd, timeout):
         return None, b""
 
 
+@check
 def pytest_passes(ws, cwd=".", args=(), timeout=60):
     """1 when `python3 -m pytest ARGS` exits 0 in `cwd` (the test suite passes), else 0.
 
@@ -629,10 +667,10 @@ def pytest_passes(ws, cwd=".", args=(), timeout=60):
 
             for name in default_plugins:
                 importlib.import_module("_pytest." + name)
-        except Exception:
+        except (ImportError, AttributeError):
             pass
         use_fork = _forkable(root)
-    except Exception:
+    except ImportError:  # no pytest here: the command says so
         use_fork = False
     if not use_fork:
         return command_ok(ws, ["python3", "-m", "pytest", *args], cwd, timeout)
@@ -644,18 +682,19 @@ def pytest_passes(ws, cwd=".", args=(), timeout=60):
 
     try:
         code, _ = _run_forked(child, root, timeout)
-    except Exception:
+    except (OSError, AttributeError):  # this process cannot fork
         return 0.0
     return 1.0 if code == 0 else 0.0
 
 
+@check
 def command_output_has(ws, argv, needles, cwd=".", timeout=60):
     """Fraction of `needles` in the stdout of a command (e.g. a script the agent wrote)."""
     import subprocess
 
     try:
         r = subprocess.run(argv, cwd=str(Path(ws) / cwd), capture_output=True, timeout=timeout, text=True)
-    except Exception:
+    except (OSError, subprocess.SubprocessError, UnicodeError):  # no such program, a timeout, output not UTF-8
         return 0.0
     if r.returncode != 0 or not needles:
         return 0.0
@@ -663,6 +702,7 @@ def command_output_has(ws, argv, needles, cwd=".", timeout=60):
     return sum(1 for n in needles if _has_term(out, str(n).casefold())) / len(needles)
 
 
+@check
 def git_commits_since(ws, repo, base_count, message_has=()):
     """1 when the repository has more commits than `base_count` (and the newest mentions message_has)."""
     import subprocess
@@ -674,7 +714,7 @@ def git_commits_since(ws, repo, base_count, message_has=()):
                            text=True, timeout=30)
         if r.returncode or n.returncode or int(n.stdout.strip()) <= base_count:
             return 0.0
-    except Exception:
+    except (OSError, subprocess.SubprocessError, ValueError):  # no git or repository, a timeout, not UTF-8
         return 0.0
     if not message_has:
         return 1.0
@@ -687,6 +727,7 @@ def _value(score):
     return score() if callable(score) else score
 
 
+@check
 def all_of(*scores):
     """1 only when every score is 1 (for checks that need several conditions at once); the parts after the
     first one below 1 are not evaluated."""
@@ -698,6 +739,7 @@ def all_of(*scores):
     return 1.0
 
 
+@check
 def min_of(*scores):
     """The lowest score; the parts after one scoring 0 are not evaluated."""
     low = None
@@ -709,10 +751,12 @@ def min_of(*scores):
     return 0.0 if low is None else low
 
 
+@check
 def mean_of(*scores):
     return sum(_value(s) for s in scores) / len(scores) if scores else 0.0
 
 
+@check
 def gated(score, *content):
     """A form check's `score` counted only as far as the content it is about is right: `score` times the
     lowest of the `content` scores, which are evaluated first (`score` is not, when the content is all wrong).

@@ -19,6 +19,7 @@ if "same" not in globals():  # imported on the host, not concatenated after chec
         _read_table,
         _text,
         _yaml_load,
+        check,
         same,
     )
 
@@ -35,44 +36,42 @@ def _data_norm_path(value, base=""):
     return s
 
 
+@check
 def data_path_rows(ws, path, header, rows, path_columns=(), base="", ordered=False, tol=0.01):
     """Like csv_rows, but the columns named in `path_columns` are compared as paths: a leading ./ and the
     folder `base` are ignored, so `docs/a.md` and `a.md` (relative to base=docs) are the same."""
-    try:
-        table = _read_table(ws, path)
-        if table is None or not rows:
+    table = _read_table(ws, path)
+    if table is None or not rows:
+        return 0.0
+    got_header, got_rows = table
+    index = {h.casefold(): i for i, h in enumerate(got_header)}
+    cols = []
+    for h in header:
+        if h.casefold() not in index:
             return 0.0
-        got_header, got_rows = table
-        index = {h.casefold(): i for i, h in enumerate(got_header)}
-        cols = []
-        for h in header:
-            if h.casefold() not in index:
-                return 0.0
-            cols.append(index[h.casefold()])
-        pcols = {i for i, h in enumerate(header) if h in set(path_columns)}
+        cols.append(index[h.casefold()])
+    pcols = {i for i, h in enumerate(header) if h in set(path_columns)}
 
-        def norm(row):
-            return [_data_norm_path(v, base) if i in pcols else v for i, v in enumerate(row)]
+    def norm(row):
+        return [_data_norm_path(v, base) if i in pcols else v for i, v in enumerate(row)]
 
-        got = [norm([r[c] if c < len(r) else "" for c in cols]) for r in got_rows]
-        exp_rows = [norm([str(v) if v is not None else "" for v in r]) for r in rows]
-        matched = 0
-        if ordered:
-            for exp, g in list(zip(exp_rows, got)):  # noqa: B905 (shorter `got` is fine)
+    got = [norm([r[c] if c < len(r) else "" for c in cols]) for r in got_rows]
+    exp_rows = [norm([str(v) if v is not None else "" for v in r]) for r in rows]
+    matched = 0
+    if ordered:
+        for exp, g in list(zip(exp_rows, got)):  # noqa: B905 (shorter `got` is fine)
+            if all(same(g[j], exp[j], tol) for j in range(len(exp))):
+                matched += 1
+    else:
+        pool = list(got)
+        for exp in exp_rows:
+            for i, g in enumerate(pool):
                 if all(same(g[j], exp[j], tol) for j in range(len(exp))):
                     matched += 1
-        else:
-            pool = list(got)
-            for exp in exp_rows:
-                for i, g in enumerate(pool):
-                    if all(same(g[j], exp[j], tol) for j in range(len(exp))):
-                        matched += 1
-                        pool.pop(i)
-                        break
-        extra = max(0, len(got) - len(exp_rows))
-        return max(0.0, min(1.0, matched / len(exp_rows) - 0.5 * extra / len(exp_rows)))
-    except Exception:
-        return 0.0
+                    pool.pop(i)
+                    break
+    extra = max(0, len(got) - len(exp_rows))
+    return max(0.0, min(1.0, matched / len(exp_rows) - 0.5 * extra / len(exp_rows)))
 
 
 def _data_load(ws, path):
@@ -84,7 +83,7 @@ def _data_load(ws, path):
         if str(path).lower().endswith((".yaml", ".yml")):
             return _yaml_load(text)
         return _data_json.loads(text)
-    except Exception:
+    except Exception:  # the json or yaml parser on the agent's text alone: its errors are many
         return None
 
 
@@ -120,62 +119,59 @@ def _data_record_ok(got, exp, typed, tol):
     return True
 
 
+@check
 def data_records(ws, path, records, ordered=False, typed=False, exact_keys=False, tol=0.01):
     """Partial credit for a JSON (or YAML) array of objects: the fraction of expected records found with
     equal fields, minus a penalty for extra records. `typed`: numbers must be numbers, nulls null.
     `exact_keys`: a record must have no keys beyond the expected ones."""
-    try:
-        got = _data_load(ws, path)
-        if not isinstance(got, list) or not records:
-            return 0.0
-
-        def ok(g, e):
-            if not _data_record_ok(g, e, typed, tol):
-                return False
-            if exact_keys and {str(k).casefold() for k in g} != {str(k).casefold() for k in e}:
-                return False
-            return True
-
-        matched = 0
-        if ordered:
-            for e, g in list(zip(records, got)):  # noqa: B905
-                matched += 1 if ok(g, e) else 0
-        else:
-            pool = list(got)
-            for e in records:
-                for i, g in enumerate(pool):
-                    if ok(g, e):
-                        matched += 1
-                        pool.pop(i)
-                        break
-        extra = max(0, len(got) - len(records))
-        return max(0.0, min(1.0, matched / len(records) - 0.5 * extra / len(records)))
-    except Exception:
+    got = _data_load(ws, path)
+    if not isinstance(got, list) or not records:
         return 0.0
 
+    def ok(g, e):
+        if not _data_record_ok(g, e, typed, tol):
+            return False
+        if exact_keys and {str(k).casefold() for k in g} != {str(k).casefold() for k in e}:
+            return False
+        return True
 
+    matched = 0
+    if ordered:
+        for e, g in list(zip(records, got)):  # noqa: B905
+            matched += 1 if ok(g, e) else 0
+    else:
+        pool = list(got)
+        for e in records:
+            for i, g in enumerate(pool):
+                if ok(g, e):
+                    matched += 1
+                    pool.pop(i)
+                    break
+    extra = max(0, len(got) - len(records))
+    return max(0.0, min(1.0, matched / len(records) - 0.5 * extra / len(records)))
+
+
+@check
 def data_numbers_in_text(ws, path, numbers=(), words=(), tol=0.01):
     """Fraction of the expected numbers (found among the numbers written on their own in the file, with or
     without thousands separators or a currency sign, 2-20 also as words; not parts of dates, times or ids, see
     checklib._has_number) and words (case-insensitive, on number boundaries) the file holds."""
-    try:
-        text = _text(ws, path)
-        if text is None or not (numbers or words):
-            return 0.0
-        ok = 0
-        for n in numbers:
-            v = _num(n)
-            if v is not None and _has_number(text, v, tol + 1e-9):
-                ok += 1
-        hay = text.casefold()
-        for w in words:
-            if _has_term(hay, str(w).casefold()):
-                ok += 1
-        return ok / (len(numbers) + len(words))
-    except Exception:
+    text = _text(ws, path)
+    if text is None or not (numbers or words):
         return 0.0
+    ok = 0
+    for n in numbers:
+        v = _num(n)
+        if v is not None and _has_number(text, v, tol + 1e-9):
+            ok += 1
+    hay = text.casefold()
+    for w in words:
+        if _has_term(hay, str(w).casefold()):
+            ok += 1
+    return ok / (len(numbers) + len(words))
 
 
+@check
 def data_removed_kept(ws, removed, kept):
     """(fraction of `removed` paths gone) x (fraction of `kept` {path: text} still there with that text)."""
     try:
@@ -190,21 +186,19 @@ def data_removed_kept(ws, removed, kept):
             if t is not None and t.strip() == str(content).strip():
                 intact += 1
         return gone * intact / len(kept)
-    except Exception:
+    except OSError:  # a path the agent made unreadable
         return 0.0
 
 
+@check
 def data_header_is(ws, path, header):
     """Fraction of the expected column names found at their expected position in the table's header."""
-    try:
-        table = _read_table(ws, path)
-        if table is None or not header:
-            return 0.0
-        got = [h.strip().casefold() for h in table[0]]
-        ok = sum(1 for i, h in enumerate(header) if i < len(got) and got[i] == str(h).strip().casefold())
-        return ok / max(len(header), len(got))
-    except Exception:
+    table = _read_table(ws, path)
+    if table is None or not header:
         return 0.0
+    got = [h.strip().casefold() for h in table[0]]
+    ok = sum(1 for i, h in enumerate(header) if i < len(got) and got[i] == str(h).strip().casefold())
+    return ok / max(len(header), len(got))
 
 
 def _data_typed_equal(got, exp, tol=0.01):
@@ -228,6 +222,7 @@ def _data_typed_equal(got, exp, tol=0.01):
     return same(got, exp, tol)
 
 
+@check
 def data_not_json(ws, path):
     """1 when the file exists, holds something and is not JSON text (a YAML file asked for must be written as
     YAML: JSON parses as YAML too, so a JSON input copied to the .yaml path would pass the content checks)."""
@@ -236,42 +231,38 @@ def data_not_json(ws, path):
         return 0.0
     try:
         _data_json.loads(text)
-    except Exception:
+    except (ValueError, RecursionError):
         return 1.0
     return 0.0
 
 
+@check
 def data_config_types(ws, path, expected, tol=0.01):
     """Fraction of the expected leaves present with the same value AND the same type (bool, number, string,
     null, list) in a JSON or YAML file."""
-    try:
-        got = _data_load(ws, path)
-        if got is None:
-            return 0.0
-        leaves = _leaves(expected)
-        if not leaves:
-            return 0.0
-        ok = 0
-        for p, v in leaves.items():
-            try:
-                if _data_typed_equal(_lookup(got, p) if p else got, v, tol):
-                    ok += 1
-            except (KeyError, ValueError, TypeError):
-                pass
-        return ok / len(leaves)
-    except Exception:
+    got = _data_load(ws, path)
+    if got is None:
         return 0.0
+    leaves = _leaves(expected)
+    if not leaves:
+        return 0.0
+    ok = 0
+    for p, v in leaves.items():
+        try:
+            if _data_typed_equal(_lookup(got, p) if p else got, v, tol):
+                ok += 1
+        except (KeyError, ValueError, TypeError):
+            pass
+    return ok / len(leaves)
 
 
+@check
 def data_config_keys(ws, path, keys):
     """For a JSON/YAML mapping: fraction of `keys` at its top level, minus a penalty for unexpected keys."""
-    try:
-        got = _data_load(ws, path)
-        if not isinstance(got, dict) or not keys:
-            return 0.0
-        have = {str(k).casefold() for k in got}
-        want = {str(k).casefold() for k in keys}
-        score = len(have & want) / len(want) - 0.5 * len(have - want) / len(want)
-        return max(0.0, min(1.0, score))
-    except Exception:
+    got = _data_load(ws, path)
+    if not isinstance(got, dict) or not keys:
         return 0.0
+    have = {str(k).casefold() for k in got}
+    want = {str(k).casefold() for k in keys}
+    score = len(have & want) / len(want) - 0.5 * len(have - want) / len(want)
+    return max(0.0, min(1.0, score))

@@ -21,6 +21,7 @@ try:  # on the host; inside a grade source these names are already defined by ch
         _read_table,
         _text,
         _unfold_ics,
+        check,
         csv_rows,
         match_rows,
         same,
@@ -98,6 +99,7 @@ def _docs_has(hay, needle):
     return False
 
 
+@check
 def docs_text_has(ws, path, needles):
     """Fraction of `needles` in the file (normalised; numbers may be written with separators or a currency)."""
     text = _text(ws, path)
@@ -106,6 +108,7 @@ def docs_text_has(ws, path, needles):
     return sum(1 for n in needles if _docs_has(text, n)) / len(needles)
 
 
+@check
 def docs_regex(ws, path, pattern):
     """1 when the regular expression (searched, multi-line, case-insensitive) matches the file."""
     text = _text(ws, path)
@@ -160,6 +163,7 @@ def _docs_section_text(text, heading):
     return "\n".join(parts)
 
 
+@check
 def docs_section_has(ws, path, heading, needles):
     """Fraction of `needles` found inside the section titled `heading` (0 when the section is missing)."""
     text = _text(ws, path)
@@ -171,6 +175,7 @@ def docs_section_has(ws, path, heading, needles):
     return sum(1 for n in needles if _docs_has(body, n)) / len(needles)
 
 
+@check
 def docs_sections_have(ws, path, sections):
     """Mean over `sections` ({heading: [needles]}) of docs_section_has; a section with no needles only has to
     exist."""
@@ -186,6 +191,7 @@ def docs_sections_have(ws, path, sections):
     return total / len(sections)
 
 
+@check
 def docs_headings(ws, path, present=(), absent=()):
     """Fraction of heading conditions met: each of `present` is a heading of the file (any level, numbering and
     case ignored), none of `absent` is."""
@@ -198,6 +204,7 @@ def docs_headings(ws, path, present=(), absent=()):
     return ok / (len(present) + len(absent))
 
 
+@check
 def docs_word_count(ws, path, max_words, min_words=1):
     """1 within [min_words, max_words] words; above the limit the score falls linearly to 0 at twice it."""
     text = _text(ws, path)
@@ -211,6 +218,7 @@ def docs_word_count(ws, path, max_words, min_words=1):
     return max(0.0, 1.0 - (n - max_words) / float(max_words))
 
 
+@check
 def docs_md_links(ws, path, targets):
     """Fraction of `targets` (workspace paths) linked from the markdown file `path` ([text](link), relative to
     the file's folder or to the workspace root; <...> and #anchors ignored)."""
@@ -272,6 +280,7 @@ def _docs_table(ws, path, header):
     return _read_table(ws, path)
 
 
+@check
 def docs_table_rows(ws, path, header, rows, ordered=False, tol=0.01):
     """csv_rows for a CSV/TSV/xlsx file, or for the first markdown pipe table of a .md/.txt file that has the
     columns of `header`."""
@@ -279,13 +288,14 @@ def docs_table_rows(ws, path, header, rows, ordered=False, tol=0.01):
         return 0.0
     try:
         table = _docs_table(ws, path, header)
-    except Exception:
+    except OSError:
         return 0.0
     if table is None:
         return 0.0
     return match_rows(table[0], table[1], header, rows, ordered, tol)
 
 
+@check
 def docs_table_before(ws, path, column, pairs, start_col, end_col):
     """Dependencies respected: fraction of `pairs` [before, after] (values of `column`) where the row `after`
     starts (ISO date in `start_col`) strictly after the row `before` ends (`end_col`)."""
@@ -293,7 +303,7 @@ def docs_table_before(ws, path, column, pairs, start_col, end_col):
         return 0.0
     try:
         table = _docs_table(ws, path, [column, start_col, end_col])
-    except Exception:
+    except OSError:
         return 0.0
     if table is None:
         return 0.0
@@ -368,6 +378,7 @@ def _docs_key_of(v):
     return _docs_posixpath.basename(s).casefold()
 
 
+@check
 def docs_records(ws, path, key, records, fields):
     """Fraction of the expected (record, field) values right in a JSON list of objects or a table: records are
     matched on `key` (compared by file name, so `inbox/a.eml` = `a.eml`); booleans accept true/yes/1.
@@ -410,7 +421,7 @@ def _docs_parse_eml(ws, path):
         if not p.is_file():
             return None
         raw = p.read_bytes()
-    except Exception:
+    except OSError:
         return None
     if raw not in _DOCS_EML_SEEN:
         _DOCS_EML_SEEN[raw] = _docs_parse_eml_bytes(raw)
@@ -450,7 +461,7 @@ def _docs_parse_eml_bytes(raw):
         body_part = msg.get_body(preferencelist=("plain", "html"))
         try:
             body = body_part.get_content() if body_part is not None else ""
-        except Exception:
+        except Exception:  # the email parser on the agent's message: its errors are many
             body = ""
         if not msg.is_multipart() and (not body or "\ufffd" in body or _docs_re.search("[\udc80-\udcff]", body)):
             head, sep, rest = raw.replace(b"\r\n", b"\n").partition(b"\n\n")
@@ -461,10 +472,11 @@ def _docs_parse_eml_bytes(raw):
             "from": str(msg.get("from", "")), "to": str(msg.get("to", "")), "cc": str(msg.get("cc", "")),
             "subject": str(msg.get("subject", "")), "body": str(body or ""),
         }
-    except Exception:
+    except Exception:  # the email parser on the agent's bytes alone: its errors are many
         return None
 
 
+@check
 def docs_eml(ws, path, to=(), subject_has=(), body_has=(), from_has=(), not_to=()):
     """Fraction of the expected parts of an .eml that are right: recipients (To/Cc), subject and body needles
     (numbers may be written with separators or a currency sign), sender needles, and recipients that must
@@ -492,6 +504,7 @@ def docs_eml(ws, path, to=(), subject_has=(), body_has=(), from_has=(), not_to=(
     return ok / parts if parts else 1.0
 
 
+@check
 def docs_eml_each(ws, specs):
     """Mean of docs_eml over `specs`: [{path, to, subject_has, body_has, ...}]."""
     if not specs:
@@ -504,6 +517,7 @@ def docs_eml_each(ws, specs):
     return total / len(specs)
 
 
+@check
 def docs_files_have(ws, specs):
     """Mean over `specs` ({path: [needles]}) of the fraction of needles in each file (a file with no needles
     only has to exist)."""
@@ -528,6 +542,7 @@ def _docs_row_file_ok(text, own, others, lack=()):
     return not any(str(n).casefold() in folded for n in lack)
 
 
+@check
 def docs_row_files(ws, specs, lack=()):
     """Fraction of `specs` ({path: [its row's values, other rows' values]}) whose file is that row's file: it
     holds all of its row's values and none of the other rows' values, nor any of `lack` (e.g. unfilled
@@ -539,6 +554,7 @@ def docs_row_files(ws, specs, lack=()):
     return ok / len(specs)
 
 
+@check
 def docs_row_values(ws, specs):
     """Mean over `specs` ({path: [its row's values, other rows' values]}) of the fraction of its row's values
     the file holds; a file holding another row's values scores 0 (a copy of the whole data is no row's file)."""
@@ -553,6 +569,7 @@ def docs_row_values(ws, specs):
     return total / len(specs)
 
 
+@check
 def docs_files_lack(ws, paths, needles):
     """Fraction of the files that exist and contain none of `needles` (e.g. unfilled {{placeholders}})."""
     if not paths:
@@ -589,6 +606,7 @@ def _docs_ics_time(value):
     return None
 
 
+@check
 def docs_ics_free(ws, path, summary, busy, day_start="09:00", day_end="17:00"):
     """Fraction of the events whose SUMMARY contains `summary` that are inside working hours on a weekday and
     overlap none of `busy` ([[start, end] ISO local times]); 0 when there is no such event."""
@@ -619,6 +637,7 @@ def docs_ics_free(ws, path, summary, busy, day_start="09:00", day_end="17:00"):
     return ok / len(mine)
 
 
+@check
 def docs_tracker_rows(ws, path, rows, task_col="task", extra_penalty=True):
     """A task tracker: fraction of expected rows found, each {task: [keywords], other column: value}; the task
     cell must contain every keyword, other cells must be equal (dates as ISO). Extra rows cost half a row unless
@@ -654,6 +673,7 @@ def docs_tracker_rows(ws, path, rows, task_col="task", extra_penalty=True):
     return max(0.0, min(1.0, matched / len(rows) - 0.5 * extra / len(rows)))
 
 
+@check
 def docs_csv_unique(ws, path, column, expected_count):
     """1 when the table has exactly `expected_count` rows and no two share `column` (case-insensitive);
     otherwise the fraction of distinct values over max(rows, expected)."""
@@ -669,6 +689,7 @@ def docs_csv_unique(ws, path, column, expected_count):
     return min(1.0, distinct / max(len(rows), expected_count))
 
 
+@check
 def docs_line_number(ws, path, label, value, tol=0.01):
     """1 when a line that mentions `label` (normalised) also holds the number `value` (any format)."""
     text = _text(ws, path)
@@ -683,6 +704,7 @@ def docs_line_number(ws, path, label, value, tol=0.01):
     return 0.0
 
 
+@check
 def docs_paths_absent(ws, paths):
     """Fraction of `paths` that do not exist (combine with a positive check: on an untouched workspace this is
     often 1)."""
@@ -691,6 +713,7 @@ def docs_paths_absent(ws, paths):
     return sum(1 for p in paths if not (_DocsPath(ws) / p).exists()) / len(paths)
 
 
+@check
 def docs_texts_equal(ws, specs):
     """Fraction of files ({path: expected text}) whose text equals the expected one after normalising
     whitespace, case and markdown emphasis."""
@@ -704,6 +727,7 @@ def docs_texts_equal(ws, specs):
     return ok / len(specs)
 
 
+@check
 def docs_moved(ws, moves):
     """`moves`: {old path: new path}: the fraction whose old path is gone and whose new path is a file."""
     if not moves:
@@ -715,6 +739,7 @@ def docs_moved(ws, moves):
     return ok / len(moves)
 
 
+@check
 def docs_ics_has(ws, path, needles):
     """Fraction of `needles` in an .ics file after unfolding its continuation lines (case-insensitive)."""
     text = _text(ws, path)
@@ -724,6 +749,7 @@ def docs_ics_has(ws, path, needles):
     return sum(1 for n in needles if _has_term(hay, str(n).casefold())) / len(needles)
 
 
+@check
 def docs_files_sections(ws, specs):
     """Mean over files ({path: {heading: [needles]}}) of docs_sections_have."""
     if not specs:
@@ -731,6 +757,7 @@ def docs_files_sections(ws, specs):
     return sum(docs_sections_have(ws, p, secs) for p, secs in specs.items()) / len(specs)
 
 
+@check
 def docs_order(ws, path, needles):
     """Fraction of consecutive pairs of `needles` that come in the given order. A needle's position is the first
     line that equals it (ignoring heading marks, bullets and links), else the first line containing it."""
@@ -771,6 +798,7 @@ def _docs_plain_lines(text):
     return out
 
 
+@check
 def docs_replaced(ws, src, out, old, new, drop_with=()):
     """`out` is a copy of `src` in which every `old` became `new`: 1 when `out` has no `old` and holds `new`
     at least as often as `src` held `old` (not counting lines of `src` that mention `drop_with`, which were to
@@ -786,6 +814,7 @@ def docs_replaced(ws, src, out, old, new, drop_with=()):
     return 1.0 if want == 0 else min(1.0, o.count(new) / want)
 
 
+@check
 def docs_kept_lines(ws, src, out, replace=None, drop_with=(), skip=()):
     """Fraction of the lines of `src` (after the `replace` {old: new} substitutions, without lines containing
     any of `drop_with` or `skip`) that are still in `out` (normalised, markdown marks ignored)."""
@@ -802,6 +831,7 @@ def docs_kept_lines(ws, src, out, replace=None, drop_with=(), skip=()):
     return sum(1 for ln in want if ln in have) / len(want)
 
 
+@check
 def docs_no_line_with(ws, path, needles):
     """1 when the file exists and no line mentions any of `needles` (case-insensitive)."""
     text = _text(ws, path)
@@ -820,6 +850,7 @@ def _docs_headings_of(text, levels=(2, 3)):
     return seen
 
 
+@check
 def docs_lists_headings(ws, out, heading, src, limit=10):
     """The section `heading` of `out` names every ##/### heading of `src` (the first `limit`)."""
     s, o = _text(ws, src), _text(ws, out)
@@ -843,6 +874,7 @@ def _docs_amounts(text):
     return sorted(vals, reverse=True)
 
 
+@check
 def docs_lists_top_amounts(ws, out, heading, src, k=3):
     """The section `heading` of `out` lists the k largest two-decimal amounts found in `src`."""
     s, o = _text(ws, src), _text(ws, out)
@@ -857,6 +889,7 @@ def docs_lists_top_amounts(ws, out, heading, src, k=3):
     return sum(1 for v in top if any(abs(v - x) <= 0.005 for x in _docs_numbers(body))) / len(top)
 
 
+@check
 def docs_eml_has_file(ws, path, src):
     """Fraction of the lines of `src` (normalised, markdown marks ignored) found in the body of the .eml."""
     m, s = _docs_parse_eml(ws, path), _text(ws, src)
@@ -879,6 +912,7 @@ def _docs_add_workdays(d, n):
     return d
 
 
+@check
 def docs_tracker_from_headings(ws, out, src, prefix, owners, start, step, part="all", limit=10):
     """A tracker with one row per ##/### heading of `src` (first `limit`, in order): task `prefix` + heading,
     owners taking turns, due dates from `start` every `step` working days, status open. `part`: "rows" (tasks

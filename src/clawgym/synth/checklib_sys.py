@@ -21,6 +21,7 @@ try:  # on the host; inside a grade() source these names come from checklib.py j
         _run_forked,
         _text,
         _yaml_load,
+        check,
         data_matches,
         match_rows,
     )
@@ -82,7 +83,7 @@ def sys_config_load(ws, path, fmt):
                     value = value.split(" #", 1)[0]
                 out[key.strip()] = _sys_unquote(value)
             return out
-    except Exception:
+    except Exception:  # the json, yaml or ini parser on the agent's text alone: its errors are many
         return None
     return None
 
@@ -99,6 +100,7 @@ def _sys_has(obj, path):
     return True
 
 
+@check
 def sys_config_matches(ws, path, fmt, expected=None, absent=None, tol=0.01):
     """Fraction of the expected leaves found with their value plus the `absent` key paths ('/sec/key')
     that are gone; 0 when the file does not parse (or parses to something that is not a mapping)."""
@@ -125,6 +127,7 @@ def _sys_leaf_count(obj, prefix=""):
     return [prefix]
 
 
+@check
 def sys_json_matches(ws, path, expected, tol=0.01):
     """json_matches with timestamps normalised on both sides ('2026-03-01T08:00:00Z' == '2026-03-01 08:00:00')."""
     text = _text(ws, path)
@@ -137,17 +140,19 @@ def sys_json_matches(ws, path, expected, tol=0.01):
     return data_matches(_sys_norm(got), _sys_norm(expected), tol)
 
 
+@check
 def sys_table_rows(ws, path, header, rows, ordered=False, tol=0.01):
     """csv_rows with timestamps normalised (a 'T' or ' ' separator, seconds, fractions and 'Z' do not matter)."""
     try:
         table = _read_table(ws, path)
-    except Exception:
+    except OSError:
         return 0.0
     if table is None or not rows:
         return 0.0
     return match_rows(table[0], table[1], header, rows, ordered, tol, norm=_sys_norm)
 
 
+@check
 def sys_script_table(ws, argv, header, rows, ordered=False, cwd=".", timeout=60, tol=0.01, stage=None):
     """Run a command whose argv holds '{out}' (a fresh temporary CSV path); score the table it writes there
     like csv_rows. `stage`: a workspace folder copied to a temporary place first, named by '{stage}' in argv (so
@@ -171,7 +176,7 @@ def sys_script_table(ws, argv, header, rows, ordered=False, cwd=".", timeout=60,
         if table is None:
             return 0.0
         return match_rows(table[0], table[1], header, rows, ordered, tol, norm=_sys_norm)
-    except Exception:
+    except (OSError, subprocess.SubprocessError, UnicodeError):  # cannot copy or run, a timeout
         return 0.0
     finally:
         if tmp:
@@ -209,6 +214,7 @@ def _sys_rec_eq(have, want, path_fields):
     return True
 
 
+@check
 def sys_findings(ws, path, expected, fields=("rule", "item"), mode="recall", path_fields=()):
     """A JSON list of finding objects (or an object holding one). recall: fraction of `expected` ({field: value})
     present, fields compared case-insensitively as whole values (a field named in `path_fields` may carry a
@@ -232,6 +238,7 @@ def sys_findings(ws, path, expected, fields=("rule", "item"), mode="recall", pat
     return hit / len(want)
 
 
+@check
 def sys_text_findings(ws, path, findings, window=2):
     """`findings`: [[needle, [[any-of keywords], ...]], ...]: fraction of findings whose needle (e.g. a file path)
     occurs on a line that has, within `window` lines around it, one keyword of every group."""
@@ -290,6 +297,7 @@ print(json.dumps(out))
 _SYS_CASES_SEEN = {}  # (workspace, cwd, setup, cases) -> score: checks of one grading that run the same cases
 
 
+@check
 def sys_py_cases(ws, cwd, setup, cases, timeout=60):
     """Run `setup` (e.g. 'from pkg.mod import f') then each case [call expr, expected expr] in one fresh python3
     (cwd on sys.path); the fraction of cases whose result equals the expected value (same type). The same
@@ -325,26 +333,29 @@ def _sys_py_cases(ws, cwd, setup, cases, timeout):
         if not isinstance(res, list) or len(res) != len(cases):
             return 0.0
         return sum(1 for x in res if x is True) / len(cases)
-    except Exception:
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):  # no result line, a timeout
         return 0.0
 
 
+@check
 def sys_git_clean(ws, repo):
     """1 when the repository's working tree has no uncommitted changes to tracked files (untracked ignored)."""
     try:
         r = subprocess.run(["git", "-C", str(Path(ws) / repo), "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True, timeout=30)
         return 1.0 if r.returncode == 0 and not r.stdout.strip() else 0.0
-    except Exception:
+    except (OSError, subprocess.SubprocessError, UnicodeError):  # no git or repository, a timeout
         return 0.0
 
 
+@check
 def sys_changed(ws, path, original):
     """1 when the file exists and its text differs from `original` (whitespace at the ends ignored)."""
     text = _text(ws, path)
     return 1.0 if text is not None and text.strip() != original.strip() else 0.0
 
 
+@check
 def sys_text_any(ws, path, groups):
     """`groups`: [[alternative, ...], ...]: fraction of groups with at least one alternative in the file."""
     text = _text(ws, path)

@@ -2,131 +2,28 @@
 
 Each step after the first consumes an artifact the previous step's reference produces (the cleaned table
 becomes the report's input, the report becomes the mail's attachment...), so the agent has to do the steps
-in order. The task's `grade()` is rendered from the steps' named checks over the embedded check library.
+in order. The task's code check is the steps' named checks as data over the versioned check library
+(:mod:`clawgym.synth.checks`).
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import random
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
-from clawgym.core.records import CodeCheck, ReferenceSolution, Task, VerifierSpec, WorkspaceSpec
-from clawgym.synth.ops.base import Check, OpContext, OperationGenerator, StepPlan
+from clawgym.core.records import ReferenceSolution, Task, VerifierSpec, WorkspaceSpec
+from clawgym.synth.checks import (  # noqa: F401 (the library and the grade() renderers, as they were found here)
+    CHECKLIB_SOURCE,
+    checks_code_check,
+    library_subset,
+    render_grade,
+    render_grade_source,
+)
+from clawgym.synth.ops.base import OpContext, OperationGenerator, StepPlan
 from clawgym.synth.personas import Persona, persona_summary
 from clawgym.synth.taxonomy import Subcategory, Taxonomy
-
-
-def _checklib_source() -> str:
-    """checklib.py followed by every checklib_*.py extension (sorted), as one stdlib-only source."""
-    here = Path(__file__).parent
-    files = [here / "checklib.py"] + sorted(here.glob("checklib_*.py"))
-    return "\n\n".join(f.read_text(encoding="utf-8") for f in files)
-
-
-CHECKLIB_SOURCE = _checklib_source()
-
-
-def _library_index(source: str) -> tuple[dict[str, str], dict[str, tuple[int, str, set[str]]]]:
-    """({imported name: import line}, {top-level name: (order, source, names it uses)}) of the library."""
-    tree = ast.parse(source)
-    # ast.get_source_segment splits the whole source again for every node: split it once here, the same way
-    # (line ends \r\n, \r or \n only; columns are UTF-8 byte offsets)
-    lines = re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", source)
-
-    def segment(node: ast.stmt) -> str:
-        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
-        end_col = node.end_col_offset if node.end_col_offset is not None else len(lines[last].encode())
-        if first == last:
-            return lines[first].encode()[node.col_offset:end_col].decode()
-        return (lines[first].encode()[node.col_offset:].decode() + "".join(lines[first + 1:last])
-                + lines[last].encode()[:end_col].decode())
-
-    imports: dict[str, str] = {}
-    defs: dict[str, tuple[int, str, set[str]]] = {}
-    for order, node in enumerate(tree.body):
-        text = segment(node)
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                bound = alias.asname or alias.name.split(".")[0]
-                if isinstance(node, ast.ImportFrom):
-                    line = f"from {node.module} import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
-                else:
-                    line = f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
-                imports.setdefault(bound, line)
-            continue
-        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            defs[node.name] = (order, text, used)
-        elif isinstance(node, ast.Assign):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    defs[target.id] = (order, text, used)
-    return imports, defs
-
-
-_IMPORTS, _DEFS = _library_index(CHECKLIB_SOURCE)
-
-
-def library_subset(names: set[str]) -> str:
-    """Only the check-library definitions `names` need (transitively), so each task's grade() stays small."""
-    todo, keep = list(names), set()
-    while todo:
-        name = todo.pop()
-        if name in keep or name not in _DEFS:
-            continue
-        keep.add(name)
-        todo.extend(_DEFS[name][2] - keep)
-    parts = sorted((_DEFS[n][0], _DEFS[n][1]) for n in keep)
-    seen: set[str] = set()
-    body = [text for _, text in parts if not (text in seen or seen.add(text))]
-    uses = set(names).union(*(_DEFS[n][2] for n in keep))
-    imports = sorted({line for name, line in _IMPORTS.items() if name in uses})
-    return "\n".join(imports) + "\n\n\n" + "\n\n\n".join(body) + "\n"
-
-GRADE_TAIL = '''
-
-CHECKS = [
-{checks}
-]
-
-
-def grade(transcript, workspace_path):
-    ws = Path(workspace_path)
-    scores = {{}}
-    for name, fn in CHECKS:
-        try:
-            value = float(fn(ws, transcript))
-        except Exception:
-            value = 0.0
-        scores[name] = max(0.0, min(1.0, value))
-    return scores
-'''
-
-
-def _fns(check: Check) -> set[str]:
-    return {check.fn}.union(*(_fns(p) for p in check.parts)) if check.parts else {check.fn}
-
-
-def render_grade(plans: list[StepPlan]) -> str:
-    """A self-contained grade() source: the check-library functions it uses, then one lambda per check."""
-    lines = []
-    seen: set[str] = set()
-    used: set[str] = {"Path"}
-    for i, plan in enumerate(plans, start=1):
-        for c in plan.checks:
-            name = c.name if c.name not in seen else f"step{i}_{c.name}"
-            seen.add(name)
-            used |= _fns(c)
-            lines.append(f"    ({name!r}, lambda ws, transcript: {c.expr()}),")
-    missing = {n for n in used - {"Path"} if n not in _DEFS}
-    if missing:
-        raise ValueError(f"checks use functions the check library lacks: {', '.join(sorted(missing))}")
-    return library_subset(used) + GRADE_TAIL.format(checks="\n".join(lines))
-
 
 # --------------------------------------------------------------------------------------------- voice
 
@@ -366,7 +263,7 @@ def compose_task(
         persona=persona_summary(persona),
         instruction=instruction,
         workspace=WorkspaceSpec(files=files),
-        verifier=VerifierSpec(code=CodeCheck(kind="python", source=render_grade(plans), timeout_seconds=120)),
+        verifier=VerifierSpec(code=checks_code_check(plans, timeout_seconds=120)),
         reference=ReferenceSolution(steps=steps, final_message=final),
         timeout_seconds=900,
         metadata={

@@ -326,12 +326,22 @@ def unsafe_reference(task: Task) -> str | None:
 # --------------------------------------------------------------------------------------------- review
 
 
+def _grade_text(task: Task) -> str:
+    """The task's grade() as a reviewer reads it (rendered from its checks when they are data)."""
+    code = task.verifier.code
+    if code is None or code.kind == "shell":
+        return ""
+    from clawgym.synth.checks import render_grade_source
+
+    return render_grade_source(task)
+
+
 def review_messages(task: Task) -> list[dict[str, str]]:
     files = "\n".join(f"--- {f.path}\n{(f.content or '[binary]')[:1500]}" for f in task.workspace.files
                       if not f.path.startswith("skills/")) or "(none)"
     ref = "\n".join(f"- {s.name} {json.dumps(s.arguments)[:600]}" for s in task.reference.steps) if task.reference else ""
     fields = {"instruction": task.instruction, "files": files, "reference": ref,
-              "grade": (task.verifier.code.source or "")[:4000] if task.verifier.code else ""}
+              "grade": _grade_text(task)[:4000]}
     # one pass over the template (its JSON example has braces; the task's texts may contain "{files}")
     prompt = re.sub(r"\{(instruction|files|grade|reference)\}", lambda m: fields[m.group(1)], REVIEW_PROMPT)
     return [{"role": "user", "content": prompt}]

@@ -29,20 +29,19 @@ from clawgym.core.atomic import write_json
 from clawgym.core.errors import ClawgymError
 from clawgym.core.jsonl import read_records_lenient
 from clawgym.core.records import (
-    CodeCheck,
     ReferenceSolution,
     Task,
     VerifierSpec,
     WorkspaceFile,
     WorkspaceSpec,
 )
+from clawgym.synth.checks import checks_code_check
 from clawgym.synth.compose import (
     Candidate,
     _lowerfirst,
     add_steps_and_closing,
     join_request,
     open_request,
-    render_grade,
 )
 from clawgym.synth.ops.base import OpContext, OperationGenerator, StepPlan, read
 from clawgym.synth.personas import Persona, persona_summary
@@ -303,7 +302,7 @@ def compose_skill_task(tid: str, primary, st: _State, rng: random.Random, length
         skills=used,
         instruction=instruction,
         workspace=WorkspaceSpec(files=files),
-        verifier=VerifierSpec(code=CodeCheck(kind="python", source=render_grade(plans), timeout_seconds=120)),
+        verifier=VerifierSpec(code=checks_code_check(plans, timeout_seconds=120)),
         reference=ReferenceSolution(steps=[s for p in plans for s in p.steps], final_message=final),
         timeout_seconds=900,
         metadata={

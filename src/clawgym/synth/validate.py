@@ -35,7 +35,7 @@ from clawgym.sandbox.base import Sandbox, SandboxBackend, SandboxError, SandboxL
 from clawgym.sandbox.hostdir import HostDirSandbox
 from clawgym.synth.cheats import CHEATS, THRESHOLD, cheat_task, output_paths, state_name
 from clawgym.synth.compose import Candidate
-from clawgym.verify.code import run_python_batch
+from clawgym.verify.code import grader_of, run_python_batch
 from clawgym.verify.scoring import combine
 from clawgym.workspace.materialize import materialize
 
@@ -292,8 +292,8 @@ def validate_batch(
     try:
         for i, cand in enumerate(cands):
             check = cand.task.verifier.code
-            if check is None or check.kind != "python":
-                out[i] = Validation(False, "no_code_check", "synthesized tasks need a python code check")
+            if check is None or check.kind not in ("python", "checks"):
+                out[i] = Validation(False, "no_code_check", "synthesized tasks need a python or checks code check")
                 continue
             try:
                 st = _replay_states(cand, backend, limits, stage / str(i), replay)
@@ -310,7 +310,7 @@ def validate_batch(
             for transcript, state in ((st.noop_transcript, "noop"), (st.partial_transcript, "partial"),
                                       (st.oracle_transcript, "oracle"),
                                       *((t, state_name(c)) for c, t in st.cheat_transcripts.items())):
-                items.append((check.source or "", transcript, f"{base}/{state}"))
+                items.append((grader_of(check, cand.task, grader), transcript, f"{base}/{state}"))
                 owners.append(i)
         if items:
             timeout = max(c.task.verifier.code.timeout_seconds for c in cands if c.task.verifier.code)

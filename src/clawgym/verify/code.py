@@ -1,10 +1,16 @@
 """Code checks, run INSIDE the sandbox after the agent has ended.
 
-Two kinds (see :class:`clawgym.core.records.CodeCheck`):
+Three kinds (see :class:`clawgym.core.records.CodeCheck`):
 
 * `python`: PinchBench's `grade(transcript, workspace_path) -> dict[str, float]`. The grader source, a small
   runner and the transcript are written to the sandbox's control directory (never the workspace), and run with
   the sandbox's python3. The score is the mean of the returned values.
+* `checks`: the task's checks as data. The current check library (one versioned file,
+  :mod:`clawgym.synth.checks`) and the check list (JSON) are written to the control directory, after the agent has
+  ended, and the same runner evaluates each check against the library in a fresh namespace. A check returns its
+  score, a missing or unparseable output being a 0 it returns on purpose; a check that raises (a bug, an argument
+  of the wrong type, a function the library lacks) makes the grading `checker_failed` with the exception, never a
+  silent 0. The result records the library version that graded it.
 * `shell`: ClawGym's `reward/reward.sh`. The checker files are copied into the workspace only now, the entry
   runs from the workspace root with `OPENCLAW_REWARD_PAYLOAD` pointing at a JSON payload, and its last stdout
   line is the score. An optional sub-score command (ClawGym's `check.py`) names the individual checks.
@@ -27,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from clawgym.core.records import CodeCheck, Task, WorkspaceFile
+from clawgym.core.records import CheckCall, CheckLibRef, CodeCheck, Task, WorkspaceFile
 from clawgym.sandbox.base import Sandbox
 from clawgym.sandbox.trusted_copy import checker_only_dirs
 
@@ -36,12 +42,62 @@ VERIFY_SUBDIR = "verify"
 
 # Runs inside the sandbox with the sandbox's python3. Standard library only.
 PY_RUNNER = r'''
-import json, math, sys, traceback
+import json, math, pathlib, sys, traceback
 MARK = "__CLAWGYM_GRADE_RESULT__"
 
 _CODE = {}
 
+def _number(v):
+    if isinstance(v, bool):
+        v = float(v)
+    if isinstance(v, (int, float)) and not math.isnan(v) and not math.isinf(v):
+        return float(v)
+    return None
+
+def _evaluate(registry, call, ws):
+    fn = registry.get(call.get("fn"))
+    if fn is None:
+        raise LookupError("the check library has no check function " + repr(call.get("fn")))
+    args = call.get("args") or {}
+    parts = call.get("parts") or []
+    if parts:  # a combinator: each part as a function, evaluated only when the combinator needs it
+        return fn(*[(lambda p=p: _evaluate(registry, p, ws)) for p in parts], **args)
+    return fn(ws, **args)
+
+def run_checks(spec_path, workspace):
+    """The checks (JSON) evaluated against the check library, loaded into a fresh namespace."""
+    try:
+        with open(spec_path, encoding="utf-8") as fh:
+            spec = json.load(fh)
+        lib = spec["library"]
+        if lib not in _CODE:
+            with open(lib, encoding="utf-8") as fh:
+                _CODE[lib] = compile(fh.read(), "checklib.py", "exec")
+        ns = {"__name__": "clawgym_checklib"}
+        exec(_CODE[lib], ns)
+        registry = ns["REGISTRY"]
+    except BaseException as exc:
+        return {"error": "the check library failed to load: " + type(exc).__name__ + ": " + str(exc)[:300]}
+    ws = pathlib.Path(workspace)
+    scores = {}
+    for call in spec["checks"]:
+        name = str(call.get("name"))
+        try:
+            value = _evaluate(registry, call, ws)
+        except BaseException as exc:
+            tb = traceback.format_exc().strip().splitlines()
+            return {"error": "check " + repr(name) + " (" + str(call.get("fn")) + ") raised " + type(exc).__name__
+                    + ": " + str(exc)[:300], "traceback": tb[-6:]}
+        number = _number(value)
+        if number is None:
+            return {"error": "check " + repr(name) + " (" + str(call.get("fn")) + ") returned "
+                    + type(value).__name__ + ", not a number"}
+        scores[name] = number
+    return {"scores": scores}
+
 def run(src_path, transcript_path, workspace):
+    if src_path.endswith(".json"):
+        return run_checks(src_path, workspace)
     try:
         with open(transcript_path, encoding="utf-8") as fh:
             transcript = json.load(fh)
@@ -87,6 +143,7 @@ class CodeResult:
     notes: list[str] = field(default_factory=list)
     output_tail: str = ""
     duration_s: float = 0.0
+    checklib: CheckLibRef | None = None  # the check library that graded checks as data
 
 
 def _tail(text: str, lines: int = 15, chars: int = 2000) -> str:
@@ -122,18 +179,57 @@ def run_python_check(
     return run_python_checks(check, task, sandbox, [(transcript, sandbox.workdir)])[0]
 
 
+def grader_of(check: CodeCheck, task: Task, sandbox: Sandbox) -> str | list[CheckCall]:
+    """What :func:`run_python_batch` grades a task's `python` or `checks` code check with: the grade() source,
+    or the check list (JSON data), the task's mount dir pointed at the sandbox's workdir in either."""
+    if check.kind == "checks":
+        data = json.dumps([c.model_dump(mode="json") for c in check.checks], ensure_ascii=False)
+        return [CheckCall.model_validate(c) for c in json.loads(_rewrite(data, task, sandbox))]
+    return _rewrite(check.source or "", task, sandbox)
+
+
+def library_mismatch(check: CodeCheck) -> tuple[str | None, list[str]]:
+    """(why the task cannot be graded, notes) for a `checks` code check: a task written for a newer check library
+    than this clawgym's cannot be (upgrade clawgym); one written for another version or source is graded with the
+    current library, and the notes say so."""
+    from clawgym.synth.checks import current_checklib
+
+    ref, _ = current_checklib()
+    wrote = check.checklib
+    if wrote is None or wrote == ref:
+        return None, []
+    if wrote.version > ref.version:
+        return (f"the task was written for check library v{wrote.version}, newer than this clawgym's "
+                f"v{ref.version}: upgrade clawgym"), []
+    return None, [f"written for check library v{wrote.version} ({wrote.sha256[:12]}), graded with "
+                  f"v{ref.version} ({ref.sha256[:12]})"]
+
+
 def run_python_checks(
     check: CodeCheck, task: Task, sandbox: Sandbox, items: list[tuple[list[dict[str, Any]], str]]
 ) -> list[CodeResult]:
     """Grade several (transcript, workspace path inside the sandbox) pairs of one task with one process."""
-    source = _rewrite(check.source or "", task, sandbox)
-    return run_python_batch(sandbox, [(source, t, w) for t, w in items], check.timeout_seconds)
+    if check.kind == "checks":
+        why, notes = library_mismatch(check)
+        if why is not None:
+            from clawgym.synth.checks import current_checklib
+
+            return [CodeResult(status="checker_failed", error=why, checklib=current_checklib()[0]) for _ in items]
+    else:
+        notes = []
+    grader = grader_of(check, task, sandbox)
+    results = run_python_batch(sandbox, [(grader, t, w) for t, w in items], check.timeout_seconds)
+    for r in results:
+        r.notes[:0] = notes
+    return results
 
 
 def run_python_batch(
-    sandbox: Sandbox, items: list[tuple[str, list[dict[str, Any]], str]], timeout: float
+    sandbox: Sandbox, items: list[tuple[str | list[CheckCall], list[dict[str, Any]], str]], timeout: float
 ) -> list[CodeResult]:
-    """Grade (grade source, transcript, workspace path inside the sandbox) triples with ONE python process.
+    """Grade (grader, transcript, workspace path inside the sandbox) triples with ONE python process. A grader is
+    a grade() source or a check list (checks as data, see :func:`grader_of`): the current check library is then
+    written to the control directory once, with each distinct check list.
 
     Python's start-up and imports dominate the cost of a grading; task validation grades many workspace
     states in one run this way. Each grading gets a fresh namespace. `timeout` covers the whole batch.
@@ -141,10 +237,22 @@ def run_python_batch(
     t0 = time.monotonic()
     argv = ["python3", "-I", _control_file(sandbox, "runner.py", PY_RUNNER)]
     sources: dict[str, str] = {}
-    for i, (source, transcript, workspace) in enumerate(items):
-        grade_path = sources.get(source)
+    library: tuple[CheckLibRef, str] | None = None
+    for i, (grader, transcript, workspace) in enumerate(items):
+        if isinstance(grader, str):
+            key, name, text = grader, f"grade{len(sources)}.py", grader
+        else:
+            if library is None:
+                from clawgym.synth.checks import current_checklib
+
+                ref, lib_source = current_checklib()
+                library = (ref, _control_file(sandbox, f"checklib_v{ref.version}.py", lib_source))
+            text = json.dumps({"library": library[1], "checks": [c.model_dump(mode="json") for c in grader]},
+                              ensure_ascii=False)
+            key, name = text, f"checks{len(sources)}.json"
+        grade_path = sources.get(key)
         if grade_path is None:
-            grade_path = sources[source] = _control_file(sandbox, f"grade{len(sources)}.py", source)
+            grade_path = sources[key] = _control_file(sandbox, name, text)
         argv += [grade_path, _control_file(sandbox, f"transcript{i}.json", json.dumps(transcript, ensure_ascii=False)),
                  workspace]
     res = sandbox.exec(argv, cwd=sandbox.workdir, timeout=timeout)
@@ -159,7 +267,8 @@ def run_python_batch(
                 pass
     results = []
     for i in range(len(items)):
-        out = CodeResult(status="checker_failed", output_tail=tail, duration_s=time.monotonic() - t0)
+        out = CodeResult(status="checker_failed", output_tail=tail, duration_s=time.monotonic() - t0,
+                         checklib=library[0] if library is not None and not isinstance(items[i][0], str) else None)
         payload = payloads.get(i)
         if payload is None:
             out.error = (f"checker timed out after {timeout:g}s" if res.timed_out
@@ -293,6 +402,6 @@ def run_code_check(
     check: CodeCheck, task: Task, sandbox: Sandbox, transcript: list[dict[str, Any]], final_message: str = "",
     deadline: float | None = None,
 ) -> CodeResult:
-    if check.kind == "python":
+    if check.kind in ("python", "checks"):
         return run_python_check(check, task, sandbox, transcript)
     return run_shell_check(check, task, sandbox, transcript, final_message, deadline)

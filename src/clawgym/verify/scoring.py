@@ -48,6 +48,7 @@ def combine(spec: VerifierSpec, code: CodeResult | None, rubric_score: float | N
         notes=notes,
         output_tail=code.output_tail if code is not None else "",
         duration_s=code.duration_s if code is not None else 0.0,
+        checklib=code.checklib if code is not None else None,
     )
 
 
