@@ -250,3 +250,101 @@ def test_bad_executor_options_fail_with_one_line(tmp_path):
     assert r.returncode == 2 and "--ray-address needs --executor ray" in r.stderr
     r = clawgym("synth", "persona", "-n", "1", "-o", tmp_path / "c.jsonl", "--executor", "ray", "--generator", "llm")
     assert r.returncode == 2 and "llm generator runs with --executor local" in r.stderr
+
+
+def _openclaw_tasks(path: Path) -> dict[str, tuple]:
+    """Two OpenClaw tasks: one solved by a write call, one answered with the wrong content (partial score)."""
+    from scripted_llm import Turn
+    from test_openclaw import GRADE_WRITE, WRITE, Scripts, _task
+
+    wrong = "Write the greeting file for me, please"
+    scripts = Scripts()
+    scripts.scripts[wrong] = [Turn(tool_calls=[("write", {"path": "greeting.txt", "content": "hello\n"})]),
+                              Turn(content="Wrote greeting.txt.")]
+    scripts.scripts[WRITE] = [Turn(tool_calls=[("write", {"path": "greeting.txt", "content": "hello from openclaw\n"})]),
+                              Turn(content="Wrote greeting.txt.")]
+    tasks = [_task("oc-write", WRITE, GRADE_WRITE, timeout=300), _task("oc-wrong", wrong, GRADE_WRITE, timeout=300)]
+    path.write_text("".join(t.model_dump_json() + "\n" for t in tasks))
+    return scripts
+
+
+def _pool_capture(run: Path) -> dict[str, list[tuple]]:
+    """What the gateway recorded, per trajectory: per step its index, group, task, model, response, token ids and
+    their source, status, and the request's shape (roles, tools, params; OpenClaw stamps the time into its
+    prompts, so the texts themselves differ between any two runs)."""
+    from clawgym.pool.store import Pool
+
+    out: dict[str, list[tuple]] = {}
+    with Pool(run / "pool") as pool:
+        for s in pool.steps():
+            req = s.request or {}
+            out.setdefault(s.trajectory_id, []).append((
+                s.step_index, s.group_id, s.task_id, s.model, json.dumps(s.response, sort_keys=True), s.prompt_ids is not None,
+                s.response_ids, s.token_source, s.status, [m.get("role") for m in req.get("messages") or []],
+                json.dumps(req.get("tools"), sort_keys=True), json.dumps(req.get("params"), sort_keys=True),
+                s.trajectory_status, s.reward))
+    return out
+
+
+def test_openclaw_rollout_over_two_nodes_scores_and_records_as_a_local_run(cluster, tmp_path):
+    from clawgym.agent.openclaw import find_installation
+
+    require(find_installation() is not None, "OpenClaw is not installed (clawgym agents install openclaw)")
+    scripts = _openclaw_tasks(tmp_path / "tasks.jsonl")
+    runs = {}
+    with ScriptedLLM({}, responder=scripts) as llm:
+        for name, extra in (("local", ["-j", "4"]), ("ray", ["--executor", "ray", "--ray-address", cluster.address])):
+            runs[name] = tmp_path / name
+            r = clawgym("rollout", tmp_path / "tasks.jsonl", "--agent", "openclaw", "--model", "scripted-model",
+                        "--base-url", llm.base_url, "-k", "2", "--sandbox", "bwrap", "--max-tokens", "256",
+                        *extra, "-o", runs[name], timeout=900)
+            assert r.returncode == 0, r.stderr[-3000:]
+    local, remote = outcome(runs["local"]), outcome(runs["ray"])
+    assert remote == local and len(local) == 4
+    assert {v[:2] for v in local.values()} == {("completed", 1.0), ("completed", 0.5)}
+    # the gateway's capture is the same: same trajectories, steps, answers, token ids
+    cap_local, cap_remote = _pool_capture(runs["local"]), _pool_capture(runs["ray"])
+    assert cap_remote == cap_local and sum(map(len, cap_local.values())) == 8
+    info = json.loads((runs["ray"] / "run.json").read_text())
+    assert len(set(info["episode_nodes"].values())) == 2  # both nodes ran episodes
+    assert all(n["openclaw"]["ok"] for n in info["executor"]["nodes"])
+    steps = {}
+    for name, run in runs.items():  # the gateway's steps joined to OpenClaw's own transcript, as locally
+        for t in read_records(run / "trajectories.jsonl", Trajectory):
+            assert t.metadata["openclaw"]["step_join"]["complete"], t.metadata["openclaw"]["step_join"]
+            assert len(t.steps) == t.usage["model_calls"] == 2
+            # OpenClaw names its transcript events at random (event_id), times differ
+            steps[name, t.id] = [{k: v for k, v in s.items() if k not in ("latency_s", "ttft_s", "event_id")}
+                                 for s in t.steps]
+    for _, tid in steps:
+        assert steps["ray", tid] == steps["local", tid]
+
+
+def test_a_node_without_openclaw_takes_no_openclaw_episodes(cluster, tmp_path):
+    from clawgym.agent.openclaw import find_installation
+    from clawgym.cluster import SLOT_RESOURCE
+    from clawgym.sandbox.image import find_rootfs
+
+    require(find_installation() is not None, "OpenClaw is not installed (clawgym agents install openclaw)")
+    empty = tmp_path / "clawgym-home"
+    empty.mkdir()
+    # this node has the sandbox image (CLAWGYM_ROOTFS) but an empty clawgym home: no OpenClaw
+    bare = cluster.add_node(**SMALL, resources={SLOT_RESOURCE: 4},
+                            env_vars={"CLAWGYM_HOME": str(empty), "CLAWGYM_ROOTFS": str(find_rootfs())})
+    cluster.wait_for_nodes()
+    try:
+        scripts = _openclaw_tasks(tmp_path / "tasks.jsonl")
+        run = tmp_path / "run"
+        with ScriptedLLM({}, responder=scripts) as llm:
+            r = clawgym("rollout", tmp_path / "tasks.jsonl", "--agent", "openclaw", "--model", "scripted-model",
+                        "--base-url", llm.base_url, "--sandbox", "bwrap", "--max-tokens", "256", "--executor", "ray",
+                        "--ray-address", cluster.address, "-o", run, timeout=900)
+        assert r.returncode == 0, r.stderr[-3000:]
+        info = json.loads((run / "run.json").read_text())
+        by_id = {n["node_id"]: n for n in info["executor"]["nodes"]}
+        assert not by_id[bare.node_id]["ok"] and "OpenClaw" in by_id[bare.node_id]["check"]
+        assert by_id[bare.node_id]["image"] is not None  # it failed on OpenClaw alone
+        assert by_id[bare.node_id]["node"] not in set(info["episode_nodes"].values())
+        assert sorted(v[:2] for v in outcome(run).values()) == [("completed", 0.5), ("completed", 1.0)]
+    finally:
+        cluster.remove_node(bare)

@@ -90,6 +90,7 @@ class RayExecutor(Executor):
         self._interrupted_at: float | None = None
         self._forced = False
         self._image: str | None = None
+        self._openclaw: str | None = None  # the OpenClaw version every node must have (a run of --agent openclaw)
 
     # -- connection and nodes ------------------------------------------------------------------------------
     def __enter__(self) -> RayExecutor:
@@ -127,7 +128,8 @@ class RayExecutor(Executor):
             return (f"no Ray node offers sandbox slots: start nodes with "
                     f"ray start --resources='{{\"{SLOT_RESOURCE}\": N}}'")
         why = "; ".join(f"{n.name}: {n.info.get('check', 'no answer to its check')}" for n in self.nodes.values())
-        return f"no Ray node can run {self.sandbox} sandboxes ({why})"
+        what = f"{self.sandbox} sandboxes" + (f" with OpenClaw {self._openclaw}" if self._openclaw else "")
+        return f"no Ray node can run {what} ({why})"
 
     def _refresh(self, block: bool = False) -> None:
         """Mark nodes that died, check nodes that appeared, take in checks that have answered."""
@@ -146,7 +148,8 @@ class RayExecutor(Executor):
             if nid not in self.nodes and nid not in self._checking:
                 strategy = NodeAffinitySchedulingStrategy(nid, soft=False)
                 self._checking[nid] = (slots, _check.options(num_cpus=0, scheduling_strategy=strategy,
-                                                             max_retries=0).remote(self.sandbox, self._image))
+                                                             max_retries=0).remote(self.sandbox, self._image,
+                                                                                          self._openclaw))
         with self._lock:
             for nid, node in self.nodes.items():
                 if nid not in seen:
@@ -169,6 +172,23 @@ class RayExecutor(Executor):
                 self._checking.pop(nid)
                 self.nodes[nid] = NodeState(nid, slots, {"ok": False, "check": "no answer to its check within "
                                                          f"{CHECK_TIMEOUT_S:.0f} s"}, ok=False)
+
+    def require_openclaw(self, version: str) -> dict[str, Any]:
+        """Check every node again, now also for OpenClaw `version` (installed, its Node.js runs): a node without
+        it takes no episodes. Returns what each usable node has (node name -> version, Node.js, root)."""
+        if not ray.is_initialized():
+            self.connect()
+        if self._openclaw != version:
+            self._openclaw = version
+            with self._lock:
+                self.nodes.clear()
+            self._checking.clear()
+            self._refresh(block=True)
+        usable = {n.name: {k: v for k, v in (n.info.get("openclaw") or {}).items() if k != "ok" and k != "check"}
+                  for n in self.nodes.values() if n.usable}
+        if not usable:
+            raise ClawgymError(self._no_nodes_message())
+        return usable
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -199,11 +219,15 @@ class RayExecutor(Executor):
         if recipe is None:
             name = run.agent_factory().name
             if name not in ("noop", "oracle"):
-                raise ClawgymError(f"--executor ray cannot run agent {name!r} (llm, noop and oracle run on a cluster)")
+                raise ClawgymError(f"--executor ray cannot run agent {name!r} without its recipe "
+                                   "(llm, openclaw, noop and oracle run on a cluster)")
             recipe = AgentRecipe(name)
+        if recipe.name == "openclaw" and self._openclaw != (recipe.openclaw or {}).get("version"):
+            raise ClawgymError("the openclaw agent's nodes were not checked for its installation "
+                               "(clawgym.rollout.setup.openclaw_session does it)")
         if run.options.mounts:
-            raise ClawgymError("--executor ray cannot bind host directories into remote sandboxes "
-                               "(the openclaw agent runs with --executor local)")
+            raise ClawgymError("--executor ray cannot bind this host's directories into remote sandboxes "
+                               "(a node's worker sets up the openclaw agent's mounts itself)")
         if run.backend.name != self.sandbox and self.sandbox != "auto":
             raise ClawgymError(f"the executor checked nodes for {self.sandbox} sandboxes, the run uses "
                                f"{run.backend.name}")

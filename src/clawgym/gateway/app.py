@@ -23,6 +23,9 @@ A step is written to the pool before the response's last byte (the `[DONE]` of a
 a response an agent has completely received is never lost, even to `kill -9`. Pool writes go through one writer
 thread that commits what has queued up together.
 
+`GET /clawgym/trajectory/<id>` answers one trajectory's steps (as the pool reads them back) and budget spend:
+what a black-box agent's episode on another node joins to its own transcript (see clawgym.agent.openclaw.remote).
+
 Agents authenticate with `Authorization: Bearer TOKEN` when the gateway has a token (compared in constant time,
 the scheme in any case); a request body over `max_body_bytes` (16 MiB by default) is refused with a 413 while it
 is being read, before anything of it is stored or forwarded (see clawgym.httpguard).
@@ -50,6 +53,8 @@ from clawgym.gateway.capture import Assembled, dumps, loads, retokenize, strip_a
 from clawgym.gateway.sampling import SamplingOverride
 
 UNASSIGNED = "_unassigned"
+# GET TRAJECTORY_PATH + <trajectory id, url-quoted>: that trajectory's steps and budget spend (token-guarded)
+TRAJECTORY_PATH = "/clawgym/trajectory/"
 
 
 def _now() -> str:
@@ -202,6 +207,9 @@ class Gateway:
             await _respond(send, 401, dumps({"error": {"message": "missing or wrong bearer token", "code": 401}}),
                            extra=[(b"www-authenticate", b"Bearer")])
             return
+        if method == "GET" and path.startswith(TRAJECTORY_PATH):
+            await self._trajectory(unquote(path[len(TRAJECTORY_PATH):]), send)
+            return
         trajectory, group, rest = _route(path)
         if rest is None:
             await _respond(send, 404, dumps({"error": {"message": f"no route for {path}", "code": 404}}))
@@ -220,6 +228,17 @@ class Gateway:
             await self._chat(body, trajectory, group, send)
         else:
             await self._passthrough(method, rest, scope.get("query_string", b""), body, headers, send)
+
+    async def _trajectory(self, trajectory: str, send: Any) -> None:
+        """What the gateway holds of one trajectory: its steps as the pool has them and its budget spend (for an
+        agent on a remote node: what a local one reads from the pool and the budget book directly)."""
+        try:
+            steps = await asyncio.to_thread(self.pool.steps, trajectory_id=trajectory)
+        except Exception as exc:  # noqa: BLE001 - the caller gets the reason
+            await _respond(send, 500, dumps({"error": {"message": f"cannot read the pool: {exc}", "code": 500}}))
+            return
+        await _respond(send, 200, dumps({"steps": [s.model_dump(mode="json") for s in steps],
+                                         "spend": self.budgets.spend(trajectory)}))
 
     async def _passthrough(self, method: str, rest: str, query: bytes, body: bytes, headers: dict, send: Any) -> None:
         url = self.upstream + rest + (("?" + query.decode()) if query else "")
