@@ -248,8 +248,6 @@ def test_bad_executor_options_fail_with_one_line(tmp_path):
     assert r.returncode == 2 and "--executor: unknown 'spark'" in r.stderr
     r = clawgym("rollout", EXAMPLES, "--ray-address", "127.0.0.1:1", "-o", tmp_path / "b")
     assert r.returncode == 2 and "--ray-address needs --executor ray" in r.stderr
-    r = clawgym("synth", "persona", "-n", "1", "-o", tmp_path / "c.jsonl", "--executor", "ray", "--generator", "llm")
-    assert r.returncode == 2 and "llm generator runs with --executor local" in r.stderr
 
 
 def _openclaw_tasks(path: Path) -> dict[str, tuple]:
@@ -348,3 +346,52 @@ def test_a_node_without_openclaw_takes_no_openclaw_episodes(cluster, tmp_path):
         assert sorted(v[:2] for v in outcome(run).values()) == [("completed", 0.5), ("completed", 1.0)]
     finally:
         cluster.remove_node(bare)
+
+
+class _SynthResponder:
+    """The model of the LLM synthesis route, scripted per brief (by its index): a good task, a task repaired
+    after its first answer fails validation, a hopeless one (rejected after its repairs); reviews accept."""
+
+    def __init__(self):
+        from test_synth_llm import ACCEPT, GOOD, HOPELESS, REPAIR_FIRST, REPAIR_FIXED, REVIEW_MARK
+
+        self.review_mark, self.accept = REVIEW_MARK, ACCEPT
+        self.scripts = [[GOOD], [REPAIR_FIRST, REPAIR_FIXED], [HOPELESS]]
+
+    def __call__(self, body: dict):
+        import re
+
+        from scripted_llm import Turn
+
+        first = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        if first.startswith(self.review_mark):
+            return Turn(content=self.accept)
+        m = re.search(r"\(brief llm-persona-s\d+-(\d+)\)", first)
+        if m is None:
+            return None
+        answers = self.scripts[int(m.group(1)) % len(self.scripts)]
+        turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        return Turn(content=answers[min(turn, len(answers) - 1)])
+
+
+def test_llm_synthesis_over_ray_writes_the_same_bytes_as_a_local_run(cluster, tmp_path):
+    files = {}
+    with ScriptedLLM({}, responder=_SynthResponder()) as llm:
+        for name, extra in (("local", ["-j", "3"]), ("ray", ["--executor", "ray", "--ray-address", cluster.address])):
+            out = tmp_path / f"{name}.jsonl"
+            r = clawgym("synth", "persona", "--generator", "llm", "-n", 6, "--seed", 3, "--model", "scripted-model",
+                        "--base-url", llm.base_url, "--max-repairs", 1, "--no-dedup", "--sandbox", "bwrap", *extra,
+                        "-o", out, timeout=900)
+            assert r.returncode == 0, r.stderr[-3000:]
+            files[name] = (out.read_bytes(), out.with_name(out.name + ".rejected.jsonl").read_bytes(),
+                           json.loads(out.with_name(out.name + ".yield.json").read_text()))
+    (kept, rejected, rep), (kept_r, rejected_r, rep_r) = files["local"], files["ray"]
+    assert kept_r == kept and rejected_r == rejected
+    assert [json.loads(x)["id"][-2:] for x in kept.splitlines()] == ["00", "01", "03", "04"]  # brief order
+    assert [json.loads(x)["reason"] for x in rejected.splitlines()] == ["noop_above_0"] * 2
+    for key in ("candidates", "kept", "rejected_by_reason", "kept_after_repair_round", "failures_by_round", "tokens"):
+        assert rep_r[key] == rep[key], key
+    assert rep["kept"] == 4 and "executor" not in rep
+    # 4 kept + 2 hopeless (2 rounds each) + 2 repaired (2 rounds each) = 10 validations, on both nodes
+    by_node = rep_r["executor"]["validations_by_node"]
+    assert sum(by_node.values()) == 10 and len(by_node) == 2, rep_r["executor"]

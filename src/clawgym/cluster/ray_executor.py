@@ -50,6 +50,7 @@ LOCAL_OBJECT_STORE = 256 * 1024**2  # object store of a local instance started f
 
 _check = ray.remote(worker.check_node)
 _attempt = ray.remote(worker.run_attempt)
+_validate_llm = ray.remote(worker.validate_llm_candidate)
 
 
 @dataclass
@@ -310,6 +311,14 @@ class RayExecutor(Executor):
         self._inflight.clear()
 
     # -- synthesis -------------------------------------------------------------------------------------------
+    def validator(self, sandbox: str) -> RayValidator:
+        """The LLM synthesis route's sandbox validation on the nodes (see RayValidator)."""
+        if not ray.is_initialized():
+            self.connect()
+        if sandbox != self.sandbox and self.sandbox != "auto":
+            raise ClawgymError(f"the executor checked nodes for {self.sandbox} sandboxes, synthesis uses {sandbox}")
+        return RayValidator(self, sandbox)
+
     def worker_pool(self, init: tuple) -> RayWorkerPool:
         """Validation workers for `clawgym synth` (one per sandbox slot of every usable node): the stand-in for
         the local run's process pool."""
@@ -388,3 +397,64 @@ class RayWorkerPool:
                 self._send(out, seed, chunk, validate, make)
 
         ref.future().add_done_callback(done)
+
+
+class RayValidator:
+    """`validator(candidate) -> Validation` for clawgym.synth.llm_route: one Ray task per candidate, pinned to a
+    usable node with a free sandbox slot (as episode attempts are). Called from the driver's generation threads,
+    each waiting for its own candidate. A validation gives the same verdict wherever it runs, so one whose node
+    or worker is lost runs again on another node (up to MAX_LOST times, then it is an `infra_error`)."""
+
+    MAX_LOST = 3
+
+    def __init__(self, executor: RayExecutor, sandbox: str):
+        self.executor = executor
+        self.sandbox = sandbox
+        self.lost: list[str] = []
+        self.by_node: dict[str, int] = {}  # node -> validations it ran
+        self._cancelled = False
+
+    def __call__(self, cand: Any) -> Any:
+        from clawgym.synth.validate import Validation
+
+        ex = self.executor
+        for _ in range(self.MAX_LOST + 1):
+            if self._cancelled:
+                raise KeyboardInterrupt("synthesis interrupted")
+            ex.capacity()  # takes in nodes that joined or died
+            node = ex._pick()
+            strategy = NodeAffinitySchedulingStrategy(node.node_id, soft=False)
+            ref = _validate_llm.options(num_cpus=0, resources={SLOT_RESOURCE: 1}, scheduling_strategy=strategy,
+                                        max_retries=0, retry_exceptions=False).remote(cand, self.sandbox)
+            with ex._lock:
+                ex._inflight[ref] = node.node_id
+            try:
+                v = ray.get(ref)
+                with ex._lock:
+                    self.by_node[node.name] = self.by_node.get(node.name, 0) + 1
+                return v
+            except ray.exceptions.RayTaskError as exc:  # the validation's own error, as it would be raised here
+                if self._cancelled:
+                    raise KeyboardInterrupt("synthesis interrupted") from exc
+                raise exc.as_instanceof_cause() from None
+            except Exception as exc:  # noqa: BLE001 - the node or its worker is gone: validate elsewhere
+                ex._refresh_now = True
+                self.lost.append(f"{node.name}: {type(exc).__name__}: {str(exc)[:200]}")
+            finally:
+                with ex._lock:
+                    node.running -= 1
+                    ex._inflight.pop(ref, None)
+        return Validation(False, "infra_error", "the validation's node was lost " + f"{self.MAX_LOST + 1} times: "
+                          + "; ".join(self.lost[-2:]))
+
+    def describe(self) -> dict[str, Any]:
+        """For the yield report: the executor, its nodes' checks, validations per node, nodes lost."""
+        return {**self.executor.describe(), "validations_by_node": dict(sorted(self.by_node.items())),
+                "lost": list(self.lost)}
+
+    def cancel(self) -> None:
+        """Ctrl-C: stop every validation in flight (their sandboxes die with their workers)."""
+        self._cancelled = True
+        for ref in list(self.executor._inflight):
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)

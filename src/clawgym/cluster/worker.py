@@ -1,4 +1,5 @@
-"""What runs on a Ray node: a node's own check, one episode attempt, and a synthesis validation worker.
+"""What runs on a Ray node: a node's own check, one episode attempt, a synthesis validation worker, and one
+validation of the LLM synthesis route.
 
 Nothing here writes to the run directory or to the pool: an attempt returns its trajectory, its log lines and
 its kept workspace to the driver, which writes them (one writer); model calls go through the driver's gateway,
@@ -131,3 +132,11 @@ class ValidationWorker:
 
         pipeline._stop_everything()
         return self.node
+
+
+def validate_llm_candidate(cand: Any, sandbox: str) -> Any:
+    """The LLM synthesis route's sandbox validation of one candidate on this node (the driver keeps the model
+    calls and the other checks): :func:`clawgym.synth.llm_route.validate_here` with the node's backend."""
+    from clawgym.synth.llm_route import validate_here
+
+    return validate_here(cand, _backend(sandbox))
