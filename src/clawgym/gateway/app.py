@@ -25,6 +25,8 @@ thread that commits what has queued up together.
 
 `GET /clawgym/trajectory/<id>` answers one trajectory's steps (as the pool reads them back) and budget spend:
 what a black-box agent's episode on another node joins to its own transcript (see clawgym.agent.openclaw.remote).
+It exists only when the gateway has a reader token, and answers only that token: never the agents' token, so an
+agent cannot read other trajectories' calls (a sibling sample's answers) through it.
 
 Agents authenticate with `Authorization: Bearer TOKEN` when the gateway has a token (compared in constant time,
 the scheme in any case); a request body over `max_body_bytes` (16 MiB by default) is refused with a 413 while it
@@ -133,16 +135,19 @@ class Gateway:
         budget: Budget | None = None,
         max_body_bytes: int | None = httpguard.DEFAULT_MAX_BODY_BYTES,
         sampling: SamplingOverride | None = None,
+        reader_token: str | None = None,
     ):
         """`budget`: per-trajectory limits (model calls, tokens, wall time); a trajectory past them has its
         calls refused (see clawgym.gateway.budget). Calls without a trajectory id are not budgeted.
         `max_body_bytes`: larger request bodies are answered 413, neither stored nor forwarded (None: no limit).
-        `sampling`: parameters set on every forwarded chat request, over the agent's (see the module docstring)."""
+        `sampling`: parameters set on every forwarded chat request, over the agent's (see the module docstring).
+        `reader_token`: enables `GET /clawgym/trajectory/<id>` for callers with this token (not the agents')."""
         self.upstream = upstream.rstrip("/")
         if not self.upstream.endswith("/v1"):
             self.upstream += "/v1"
         self.pool = pool
         self.token = token
+        self.reader_token = reader_token
         self.upstream_key = upstream_key
         self.tokenizer = tokenizer
         self.upstream_token_ids = request_token_ids  # cleared when the upstream refuses the fields
@@ -203,12 +208,16 @@ class Gateway:
         if path == "/health":
             await _respond(send, 200, dumps({"status": "ok", "upstream": self.upstream, **self.stats}))
             return
+        if path.startswith(TRAJECTORY_PATH) and self.reader_token:  # the reader's token, never the agents'
+            if method != "GET" or not httpguard.token_ok(headers.get("authorization"), self.reader_token):
+                await _respond(send, 401, dumps({"error": {"message": "missing or wrong reader token", "code": 401}}),
+                               extra=[(b"www-authenticate", b"Bearer")])
+                return
+            await self._trajectory(unquote(path[len(TRAJECTORY_PATH):]), send)
+            return
         if self.token and not httpguard.token_ok(headers.get("authorization"), self.token):
             await _respond(send, 401, dumps({"error": {"message": "missing or wrong bearer token", "code": 401}}),
                            extra=[(b"www-authenticate", b"Bearer")])
-            return
-        if method == "GET" and path.startswith(TRAJECTORY_PATH):
-            await self._trajectory(unquote(path[len(TRAJECTORY_PATH):]), send)
             return
         trajectory, group, rest = _route(path)
         if rest is None:

@@ -30,7 +30,8 @@ class AgentRecipe:
     name: str  # noop | oracle | llm | openclaw
     model: str | None = None
     gateway: str | None = None  # http://HOST:PORT of the gateway (llm)
-    token: str | None = None  # the gateway's bearer token (llm)
+    token: str | None = None  # the gateway's bearer token (llm; openclaw: OpenClaw's provider key)
+    reader_token: str | None = None  # openclaw: the worker's token to read its trajectory back from the gateway
     id_prefix: str = ""
     group_prefix: str = ""
     limits: dict[str, Any] = field(default_factory=dict)  # clawgym.agent.AgentLimits fields
@@ -97,7 +98,7 @@ class AgentRecipe:
         settings = OpenClawSettings(model=self.model or "", max_tokens=int(oc.get("max_tokens", 1024)),
                                     context_window=int(oc.get("context_window", 32768)), version=inst.version,
                                     api_key=self.token or "clawgym")
-        reader = GatewayReader(self.gateway or "", self.token, self.id_prefix, timeout=self.request_timeout)
+        reader = GatewayReader(self.gateway or "", self.reader_token, self.id_prefix, timeout=self.request_timeout)
 
         def route(task, ctx) -> str:  # the path of GatewayThread.url_for, as the local run's route gives it
             return self.route(task.id, ctx.trajectory_id).split(self.gateway or "", 1)[1]

@@ -217,6 +217,8 @@ def openclaw_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options:
             sock_dir.chmod(0o755)
         gw_host = options.executor.gateway_host() if remote else "127.0.0.1"
         token = secrets.token_urlsafe(24) if remote else None
+        # the nodes' workers (not the agents in their sandboxes, who hold `token`) read trajectories back with this
+        reader = secrets.token_urlsafe(24) if remote else None
         budget = Budget(max_steps=spec.budget_steps or spec.max_turns,
                         max_tokens=spec.budget_tokens or spec.max_total_tokens,
                         max_wall_s=spec.budget_wall_s or max((options.timeout_of(t) for t in tasks), default=None))
@@ -224,7 +226,7 @@ def openclaw_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options:
         gw = stack.enter_context(GatewayThread(url, pool, policy_version=spec.policy_version, budget=budget,
                                                upstream_key=os.environ.get("OPENAI_API_KEY"),
                                                uds=None if remote else sock_dir / SOCKET_NAME, sampling=sampling,
-                                               token=token, host=gw_host))
+                                               token=token, host=gw_host, reader_token=reader))
 
         def on_attempt(t) -> None:
             tid = t.id if t.attempts == 1 else f"{t.id}~{t.attempts}"
@@ -235,7 +237,8 @@ def openclaw_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options:
         if remote:  # each node's worker builds the agent and its mounts from this (clawgym.rollout.recipe)
             options.mounts = []
             options.recipe = AgentRecipe(
-                "openclaw", model=spec.model, gateway=f"http://{gw_host}:{gw.port}", token=token, id_prefix=pre,
+                "openclaw", model=spec.model, gateway=f"http://{gw_host}:{gw.port}", token=token, reader_token=reader,
+                id_prefix=pre,
                 group_prefix=gpre, request_timeout=spec.request_timeout,
                 openclaw={"version": version, "max_tokens": spec.max_tokens, "context_window": spec.context_window})
         else:

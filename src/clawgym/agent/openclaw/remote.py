@@ -10,7 +10,8 @@ for a local run.
 
 What a local episode reads from the driver's pool and budget book (the gateway's steps of its trajectory, what
 the budget says it spent) a remote episode asks the gateway for (:class:`GatewayReader`,
-`GET /clawgym/trajectory/<id>`, with the token).
+`GET /clawgym/trajectory/<id>`) with a second token, the reader's, which only the worker process holds: OpenClaw
+in the sandbox has the agents' token, which that endpoint refuses, so it cannot read other trajectories' calls.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def node_relay(gateway: str) -> NodeRelay:
 
 
 class GatewayReader:
-    """A trajectory's steps and budget spend, asked of the gateway over the network (with its token)."""
+    """A trajectory's steps and budget spend, asked of the gateway over the network (with its reader token)."""
 
     def __init__(self, gateway: str, token: str | None, id_prefix: str = "", timeout: float = 120.0):
         self.gateway = gateway.rstrip("/")
