@@ -491,6 +491,7 @@ class Generator:
     def _run(self, brief: Brief) -> Outcome:
         from clawgym.synth.compose import Candidate
         from clawgym.synth.ops.base import StepPlan
+
         s = self.settings
         out = Outcome(brief, None)
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": brief_prompt(brief)}]
