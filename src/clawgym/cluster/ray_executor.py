@@ -422,7 +422,10 @@ class RayValidator:
             if self._cancelled:
                 raise KeyboardInterrupt("synthesis interrupted")
             ex.capacity()  # takes in nodes that joined or died
-            node = ex._pick()
+            try:
+                node = ex._pick()
+            except ClawgymError as exc:  # no usable node left: infrastructure, as a broken local sandbox is
+                return Validation(False, "infra_error", str(exc))
             strategy = NodeAffinitySchedulingStrategy(node.node_id, soft=False)
             ref = _validate_llm.options(num_cpus=0, resources={SLOT_RESOURCE: 1}, scheduling_strategy=strategy,
                                         max_retries=0, retry_exceptions=False).remote(cand, self.sandbox)
