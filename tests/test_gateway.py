@@ -129,6 +129,33 @@ def test_routing_by_model_name_headers_and_auth(tmp_path):
     assert steps["hdr"].group_id == "G" and "_unassigned" in steps
 
 
+def test_trajectory_read_back_needs_the_reader_token_never_the_agents(tmp_path):
+    """`GET /clawgym/trajectory/<id>` (a cluster node's OpenClaw episode reads its steps back): off without a
+    reader token, and refused to the agents' token, so an agent cannot read a sibling trajectory's calls."""
+    from clawgym.agent.openclaw.remote import GatewayReader
+
+    key = "read me back"
+    with ScriptedLLM({key: [Turn("ok")]}) as up, Pool(tmp_path / "pool") as pool, \
+            GatewayThread(up.base_url, pool, token="agents", reader_token="reader") as gw, \
+            GatewayThread(up.base_url, pool) as plain:
+        body = {"model": up.model, "messages": [{"role": "user", "content": key}]}
+        r = httpx.post(f"{gw.url_for('v1.traj-1', 'g')}/chat/completions", json=body,
+                       headers={"Authorization": "Bearer agents"})
+        assert r.status_code == 200
+        base = f"http://127.0.0.1:{gw.port}"
+        path = f"{base}/clawgym/trajectory/v1.traj-1"
+        assert httpx.get(path).status_code == 401
+        assert httpx.get(path, headers={"Authorization": "Bearer agents"}).status_code == 401
+        got = httpx.get(path, headers={"Authorization": "Bearer reader"}).json()
+        assert [s["response"]["content"] for s in got["steps"]] == ["ok"] and "exceeded" in got["spend"]
+        reader = GatewayReader(base, "reader", id_prefix="v1.")
+        (step,) = reader.steps("traj-1")
+        assert step == pool.steps(trajectory_id="v1.traj-1")[0]
+        assert reader.steps("nothing") == []
+        # a gateway without a reader token has no such endpoint
+        assert httpx.get(f"http://127.0.0.1:{plain.port}/clawgym/trajectory/v1.traj-1").status_code == 404
+
+
 def test_upstream_errors_reach_the_agent_and_are_recorded(tmp_path):
     with Pool(tmp_path / "pool") as pool, GatewayThread(f"http://127.0.0.1:{free_port()}/v1", pool) as gw:
         r = httpx.post(f"{gw.url_for('t-err')}/chat/completions",

@@ -248,5 +248,161 @@ def test_bad_executor_options_fail_with_one_line(tmp_path):
     assert r.returncode == 2 and "--executor: unknown 'spark'" in r.stderr
     r = clawgym("rollout", EXAMPLES, "--ray-address", "127.0.0.1:1", "-o", tmp_path / "b")
     assert r.returncode == 2 and "--ray-address needs --executor ray" in r.stderr
-    r = clawgym("synth", "persona", "-n", "1", "-o", tmp_path / "c.jsonl", "--executor", "ray", "--generator", "llm")
-    assert r.returncode == 2 and "llm generator runs with --executor local" in r.stderr
+
+
+def _openclaw_tasks(path: Path) -> dict[str, tuple]:
+    """Two OpenClaw tasks: one solved by a write call, one answered with the wrong content (partial score)."""
+    from scripted_llm import Turn
+    from test_openclaw import GRADE_WRITE, WRITE, Scripts, _task
+
+    wrong = "Write the greeting file for me, please"
+    scripts = Scripts()
+    scripts.scripts[wrong] = [Turn(tool_calls=[("write", {"path": "greeting.txt", "content": "hello\n"})]),
+                              Turn(content="Wrote greeting.txt.")]
+    scripts.scripts[WRITE] = [Turn(tool_calls=[("write", {"path": "greeting.txt", "content": "hello from openclaw\n"})]),
+                              Turn(content="Wrote greeting.txt.")]
+    tasks = [_task("oc-write", WRITE, GRADE_WRITE, timeout=300), _task("oc-wrong", wrong, GRADE_WRITE, timeout=300)]
+    path.write_text("".join(t.model_dump_json() + "\n" for t in tasks))
+    return scripts
+
+
+def _pool_capture(run: Path) -> dict[str, list[tuple]]:
+    """What the gateway recorded for the recorded attempt of each episode (an attempt lost to infrastructure,
+    e.g. its worker killed by Ray's memory monitor on a loaded machine, is retried as `ID~2`): per step its index,
+    group, task, model, response, token ids and their source, status, and the request's shape (roles, tools,
+    params; OpenClaw stamps the time into its prompts, so the texts themselves differ between any two runs)."""
+    from clawgym.pool.store import Pool
+
+    recorded = {(t.id if t.attempts == 1 else f"{t.id}~{t.attempts}"): t.id
+                for t in read_records(run / "trajectories.jsonl", Trajectory)}
+    out: dict[str, list[tuple]] = {}
+    with Pool(run / "pool") as pool:
+        for s in pool.steps():
+            if s.trajectory_id not in recorded:
+                continue
+            req = s.request or {}
+            out.setdefault(recorded[s.trajectory_id], []).append((
+                s.step_index, s.group_id, s.task_id, s.model, json.dumps(s.response, sort_keys=True), s.prompt_ids is not None,
+                s.response_ids, s.token_source, s.status, [m.get("role") for m in req.get("messages") or []],
+                json.dumps(req.get("tools"), sort_keys=True), json.dumps(req.get("params"), sort_keys=True),
+                s.trajectory_status, s.reward))
+    return out
+
+
+def test_openclaw_rollout_over_two_nodes_scores_and_records_as_a_local_run(cluster, tmp_path):
+    from clawgym.agent.openclaw import find_installation
+
+    require(find_installation() is not None, "OpenClaw is not installed (clawgym agents install openclaw)")
+    scripts = _openclaw_tasks(tmp_path / "tasks.jsonl")
+    runs = {}
+    with ScriptedLLM({}, responder=scripts) as llm:
+        for name, extra in (("local", []), ("ray", ["--executor", "ray", "--ray-address", cluster.address])):
+            runs[name] = tmp_path / name
+            # 2 episodes (one per node): an OpenClaw sandbox holds ~0.4 GB, and on a shared, loaded machine Ray's
+            # memory monitor kills workers (node_lost, retried) when the whole host nears its memory limit
+            r = clawgym("rollout", tmp_path / "tasks.jsonl", "--agent", "openclaw", "--model", "scripted-model",
+                        "--base-url", llm.base_url, "-j", "2", "--sandbox", "bwrap", "--max-tokens", "256",
+                        "--infra-retries", "4", *extra, "-o", runs[name], timeout=900)
+            assert r.returncode == 0, r.stderr[-3000:]
+    local, remote = outcome(runs["local"]), outcome(runs["ray"])
+    assert remote == local and len(local) == 2
+    assert sorted(v[:2] for v in local.values()) == [("completed", 0.5), ("completed", 1.0)]
+    # the gateway's capture is the same: same trajectories, steps, answers, token ids
+    cap_local, cap_remote = _pool_capture(runs["local"]), _pool_capture(runs["ray"])
+    assert sorted(cap_remote) == sorted(cap_local) and sum(map(len, cap_local.values())) == 4
+    for tid, steps in cap_local.items():
+        assert len(steps) == len(cap_remote[tid]), (tid, steps, cap_remote[tid])
+        for a, b in zip(steps, cap_remote[tid], strict=True):
+            assert a == b, (tid, [(i, x, y) for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y])
+    info = json.loads((runs["ray"] / "run.json").read_text())
+    assert len(set(info["episode_nodes"].values())) == 2  # both nodes ran episodes
+    assert all(n["openclaw"]["ok"] for n in info["executor"]["nodes"])
+    steps = {}
+    for name, run in runs.items():  # the gateway's steps joined to OpenClaw's own transcript, as locally
+        for t in read_records(run / "trajectories.jsonl", Trajectory):
+            assert t.metadata["openclaw"]["step_join"]["complete"], t.metadata["openclaw"]["step_join"]
+            assert len(t.steps) == t.usage["model_calls"] == 2
+            # OpenClaw names its transcript events at random (event_id), times differ
+            steps[name, t.id] = [{k: v for k, v in s.items() if k not in ("latency_s", "ttft_s", "event_id")}
+                                 for s in t.steps]
+    for _, tid in steps:
+        assert steps["ray", tid] == steps["local", tid]
+
+
+def test_a_node_without_openclaw_takes_no_openclaw_episodes(cluster, tmp_path):
+    from clawgym.agent.openclaw import find_installation
+    from clawgym.cluster import SLOT_RESOURCE
+    from clawgym.sandbox.image import find_rootfs
+
+    require(find_installation() is not None, "OpenClaw is not installed (clawgym agents install openclaw)")
+    empty = tmp_path / "clawgym-home"
+    empty.mkdir()
+    # this node has the sandbox image (CLAWGYM_ROOTFS) but an empty clawgym home: no OpenClaw
+    bare = cluster.add_node(**SMALL, resources={SLOT_RESOURCE: 4},
+                            env_vars={"CLAWGYM_HOME": str(empty), "CLAWGYM_ROOTFS": str(find_rootfs())})
+    cluster.wait_for_nodes()
+    try:
+        scripts = _openclaw_tasks(tmp_path / "tasks.jsonl")
+        run = tmp_path / "run"
+        with ScriptedLLM({}, responder=scripts) as llm:
+            r = clawgym("rollout", tmp_path / "tasks.jsonl", "--agent", "openclaw", "--model", "scripted-model",
+                        "--base-url", llm.base_url, "--sandbox", "bwrap", "--max-tokens", "256", "--executor", "ray",
+                        "--ray-address", cluster.address, "-o", run, timeout=900)
+        assert r.returncode == 0, r.stderr[-3000:]
+        info = json.loads((run / "run.json").read_text())
+        by_id = {n["node_id"]: n for n in info["executor"]["nodes"]}
+        assert not by_id[bare.node_id]["ok"] and "OpenClaw" in by_id[bare.node_id]["check"]
+        assert by_id[bare.node_id]["image"] is not None  # it failed on OpenClaw alone
+        assert by_id[bare.node_id]["node"] not in set(info["episode_nodes"].values())
+        assert sorted(v[:2] for v in outcome(run).values()) == [("completed", 0.5), ("completed", 1.0)]
+    finally:
+        cluster.remove_node(bare)
+
+
+class _SynthResponder:
+    """The model of the LLM synthesis route, scripted per brief (by its index): a good task, a task repaired
+    after its first answer fails validation, a hopeless one (rejected after its repairs); reviews accept."""
+
+    def __init__(self):
+        from test_synth_llm import ACCEPT, GOOD, HOPELESS, REPAIR_FIRST, REPAIR_FIXED, REVIEW_MARK
+
+        self.review_mark, self.accept = REVIEW_MARK, ACCEPT
+        self.scripts = [[GOOD], [REPAIR_FIRST, REPAIR_FIXED], [HOPELESS]]
+
+    def __call__(self, body: dict):
+        import re
+
+        from scripted_llm import Turn
+
+        first = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        if first.startswith(self.review_mark):
+            return Turn(content=self.accept)
+        m = re.search(r"\(brief llm-persona-s\d+-(\d+)\)", first)
+        if m is None:
+            return None
+        answers = self.scripts[int(m.group(1)) % len(self.scripts)]
+        turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        return Turn(content=answers[min(turn, len(answers) - 1)])
+
+
+def test_llm_synthesis_over_ray_writes_the_same_bytes_as_a_local_run(cluster, tmp_path):
+    files = {}
+    with ScriptedLLM({}, responder=_SynthResponder()) as llm:
+        for name, extra in (("local", ["-j", "3"]), ("ray", ["--executor", "ray", "--ray-address", cluster.address])):
+            out = tmp_path / f"{name}.jsonl"
+            r = clawgym("synth", "persona", "--generator", "llm", "-n", 6, "--seed", 3, "--model", "scripted-model",
+                        "--base-url", llm.base_url, "--max-repairs", 1, "--no-dedup", "--sandbox", "bwrap", *extra,
+                        "-o", out, timeout=900)
+            assert r.returncode == 0, r.stderr[-3000:]
+            files[name] = (out.read_bytes(), out.with_name(out.name + ".rejected.jsonl").read_bytes(),
+                           json.loads(out.with_name(out.name + ".yield.json").read_text()))
+    (kept, rejected, rep), (kept_r, rejected_r, rep_r) = files["local"], files["ray"]
+    assert kept_r == kept and rejected_r == rejected
+    assert [json.loads(x)["id"][-2:] for x in kept.splitlines()] == ["00", "01", "03", "04"]  # brief order
+    assert [json.loads(x)["reason"] for x in rejected.splitlines()] == ["noop_above_0"] * 2
+    for key in ("candidates", "kept", "rejected_by_reason", "kept_after_repair_round", "failures_by_round", "tokens"):
+        assert rep_r[key] == rep[key], key
+    assert rep["kept"] == 4 and "executor" not in rep
+    # 4 kept + 2 hopeless (2 rounds each) + 2 repaired (2 rounds each) = 10 validations, on both nodes
+    by_node = rep_r["executor"]["validations_by_node"]
+    assert sum(by_node.values()) == 10 and len(by_node) == 2, rep_r["executor"]

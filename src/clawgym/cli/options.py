@@ -19,8 +19,8 @@ SERVER_PRECISION_HELP = ("Embedded server weights: fp32 (the same greedy answer 
                          "GGUF file, such as the embedded one: about 2.5x faster per request on CPUs with "
                          "AVX512-BF16; logprobs within ~0.01 of fp32).")
 SYNTH_SANDBOX_HELP = "Sandbox for validation: bwrap, docker, local, or a registered third-party backend."
-SYNTH_EXECUTOR_HELP = ("Where validation runs: local (-j worker processes) or ray (a worker per sandbox slot of a "
-                       "Ray cluster's nodes; same bytes).")
+SYNTH_EXECUTOR_HELP = ("Where validation runs: local (-j worker processes; llm generator: -j threads) or ray (the "
+                       "sandbox slots of a Ray cluster's nodes; same bytes).")
 
 
 def output_option(help: str) -> Any:

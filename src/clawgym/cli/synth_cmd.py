@@ -61,8 +61,6 @@ def synth_executor(executor: str, ray_address: str | None, jobs: int, sandbox: s
         fail(str(exc), 2)
     if ex.name == "local":
         return None
-    if generator != "template":
-        fail("--executor ray validates template tasks; the llm generator runs with --executor local", 2)
     return ex
 
 
@@ -76,7 +74,7 @@ def _dedup_in_place(output: Path) -> None:
 
 def run_llm_synth(briefs, output: Path, *, route: str, model: str, base_url: str | None, sandbox: str, jobs: int,
                   max_repairs: int, max_tokens: int, temperature: float, review: bool, dedup: bool,
-                  dedup_against: list[Path]) -> None:
+                  dedup_against: list[Path], executor=None) -> None:
     """The LLM generator of a synth route (persona, skill): briefs -> validated tasks, with the yield printed."""
     from clawgym.synth.llm_route import Settings, synthesize_llm, yield_path
 
@@ -86,10 +84,14 @@ def run_llm_synth(briefs, output: Path, *, route: str, model: str, base_url: str
                         review=review)
     progress = progress_bar(f"[bold]synth {route} (llm)")
     bar = progress.add_task("synth", total=len(briefs))
-    with progress:
-        report = synthesize_llm(briefs, output, settings, base_url=base_url, sandbox=sandbox, jobs=jobs, dedup=dedup,
-                                dedup_against=dedup_against, route=route, announce=announce_server(model),
-                                on_progress=lambda done, total: progress.update(bar, completed=done))
+    try:
+        with executor or contextlib.nullcontext(), progress:
+            report = synthesize_llm(briefs, output, settings, base_url=base_url, sandbox=sandbox, jobs=jobs,
+                                    dedup=dedup, dedup_against=dedup_against, route=route,
+                                    announce=announce_server(model), executor=executor,
+                                    on_progress=lambda done, total: progress.update(bar, completed=done))
+    except ClawgymError as exc:
+        fail(str(exc))
     for line in report.lines():
         out.print(line, highlight=False)
     out.print(f"tasks: {output}; rejections: {output.name}.rejected.jsonl; yield report: {yield_path(output)}",
@@ -138,7 +140,7 @@ def synth_skill_cmd(
             fail(str(exc))
         run_llm_synth(briefs, output, route="skill", model=model, base_url=base_url, sandbox=sandbox, jobs=jobs,
                       max_repairs=max_repairs, max_tokens=max_tokens, temperature=temperature, review=review,
-                      dedup=dedup is not False, dedup_against=dedup_against or [])
+                      dedup=dedup is not False, dedup_against=dedup_against or [], executor=ex)
         return
     from clawgym.synth.skill_route import SkillRouteConfig, load_state, synthesize_skill_tasks
 
@@ -300,7 +302,7 @@ def synth_persona(
             fail(str(exc), 2)
         run_llm_synth(briefs, output, route="persona", model=model, base_url=base_url, sandbox=sandbox, jobs=jobs,
                       max_repairs=max_repairs, max_tokens=max_tokens, temperature=temperature, review=review,
-                      dedup=dedup is not False, dedup_against=dedup_against or [])
+                      dedup=dedup is not False, dedup_against=dedup_against or [], executor=ex)
         return
     from rich.table import Table
 

@@ -50,6 +50,7 @@ LOCAL_OBJECT_STORE = 256 * 1024**2  # object store of a local instance started f
 
 _check = ray.remote(worker.check_node)
 _attempt = ray.remote(worker.run_attempt)
+_validate_llm = ray.remote(worker.validate_llm_candidate)
 
 
 @dataclass
@@ -90,6 +91,7 @@ class RayExecutor(Executor):
         self._interrupted_at: float | None = None
         self._forced = False
         self._image: str | None = None
+        self._openclaw: str | None = None  # the OpenClaw version every node must have (a run of --agent openclaw)
 
     # -- connection and nodes ------------------------------------------------------------------------------
     def __enter__(self) -> RayExecutor:
@@ -127,7 +129,8 @@ class RayExecutor(Executor):
             return (f"no Ray node offers sandbox slots: start nodes with "
                     f"ray start --resources='{{\"{SLOT_RESOURCE}\": N}}'")
         why = "; ".join(f"{n.name}: {n.info.get('check', 'no answer to its check')}" for n in self.nodes.values())
-        return f"no Ray node can run {self.sandbox} sandboxes ({why})"
+        what = f"{self.sandbox} sandboxes" + (f" with OpenClaw {self._openclaw}" if self._openclaw else "")
+        return f"no Ray node can run {what} ({why})"
 
     def _refresh(self, block: bool = False) -> None:
         """Mark nodes that died, check nodes that appeared, take in checks that have answered."""
@@ -146,7 +149,8 @@ class RayExecutor(Executor):
             if nid not in self.nodes and nid not in self._checking:
                 strategy = NodeAffinitySchedulingStrategy(nid, soft=False)
                 self._checking[nid] = (slots, _check.options(num_cpus=0, scheduling_strategy=strategy,
-                                                             max_retries=0).remote(self.sandbox, self._image))
+                                                             max_retries=0).remote(self.sandbox, self._image,
+                                                                                          self._openclaw))
         with self._lock:
             for nid, node in self.nodes.items():
                 if nid not in seen:
@@ -169,6 +173,23 @@ class RayExecutor(Executor):
                 self._checking.pop(nid)
                 self.nodes[nid] = NodeState(nid, slots, {"ok": False, "check": "no answer to its check within "
                                                          f"{CHECK_TIMEOUT_S:.0f} s"}, ok=False)
+
+    def require_openclaw(self, version: str) -> dict[str, Any]:
+        """Check every node again, now also for OpenClaw `version` (installed, its Node.js runs): a node without
+        it takes no episodes. Returns what each usable node has (node name -> version, Node.js, root)."""
+        if not ray.is_initialized():
+            self.connect()
+        if self._openclaw != version:
+            self._openclaw = version
+            with self._lock:
+                self.nodes.clear()
+            self._checking.clear()
+            self._refresh(block=True)
+        usable = {n.name: {k: v for k, v in (n.info.get("openclaw") or {}).items() if k != "ok" and k != "check"}
+                  for n in self.nodes.values() if n.usable}
+        if not usable:
+            raise ClawgymError(self._no_nodes_message())
+        return usable
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -199,11 +220,15 @@ class RayExecutor(Executor):
         if recipe is None:
             name = run.agent_factory().name
             if name not in ("noop", "oracle"):
-                raise ClawgymError(f"--executor ray cannot run agent {name!r} (llm, noop and oracle run on a cluster)")
+                raise ClawgymError(f"--executor ray cannot run agent {name!r} without its recipe "
+                                   "(llm, openclaw, noop and oracle run on a cluster)")
             recipe = AgentRecipe(name)
+        if recipe.name == "openclaw" and self._openclaw != (recipe.openclaw or {}).get("version"):
+            raise ClawgymError("the openclaw agent's nodes were not checked for its installation "
+                               "(clawgym.rollout.setup.openclaw_session does it)")
         if run.options.mounts:
-            raise ClawgymError("--executor ray cannot bind host directories into remote sandboxes "
-                               "(the openclaw agent runs with --executor local)")
+            raise ClawgymError("--executor ray cannot bind this host's directories into remote sandboxes "
+                               "(a node's worker sets up the openclaw agent's mounts itself)")
         if run.backend.name != self.sandbox and self.sandbox != "auto":
             raise ClawgymError(f"the executor checked nodes for {self.sandbox} sandboxes, the run uses "
                                f"{run.backend.name}")
@@ -286,6 +311,14 @@ class RayExecutor(Executor):
         self._inflight.clear()
 
     # -- synthesis -------------------------------------------------------------------------------------------
+    def validator(self, sandbox: str) -> RayValidator:
+        """The LLM synthesis route's sandbox validation on the nodes (see RayValidator)."""
+        if not ray.is_initialized():
+            self.connect()
+        if sandbox != self.sandbox and self.sandbox != "auto":
+            raise ClawgymError(f"the executor checked nodes for {self.sandbox} sandboxes, synthesis uses {sandbox}")
+        return RayValidator(self, sandbox)
+
     def worker_pool(self, init: tuple) -> RayWorkerPool:
         """Validation workers for `clawgym synth` (one per sandbox slot of every usable node): the stand-in for
         the local run's process pool."""
@@ -364,3 +397,67 @@ class RayWorkerPool:
                 self._send(out, seed, chunk, validate, make)
 
         ref.future().add_done_callback(done)
+
+
+class RayValidator:
+    """`validator(candidate) -> Validation` for clawgym.synth.llm_route: one Ray task per candidate, pinned to a
+    usable node with a free sandbox slot (as episode attempts are). Called from the driver's generation threads,
+    each waiting for its own candidate. A validation gives the same verdict wherever it runs, so one whose node
+    or worker is lost runs again on another node (up to MAX_LOST times, then it is an `infra_error`)."""
+
+    MAX_LOST = 3
+
+    def __init__(self, executor: RayExecutor, sandbox: str):
+        self.executor = executor
+        self.sandbox = sandbox
+        self.lost: list[str] = []
+        self.by_node: dict[str, int] = {}  # node -> validations it ran
+        self._cancelled = False
+
+    def __call__(self, cand: Any) -> Any:
+        from clawgym.synth.validate import Validation
+
+        ex = self.executor
+        for _ in range(self.MAX_LOST + 1):
+            if self._cancelled:
+                raise KeyboardInterrupt("synthesis interrupted")
+            ex.capacity()  # takes in nodes that joined or died
+            try:
+                node = ex._pick()
+            except ClawgymError as exc:  # no usable node left: infrastructure, as a broken local sandbox is
+                return Validation(False, "infra_error", str(exc))
+            strategy = NodeAffinitySchedulingStrategy(node.node_id, soft=False)
+            ref = _validate_llm.options(num_cpus=0, resources={SLOT_RESOURCE: 1}, scheduling_strategy=strategy,
+                                        max_retries=0, retry_exceptions=False).remote(cand, self.sandbox)
+            with ex._lock:
+                ex._inflight[ref] = node.node_id
+            try:
+                v = ray.get(ref)
+                with ex._lock:
+                    self.by_node[node.name] = self.by_node.get(node.name, 0) + 1
+                return v
+            except ray.exceptions.RayTaskError as exc:  # the validation's own error, as it would be raised here
+                if self._cancelled:
+                    raise KeyboardInterrupt("synthesis interrupted") from exc
+                raise exc.as_instanceof_cause() from None
+            except Exception as exc:  # noqa: BLE001 - the node or its worker is gone: validate elsewhere
+                ex._refresh_now = True
+                self.lost.append(f"{node.name}: {type(exc).__name__}: {str(exc)[:200]}")
+            finally:
+                with ex._lock:
+                    node.running -= 1
+                    ex._inflight.pop(ref, None)
+        return Validation(False, "infra_error", "the validation's node was lost " + f"{self.MAX_LOST + 1} times: "
+                          + "; ".join(self.lost[-2:]))
+
+    def describe(self) -> dict[str, Any]:
+        """For the yield report: the executor, its nodes' checks, validations per node, nodes lost."""
+        return {**self.executor.describe(), "validations_by_node": dict(sorted(self.by_node.items())),
+                "lost": list(self.lost)}
+
+    def cancel(self) -> None:
+        """Ctrl-C: stop every validation in flight (their sandboxes die with their workers)."""
+        self._cancelled = True
+        for ref in list(self.executor._inflight):
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)

@@ -1,4 +1,5 @@
-"""What runs on a Ray node: a node's own check, one episode attempt, and a synthesis validation worker.
+"""What runs on a Ray node: a node's own check, one episode attempt, a synthesis validation worker, and one
+validation of the LLM synthesis route.
 
 Nothing here writes to the run directory or to the pool: an attempt returns its trajectory, its log lines and
 its kept workspace to the driver, which writes them (one writer); model calls go through the driver's gateway,
@@ -8,6 +9,7 @@ them: a worker adds nothing to what a sandbox can see or do.
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import socket
 import tempfile
@@ -35,10 +37,10 @@ def _backend(name: str):
         return _BACKENDS[name]
 
 
-def check_node(sandbox: str, image: str | None) -> dict[str, Any]:
+def check_node(sandbox: str, image: str | None, openclaw: str | None = None) -> dict[str, Any]:
     """This node's `clawgym sandbox check` for the run's backend, and whether it has the driver's sandbox image
-    (`image`: the recipe id the driver runs with, None when the driver has none). A node that fails takes no
-    episodes."""
+    (`image`: the recipe id the driver runs with, None when the driver has none); with `openclaw` (a version),
+    also whether that OpenClaw is installed here and its Node.js runs. A node that fails takes no episodes."""
     import ray
 
     from clawgym import __version__
@@ -58,8 +60,32 @@ def check_node(sandbox: str, image: str | None) -> dict[str, Any]:
     info["image"] = recipe_id() if rootfs is not None else None
     if ok and image is not None and info["image"] != image and sandbox != "local":
         ok, why = False, f"the sandbox image {image} is not built on this node (run `clawgym sandbox build`)"
+    if openclaw is not None:
+        info["openclaw"] = _openclaw_check(openclaw)
+        if ok and not info["openclaw"]["ok"]:
+            ok, why = False, info["openclaw"]["check"]
     info.update(ok=ok, check=why)
     return info
+
+
+def _openclaw_check(version: str) -> dict[str, Any]:
+    """Whether OpenClaw `version` is installed on this node and its Node.js runs here (the installation is bound
+    into the sandboxes and run there)."""
+    import subprocess
+
+    from clawgym.agent.openclaw import find_installation
+
+    inst = find_installation(version)
+    if inst is None:
+        return {"ok": False, "version": version, "check": f"OpenClaw {version} is not installed on this node "
+                                                          "(run `clawgym agents install openclaw`)"}
+    try:
+        res = subprocess.run([str(inst.node), "--version"], capture_output=True, text=True, timeout=30)
+        node, ok = res.stdout.strip(), res.returncode == 0
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        node, ok = f"{type(exc).__name__}: {exc}", False
+    return {"ok": ok, "version": inst.version, "node": node, "root": str(inst.root),
+            "check": "ok" if ok else f"the Node.js of OpenClaw {version} does not run on this node: {node}"}
 
 
 def run_attempt(payload: dict[str, Any]) -> dict[str, Any]:
@@ -70,10 +96,13 @@ def run_attempt(payload: dict[str, Any]) -> dict[str, Any]:
 
     task = Task.model_validate_json(payload["task"])
     options = payload["options"]
+    recipe = payload["recipe"]
+    if recipe.name == "openclaw":  # this node's installation and gateway relay, a private state dir
+        options = dataclasses.replace(options, mounts=recipe.mounts())
     lines: list[str] = []
     with tempfile.TemporaryDirectory(prefix="clawgym-attempt-") as tmp:
         run_dir = Path(tmp)
-        traj = run_episode(task, payload["sample"], payload["recipe"].build(), _backend(payload["sandbox"]),
+        traj = run_episode(task, payload["sample"], recipe.build(), _backend(payload["sandbox"]),
                            options, run_dir, lines.append, None, payload["attempt"])
         files = {}
         if traj.workspace_snapshot:
@@ -103,3 +132,11 @@ class ValidationWorker:
 
         pipeline._stop_everything()
         return self.node
+
+
+def validate_llm_candidate(cand: Any, sandbox: str) -> Any:
+    """The LLM synthesis route's sandbox validation of one candidate on this node (the driver keeps the model
+    calls and the other checks): :func:`clawgym.synth.llm_route.validate_here` with the node's backend."""
+    from clawgym.synth.llm_route import validate_here
+
+    return validate_here(cand, _backend(sandbox))

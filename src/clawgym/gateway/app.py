@@ -23,6 +23,11 @@ A step is written to the pool before the response's last byte (the `[DONE]` of a
 a response an agent has completely received is never lost, even to `kill -9`. Pool writes go through one writer
 thread that commits what has queued up together.
 
+`GET /clawgym/trajectory/<id>` answers one trajectory's steps (as the pool reads them back) and budget spend:
+what a black-box agent's episode on another node joins to its own transcript (see clawgym.agent.openclaw.remote).
+It exists only when the gateway has a reader token, and answers only that token: never the agents' token, so an
+agent cannot read other trajectories' calls (a sibling sample's answers) through it.
+
 Agents authenticate with `Authorization: Bearer TOKEN` when the gateway has a token (compared in constant time,
 the scheme in any case); a request body over `max_body_bytes` (16 MiB by default) is refused with a 413 while it
 is being read, before anything of it is stored or forwarded (see clawgym.httpguard).
@@ -50,6 +55,8 @@ from clawgym.gateway.capture import Assembled, dumps, loads, retokenize, strip_a
 from clawgym.gateway.sampling import SamplingOverride
 
 UNASSIGNED = "_unassigned"
+# GET TRAJECTORY_PATH + <trajectory id, url-quoted>: that trajectory's steps and budget spend (token-guarded)
+TRAJECTORY_PATH = "/clawgym/trajectory/"
 
 
 def _now() -> str:
@@ -128,16 +135,19 @@ class Gateway:
         budget: Budget | None = None,
         max_body_bytes: int | None = httpguard.DEFAULT_MAX_BODY_BYTES,
         sampling: SamplingOverride | None = None,
+        reader_token: str | None = None,
     ):
         """`budget`: per-trajectory limits (model calls, tokens, wall time); a trajectory past them has its
         calls refused (see clawgym.gateway.budget). Calls without a trajectory id are not budgeted.
         `max_body_bytes`: larger request bodies are answered 413, neither stored nor forwarded (None: no limit).
-        `sampling`: parameters set on every forwarded chat request, over the agent's (see the module docstring)."""
+        `sampling`: parameters set on every forwarded chat request, over the agent's (see the module docstring).
+        `reader_token`: enables `GET /clawgym/trajectory/<id>` for callers with this token (not the agents')."""
         self.upstream = upstream.rstrip("/")
         if not self.upstream.endswith("/v1"):
             self.upstream += "/v1"
         self.pool = pool
         self.token = token
+        self.reader_token = reader_token
         self.upstream_key = upstream_key
         self.tokenizer = tokenizer
         self.upstream_token_ids = request_token_ids  # cleared when the upstream refuses the fields
@@ -198,6 +208,13 @@ class Gateway:
         if path == "/health":
             await _respond(send, 200, dumps({"status": "ok", "upstream": self.upstream, **self.stats}))
             return
+        if path.startswith(TRAJECTORY_PATH) and self.reader_token:  # the reader's token, never the agents'
+            if method != "GET" or not httpguard.token_ok(headers.get("authorization"), self.reader_token):
+                await _respond(send, 401, dumps({"error": {"message": "missing or wrong reader token", "code": 401}}),
+                               extra=[(b"www-authenticate", b"Bearer")])
+                return
+            await self._trajectory(unquote(path[len(TRAJECTORY_PATH):]), send)
+            return
         if self.token and not httpguard.token_ok(headers.get("authorization"), self.token):
             await _respond(send, 401, dumps({"error": {"message": "missing or wrong bearer token", "code": 401}}),
                            extra=[(b"www-authenticate", b"Bearer")])
@@ -220,6 +237,17 @@ class Gateway:
             await self._chat(body, trajectory, group, send)
         else:
             await self._passthrough(method, rest, scope.get("query_string", b""), body, headers, send)
+
+    async def _trajectory(self, trajectory: str, send: Any) -> None:
+        """What the gateway holds of one trajectory: its steps as the pool has them and its budget spend (for an
+        agent on a remote node: what a local one reads from the pool and the budget book directly)."""
+        try:
+            steps = await asyncio.to_thread(self.pool.steps, trajectory_id=trajectory)
+        except Exception as exc:  # noqa: BLE001 - the caller gets the reason
+            await _respond(send, 500, dumps({"error": {"message": f"cannot read the pool: {exc}", "code": 500}}))
+            return
+        await _respond(send, 200, dumps({"steps": [s.model_dump(mode="json") for s in steps],
+                                         "spend": self.budgets.spend(trajectory)}))
 
     async def _passthrough(self, method: str, rest: str, query: bytes, body: bytes, headers: dict, send: Any) -> None:
         url = self.upstream + rest + (("?" + query.decode()) if query else "")

@@ -66,7 +66,7 @@ class GatewayThread:
                  tokenizer: Any = None, policy_version: str | None = None, token: str | None = None,
                  budget: Budget | None = None, uds: Path | None = None,
                  max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES, host: str = "127.0.0.1",
-                 sampling: SamplingOverride | None = None):
+                 sampling: SamplingOverride | None = None, reader_token: str | None = None):
         from clawgym.serve.server import free_port
 
         if host not in ("127.0.0.1", "localhost", "::1") and not token:
@@ -76,7 +76,7 @@ class GatewayThread:
         self.uds = Path(uds) if uds is not None else None
         self.gateway = Gateway(upstream, pool, upstream_key=upstream_key, tokenizer=tokenizer,
                                policy_version=policy_version, token=token, budget=budget,
-                               max_body_bytes=max_body_bytes, sampling=sampling)
+                               max_body_bytes=max_body_bytes, sampling=sampling, reader_token=reader_token)
         self._server = None
         self._thread: threading.Thread | None = None
 

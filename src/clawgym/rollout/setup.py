@@ -85,9 +85,6 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
 
     remote = options.executor is not None and options.executor.name != "local"
     if spec.name == "openclaw":
-        if remote:
-            raise ClawgymError("--agent openclaw runs with --executor local (its installation and the gateway's "
-                               "socket are bound into sandboxes on this host)")
         with openclaw_session(spec, run_dir, tasks, options, announce) as session:
             yield session
         return
@@ -182,11 +179,18 @@ def openclaw_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options:
     from clawgym.gateway import Budget, GatewayThread, SamplingOverride
     from clawgym.llm import model_endpoint
     from clawgym.pool.store import Pool
+    from clawgym.rollout.recipe import AgentRecipe
     from clawgym.sandbox.base import Mount
 
     version = spec.openclaw_version or DEFAULT_VERSION
+    # on a cluster the episodes run on the nodes, with the nodes' installations (checked per node): the driver
+    # needs none, its gateway is reached over TCP (a token; off loopback when nodes are elsewhere), no socket
+    remote = options.executor is not None and options.executor.name != "local"
     inst = find_installation(version)
-    if inst is None:
+    nodes_inst: dict[str, Any] = {}
+    if remote:
+        nodes_inst = options.executor.require_openclaw(version)
+    elif inst is None:
         raise InstallError(f"OpenClaw {version} is not installed: run `clawgym agents install openclaw"
                            + (f" --version {version}`" if version != DEFAULT_VERSION else "`"))
     if options.limits.network:
@@ -206,17 +210,23 @@ def openclaw_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options:
         gpre = spec.id_prefix if spec.group_prefix is None else spec.group_prefix
         for t in tasks:
             pool.expect_group(gpre + t.id, options.samples)
-        # a short path (unix socket paths are limited to 108 bytes), private to this run
-        sock_dir = Path(tempfile.mkdtemp(prefix="clawgym-gw-"))
-        stack.callback(shutil.rmtree, sock_dir, True)
-        sock_dir.chmod(0o755)
+        if not remote:
+            # a short path (unix socket paths are limited to 108 bytes), private to this run
+            sock_dir = Path(tempfile.mkdtemp(prefix="clawgym-gw-"))
+            stack.callback(shutil.rmtree, sock_dir, True)
+            sock_dir.chmod(0o755)
+        gw_host = options.executor.gateway_host() if remote else "127.0.0.1"
+        token = secrets.token_urlsafe(24) if remote else None
+        # the nodes' workers (not the agents in their sandboxes, who hold `token`) read trajectories back with this
+        reader = secrets.token_urlsafe(24) if remote else None
         budget = Budget(max_steps=spec.budget_steps or spec.max_turns,
                         max_tokens=spec.budget_tokens or spec.max_total_tokens,
                         max_wall_s=spec.budget_wall_s or max((options.timeout_of(t) for t in tasks), default=None))
         sampling = SamplingOverride(temperature=spec.temperature if spec.impose_sampling else None, seed=spec.seed)
         gw = stack.enter_context(GatewayThread(url, pool, policy_version=spec.policy_version, budget=budget,
                                                upstream_key=os.environ.get("OPENAI_API_KEY"),
-                                               uds=sock_dir / SOCKET_NAME, sampling=sampling))
+                                               uds=None if remote else sock_dir / SOCKET_NAME, sampling=sampling,
+                                               token=token, host=gw_host, reader_token=reader))
 
         def on_attempt(t) -> None:
             tid = t.id if t.attempts == 1 else f"{t.id}~{t.attempts}"
@@ -224,16 +234,27 @@ def openclaw_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options:
                                 reward=t.score, verdict=t.verdict.model_dump() if t.verdict else None)
 
         options.on_attempt = on_attempt
-        options.mounts = [Mount(target=INSTALL_MOUNT, source=inst.root), Mount(target=GATEWAY_MOUNT, source=sock_dir),
-                          Mount(target=STATE_MOUNT, read_only=False)]
+        if remote:  # each node's worker builds the agent and its mounts from this (clawgym.rollout.recipe)
+            options.mounts = []
+            options.recipe = AgentRecipe(
+                "openclaw", model=spec.model, gateway=f"http://{gw_host}:{gw.port}", token=token, reader_token=reader,
+                id_prefix=pre,
+                group_prefix=gpre, request_timeout=spec.request_timeout,
+                openclaw={"version": version, "max_tokens": spec.max_tokens, "context_window": spec.context_window})
+        else:
+            options.mounts = [Mount(target=INSTALL_MOUNT, source=inst.root), Mount(target=GATEWAY_MOUNT, source=sock_dir),
+                              Mount(target=STATE_MOUNT, read_only=False)]
 
         def route(task, ctx) -> str:
             return gw.url_for(pre + ctx.trajectory_id, gpre + task.id).split(f":{gw.port}", 1)[1]
 
-        settings_oc = OpenClawSettings(model=spec.model, max_tokens=spec.max_tokens, version=inst.version,
+        settings_oc = OpenClawSettings(model=spec.model, max_tokens=spec.max_tokens,
+                                       version=inst.version if inst is not None else version,
                                        context_window=spec.context_window)
+        oc_info = {"version": inst.version, "node": inst.node_version, "root": str(inst.root)} if not remote else \
+            {"version": version, "nodes": nodes_inst}
         settings = {"model": spec.model, "base_url": url, "pool": str(pool_dir), **({"pool_id_prefix": pre} if pre else {}),
-                    "openclaw": {"version": inst.version, "node": inst.node_version, "root": str(inst.root)},
+                    "openclaw": oc_info,
                     "budget": {"max_steps": budget.max_steps, "max_tokens": budget.max_tokens,
                                "max_wall_s": budget.max_wall_s},
                     **_endpoint_settings(spec)}

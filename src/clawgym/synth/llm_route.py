@@ -23,6 +23,11 @@ rounds (3); the last failure is the rejection reason. Infrastructure failures (e
 not the model's: they are rejected as such without a repair. Every model call goes through
 :class:`clawgym.llm.LLMClient` (retries, concurrency limit); tokens are counted per task and in the yield
 report.
+
+Kept tasks and rejections are written in brief order, whatever order the briefs finish in: with the same seed
+and a deterministic model the files are the same bytes for any `jobs` and either executor. On a Ray cluster
+(`executor`), step 4 (the sandbox validation) runs on the nodes (a Ray task per candidate, one sandbox slot
+each); the model calls, the checks around them and the writing stay here.
 """
 
 from __future__ import annotations
@@ -438,11 +443,25 @@ def _validation_failure(v, had_partial: bool) -> Failure | None:
     return Failure(v.reason or "invalid", detail[:1500])
 
 
+def validate_here(cand: Any, backend: SandboxBackend) -> Any:
+    """Step 4 in a sandbox of `backend` (here, or on a cluster node): a broken sandbox is an `infra_error`."""
+    from clawgym.synth.validate import Validation, validate_candidate
+
+    try:
+        return validate_candidate(cand, backend)
+    except SandboxError as exc:
+        return Validation(False, "infra_error", str(exc))
+
+
 class Generator:
     """Turns briefs into kept tasks or rejections (thread-safe; one instance per run)."""
 
     def __init__(self, client: LLMClient, backend: SandboxBackend, settings: Settings,
-                 review_client: LLMClient | None = None, dedup=None, embedder=None):
+                 review_client: LLMClient | None = None, dedup=None, embedder=None,
+                 validator: Callable[[Any], Any] | None = None):
+        """`validator(candidate) -> Validation`: where the sandbox validation runs (default: here, with
+        `backend`; a Ray cluster's nodes with clawgym.cluster.ray_executor.RayValidator)."""
+        self.validator = validator or (lambda cand: validate_here(cand, backend))
         self.client = client
         self.review_client = review_client or client
         self.backend = backend
@@ -482,7 +501,6 @@ class Generator:
     def _run(self, brief: Brief) -> Outcome:
         from clawgym.synth.compose import Candidate
         from clawgym.synth.ops.base import StepPlan
-        from clawgym.synth.validate import Validation, validate_candidate
 
         s = self.settings
         out = Outcome(brief, None)
@@ -512,10 +530,7 @@ class Generator:
                                 checks=[], steps=list(task.reference.steps), partial=partial)
                 cand = Candidate(task=task, plans=[plan], fingerprint=hashlib.sha256(
                     task.model_dump_json().encode()).hexdigest()[:20])
-                try:
-                    v = validate_candidate(cand, self.backend)
-                except SandboxError as exc:
-                    v = Validation(False, "infra_error", str(exc))
+                v = self.validator(cand)
                 if v.reason == "infra_error":
                     self._fail(out, rnd, "infra_error", v.detail)
                     return out
@@ -606,11 +621,12 @@ def generate_tasks(
     embedder=None,
     route: str = "persona",
     on_progress: Callable[[int, int], None] | None = None,
+    validator: Callable[[Any], Any] | None = None,
 ) -> YieldReport:
     """Work on every brief whose id is in neither `output` nor `output.rejected.jsonl` (resumable); append kept
-    tasks to `output`, rejections to `output.rejected.jsonl`, and write the yield report to
-    `output.yield.json`. With `dedup`, candidates are compared with the tasks already in `output` and
-    `dedup_against` files, and with each other."""
+    tasks to `output`, rejections to `output.rejected.jsonl` (both in brief order), and write the yield report
+    to `output.yield.json`. With `dedup`, candidates are compared with the tasks already in `output` and
+    `dedup_against` files, and with each other. `validator`: see :class:`Generator`."""
     if backend.name == "local":
         raise LLMSynthError("the LLM route runs model-written programs: it needs an isolating sandbox "
                             "(bwrap or docker), not 'local'")
@@ -657,7 +673,8 @@ def generate_tasks(
             prior += read_o.records
         if prior:
             dedup_tasks(prior, embedder, index=index)
-    gen = Generator(client, backend, settings, review_client=review_client, dedup=index, embedder=embedder)
+    gen = Generator(client, backend, settings, review_client=review_client, dedup=index, embedder=embedder,
+                    validator=validator)
     lock = threading.Lock()
 
     def on_failure(rnd: int, f: Failure, repair: bool) -> None:
@@ -674,15 +691,26 @@ def generate_tasks(
     rejects = JsonlAppender(rpath)
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="llm-synth") as pool:
-            queue = list(todo)
-            pending = set()
+            queue = list(enumerate(todo))
+            pending: dict[Any, int] = {}  # future -> brief position
+            done_out: dict[int, Outcome] = {}  # finished, waiting for the briefs before them to be written
+            written = 0
+            # how far ahead of the first unwritten brief work may go (bounds what waits in memory)
+            window = max(1, jobs) * 8
             try:
                 while queue or pending:
-                    while queue and len(pending) < max(1, jobs) * 2:
-                        pending.add(pool.submit(gen.run, queue.pop(0)))
-                    finished_now, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    while queue and len(pending) < max(1, jobs) * 2 and queue[0][0] - written < window:
+                        i, b = queue.pop(0)
+                        pending[pool.submit(gen.run, b)] = i
+                    finished_now, _ = wait(list(pending), return_when=FIRST_COMPLETED)
                     for fut in finished_now:
-                        o: Outcome = fut.result()
+                        done_out[pending.pop(fut)] = fut.result()
+                        finished += 1
+                        if on_progress:
+                            on_progress(finished, total)
+                    while written in done_out:
+                        o: Outcome = done_out.pop(written)
+                        written += 1
                         with lock:
                             report.generation.merge(o.generation)
                             report.judge.merge(o.review)
@@ -697,16 +725,17 @@ def generate_tasks(
                                 tokens={"generation": o.generation.prompt + o.generation.completion,
                                         "review": o.review.prompt + o.review.completion},
                                 brief=_brief_dict(o.brief), last_answer=o.last_answer[:4000]))
-                        finished += 1
-                        if on_progress:
-                            on_progress(finished, total)
             except BaseException:
+                if validator is not None and hasattr(validator, "cancel"):
+                    validator.cancel()  # validations in flight on a cluster
                 for fut in pending:
                     fut.cancel()
                 raise
     finally:
         appender.close()
         rejects.close()
+        if validator is not None and hasattr(validator, "describe"):
+            report.executor = validator.describe()
         from clawgym.core.atomic import write_json
 
         write_json(yield_path(output), report.as_dict())
@@ -773,9 +802,11 @@ def synthesize_llm(
     route: str = "persona",
     announce: Callable[[Any], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    executor: Any = None,
 ) -> YieldReport:
     """:func:`generate_tasks` with its parts set up: the model's endpoint (`base_url`, else the embedded server
-    for a local model, logged to `<output>.server.log`), the client and the sandbox backend."""
+    for a local model, logged to `<output>.server.log`), the client and the sandbox backend. `executor`: an
+    entered Ray executor to validate on its nodes (None: here)."""
     from clawgym.llm.endpoint import model_endpoint
     from clawgym.sandbox import get_backend
 
@@ -783,14 +814,17 @@ def synthesize_llm(
         backend = get_backend(sandbox)
     except ValueError as exc:
         raise LLMSynthError(str(exc)) from None
+    if executor is not None:  # keep the cluster's sandbox slots busy: a generation thread per slot at least
+        jobs = max(jobs, executor.capacity())
     try:
         with model_endpoint(settings.model, base_url, log_path=output.with_name(output.name + ".server.log"),
                             on_start=announce) as url:
             client = LLMClient(settings.model, url, max_concurrency=max(1, jobs), timeout=request_timeout)
             try:
+                validator = executor.validator(backend.name) if executor is not None else None
                 return generate_tasks(briefs, output, client, backend, settings, jobs=jobs, dedup=dedup,
                                       dedup_against=dedup_against, threshold=threshold, route=route,
-                                      on_progress=on_progress)
+                                      on_progress=on_progress, validator=validator)
             finally:
                 client.close()
     finally:

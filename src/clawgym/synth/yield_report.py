@@ -49,6 +49,7 @@ class YieldReport:
     generation: Tokens = field(default_factory=Tokens)
     judge: Tokens = field(default_factory=Tokens)
     started: float = field(default_factory=time.monotonic)
+    executor: dict[str, Any] | None = None  # where validation ran, when not here (a Ray cluster: per node)
 
     def failure(self, round_: int, reason: str, detail: str) -> None:
         self.failures_by_round.setdefault(round_, Counter())[reason] += 1
@@ -85,6 +86,7 @@ class YieldReport:
             "tokens_per_kept_task": round((total.prompt + total.completion) / self.kept) if self.kept else None,
             "resumed": {"kept": self.resumed_kept, "rejected": self.resumed_rejected},
             "wall_s": round(time.monotonic() - self.started, 2),
+            **({"executor": self.executor} if self.executor else {}),
         }
 
     def lines(self) -> list[str]:

@@ -43,6 +43,7 @@ class OpenClawSettings:
     context_window: int = 32768
     thinking: str = "off"
     version: str = ""
+    api_key: str = "clawgym"  # OpenClaw's bearer token for the gateway (the gateway's token on a cluster)
 
 
 class OpenClawAgent:
@@ -66,7 +67,8 @@ class OpenClawAgent:
                                 error="the sandbox was started without the OpenClaw mounts (see clawgym.rollout.setup)")
         ws = sandbox.workdir
         cfg = openclaw_config(base_url=relay_url(self.route(task, ctx)), model=self.settings.model, workspace=ws,
-                              max_tokens=self.settings.max_tokens, context_window=self.settings.context_window)
+                              max_tokens=self.settings.max_tokens, context_window=self.settings.context_window,
+                              api_key=self.settings.api_key)
         (state_host / "openclaw.json").write_text(json.dumps(cfg, indent=2) + "\n")
         (state_host / "oc").mkdir(exist_ok=True)
         prompts = [task.instruction] + [s.prompt for s in task.sessions]

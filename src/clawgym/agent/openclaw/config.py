@@ -65,12 +65,13 @@ exit $rc
 
 
 def openclaw_config(*, base_url: str, model: str, workspace: str, max_tokens: int = 1024,
-                    context_window: int = 32768) -> dict[str, Any]:
+                    context_window: int = 32768, api_key: str = "clawgym") -> dict[str, Any]:
     """The `openclaw.json` of one episode: one OpenAI-compatible provider (the gateway, through the relay),
-    bootstrap files skipped (the task's workspace is left as the task made it), the small tool surface."""
+    bootstrap files skipped (the task's workspace is left as the task made it), the small tool surface.
+    `api_key`: what OpenClaw sends as its bearer token: the gateway's token when it has one (a cluster run)."""
     return {
         "models": {"providers": {PROVIDER: {
-            "baseUrl": base_url, "apiKey": "clawgym", "api": "openai-completions",
+            "baseUrl": base_url, "apiKey": api_key, "api": "openai-completions",
             "models": [{"id": model, "name": model, "reasoning": False, "input": ["text"],
                         "contextWindow": context_window, "maxTokens": max_tokens,
                         "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}],
