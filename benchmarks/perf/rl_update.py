@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             "sequence_tokens_per_s": round(stats[v]["sequence_tokens"] / med, 1),
             "speedup": round(statistics.median(times[baseline]) / med, 2),
             "loss": lv, "loss_rel_diff": round(abs(lv - lb) / max(abs(lb), 1e-12), 6),
-            "grad_cosine": round(float(torch.nn.functional.cosine_similarity(grads[baseline], grads[v], dim=0)), 6),
+            "grad_cosine": round(float(torch.nn.functional.cosine_similarity(grads[baseline].double(), grads[v].double(), dim=0)), 6),
             "engine_logprob_gap_mean": stats[v].get("engine_logprob_gap_mean")}
     text = json.dumps(out, indent=2)
     if args.save:
