@@ -237,8 +237,9 @@ def test_packing_keeps_every_step_and_trains_only_the_models_tokens():
     assert int(b.response_mask.sum()) == 12 and b.steps == 3  # the tool results between the steps: untrained
 
 
+@pytest.mark.parametrize("share_prefixes", [False, True], ids=["rows", "prefix-tree"])
 @pytest.mark.parametrize("algo", ["grpo", "dr-grpo", "rloo"])
-def test_packed_update_has_the_loss_and_gradient_of_the_steps_one_by_one(algo):
+def test_packed_update_has_the_loss_and_gradient_of_the_steps_one_by_one(algo, share_prefixes):
     rows = _trajectory_rows(torch.Generator().manual_seed(2))
     cfg = ObjectiveConfig(algo=algo, clip_low=0.2, clip_high=0.2, max_response_len=16)
 
@@ -266,8 +267,10 @@ def test_packed_update_has_the_loss_and_gradient_of_the_steps_one_by_one(algo):
 
     model = _tiny_llama()  # the same weights (same seed)
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
-    res = rl_update(model, opt, rows, cfg, micro_batch_tokens=40, max_grad_norm=None)
+    res = rl_update(model, opt, rows, cfg, micro_batch_tokens=40, max_grad_norm=None, share_prefixes=share_prefixes)
     assert res.stats["packed_rows"] == 4 and res.stats["rows_run"] == 3  # c has no signal: not run
+    if share_prefixes:  # b's two steps start with the same prompt: its tokens run once
+        assert res.stats["computed_tokens"] < res.stats["sequence_tokens"]
     assert res.stats["micro_batches"] >= 2
     assert res.stats["loss"] == pytest.approx(float(ref_loss.detach()), abs=1e-5)
     for n, p in model.named_parameters():

@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
-"""The RL update's speed in fp32 against mixed precision (bf16 autocast), on one real batch of `clawgym train rl`.
+"""The RL update's speed: rows run one by one against the shared-prefix tree, and fp32 against mixed precision
+(bf16 autocast), on one real batch of `clawgym train rl`.
 
 Prints ONE JSON object on stdout (progress on stderr). The batch is the rows an iteration trained on
 (``OUT/batches/v<N>.jsonl`` of a `train rl` run: the engine's token ids, advantages and logprobs); the policy
 is the model that run started from with a fresh LoRA adapter of the run's shape (r=16 on every linear layer).
-Each precision runs :func:`clawgym.train.rl_update.rl_update` on the whole batch with an optimizer whose step
-changes nothing (SGD, lr 0), so every round sees the same weights; the precisions take turns (fp32, bf16,
-fp32, ...) so that both see the same load of a shared host, and the first round of each is a warm-up.
-Reported per precision: seconds per update (median), trained tokens/s, the sequence tokens run, the loss, and
-for bf16 the cosine between its gradient and fp32's and the relative loss difference.
+Each variant (``--variants``: `rows` = fp32 with every row run by itself, `tree` = fp32 with the tokens rows
+share run once, `bf16-tree` = the tree under bf16 autocast, `bf16` = rows under bf16) runs
+:func:`clawgym.train.rl_update.rl_update` on the whole batch with an optimizer whose step changes nothing (SGD,
+lr 0), so every round sees the same weights; the variants take turns so that all see the same load of a shared
+host, and the first round of each is a warm-up. Reported per variant: seconds per update (median), trained
+tokens/s, the sequence tokens and the tokens actually computed, the loss, its speed-up against the first variant,
+and the cosine between its gradient and the first variant's and the relative loss difference.
 
     python benchmarks/perf/rl_update.py --batch runs/learning-rl/seed_1/batches/v0.jsonl \\
-        --model runs/learning/student --limit 24 --rounds 2 --save
+        --model runs/learning/student --limit 24 --rounds 2 --variants rows tree bf16-tree --save
 """
 
 from __future__ import annotations
@@ -27,6 +30,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+# name -> (precision, share_prefixes)
+VARIANTS = {"rows": ("fp32", False), "tree": ("fp32", True), "bf16": ("bf16", False), "bf16-tree": ("bf16", True)}
+
+
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -39,7 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="Timed rounds per precision (after one warm-up).")
     ap.add_argument("--micro-batch-tokens", type=int, default=4096, help="As train rl's default.")
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--save", action="store_true", help="Also write benchmarks/perf/results_rl_update.json.")
+    ap.add_argument("--variants", nargs="+", default=["rows", "tree"], choices=sorted(VARIANTS),
+                    help="The first is the baseline of the speed-ups and gradient comparisons.")
+    ap.add_argument("--save", action="store_true", help="Also write the JSON to --out.")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "perf" / "results_rl_update.json")
     args = ap.parse_args(argv)
 
     import torch
@@ -70,21 +80,25 @@ def main(argv: list[str] | None = None) -> int:
     params = [p for p in model.parameters() if p.requires_grad]
     frozen = torch.optim.SGD(params, lr=0.0)
     cfg = ObjectiveConfig("grpo")
-    precisions = ("fp32", "bf16")
-    times: dict[str, list[float]] = {p: [] for p in precisions}
+    variants = list(dict.fromkeys(args.variants))
+    baseline = variants[0]
+    times: dict[str, list[float]] = {v: [] for v in variants}
     stats: dict[str, dict] = {}
     grads: dict[str, torch.Tensor] = {}
     for rnd in range(args.rounds + 1):
-        for precision in precisions:
+        for v in variants:
+            precision, share = VARIANTS[v]
             t0 = time.perf_counter()
             res = rl_update(model, frozen, rows, cfg, micro_batch_tokens=args.micro_batch_tokens,
-                            pad_id=tok.pad_token_id or 0, precision=precision, max_grad_norm=None)
+                            pad_id=tok.pad_token_id or 0, precision=precision, max_grad_norm=None,
+                            share_prefixes=share)
             dt = time.perf_counter() - t0
-            log(f"round {rnd} {precision}: {dt:.1f} s, loss {res.stats.get('loss', 0):.5f}")
+            log(f"round {rnd} {v}: {dt:.1f} s, loss {res.stats.get('loss', 0):.5f}, "
+                f"{res.stats.get('computed_tokens')} tokens computed")
             if rnd > 0:
-                times[precision].append(dt)
-            stats[precision] = res.stats
-            grads[precision] = torch.cat([p.grad.flatten() for p in params if p.grad is not None])
+                times[v].append(dt)
+            stats[v] = res.stats
+            grads[v] = torch.cat([p.grad.flatten() for p in params if p.grad is not None])
     out = {
         "benchmark": "rl_update",
         "date": time.strftime("%Y-%m-%d"),
@@ -93,23 +107,27 @@ def main(argv: list[str] | None = None) -> int:
         "load_avg": os.getloadavg(),
         "native_bf16": resolve_precision("auto") == "bf16",
         "batch": str(args.batch), "model": str(args.model), "rows": len(rows),
-        "rows_run": stats["fp32"].get("rows_run"), "packed_rows": stats["fp32"].get("packed_rows"),
-        "sequence_tokens": stats["fp32"].get("sequence_tokens"), "trained_tokens": stats["fp32"].get("tokens"),
-        "micro_batch_tokens": args.micro_batch_tokens,
-        "results": {p: {"update_s_median": round(statistics.median(times[p]), 2), "update_s": [round(t, 2) for t in times[p]],
-                        "trained_tokens_per_s": round(stats[p]["tokens"] / statistics.median(times[p]), 1),
-                        "sequence_tokens_per_s": round(stats[p]["sequence_tokens"] / statistics.median(times[p]), 1),
-                        "loss": stats[p]["loss"], "engine_logprob_gap_mean": stats[p].get("engine_logprob_gap_mean")}
-                    for p in precisions},
+        "rows_run": stats[baseline].get("rows_run"), "packed_rows": stats[baseline].get("packed_rows"),
+        "sequence_tokens": stats[baseline].get("sequence_tokens"), "trained_tokens": stats[baseline].get("tokens"),
+        "micro_batch_tokens": args.micro_batch_tokens, "baseline": baseline,
+        "results": {},
     }
-    out["speedup_bf16"] = round(out["results"]["fp32"]["update_s_median"] / out["results"]["bf16"]["update_s_median"], 2)
-    out["grad_cosine_bf16_vs_fp32"] = round(float(torch.nn.functional.cosine_similarity(grads["fp32"], grads["bf16"],
-                                                                                         dim=0)), 5)
-    lf, lb = stats["fp32"]["loss"], stats["bf16"]["loss"]
-    out["loss_rel_diff_bf16"] = round(abs(lb - lf) / max(abs(lf), 1e-12), 5)
+    for v in variants:
+        med = statistics.median(times[v])
+        lv, lb = stats[v]["loss"], stats[baseline]["loss"]
+        out["results"][v] = {
+            "precision": VARIANTS[v][0], "share_prefixes": VARIANTS[v][1],
+            "update_s_median": round(med, 2), "update_s": [round(t, 2) for t in times[v]],
+            "computed_tokens": stats[v].get("computed_tokens"),
+            "trained_tokens_per_s": round(stats[v]["tokens"] / med, 1),
+            "sequence_tokens_per_s": round(stats[v]["sequence_tokens"] / med, 1),
+            "speedup": round(statistics.median(times[baseline]) / med, 2),
+            "loss": lv, "loss_rel_diff": round(abs(lv - lb) / max(abs(lb), 1e-12), 6),
+            "grad_cosine": round(float(torch.nn.functional.cosine_similarity(grads[baseline].double(), grads[v].double(), dim=0)), 6),
+            "engine_logprob_gap_mean": stats[v].get("engine_logprob_gap_mean")}
     text = json.dumps(out, indent=2)
     if args.save:
-        write_text(REPO / "benchmarks" / "perf" / "results_rl_update.json", text + "\n")
+        write_text(args.out, text + "\n")
     print(text)
     return 0
 

@@ -232,6 +232,9 @@ def rl_cmd(
                                         "where the hardware is fast at it)."),
     device: str = typer.Option("auto", "--device", help="Where the update runs: auto (a CUDA GPU when torch sees "
                                "one, else the CPU), cpu, cuda or cuda:N."),
+    share_prefixes: bool = typer.Option(True, "--share-prefixes/--no-share-prefixes", help="Run the tokens the "
+                                        "rows of a micro-batch share (a group's prompt) once, as a prefix tree: the "
+                                        "same loss and gradient, fewer tokens computed."),
     executor: str = executor_option(),
     ray_address: str | None = ray_address_option(),
 ) -> None:
@@ -281,7 +284,7 @@ def rl_cmd(
                      lr=lr if lr is not None else (1e-5 if full else 1e-4), lora_r=lora_r,
                      epochs=epochs, max_staleness=max_staleness, seed=seed, jobs=jobs, sandbox=sandbox,
                      episode_timeout=episode_timeout, executor=ex, precision=precision, full=full, agent=agent,
-                     device=device, train_precision=train_precision)
+                     device=device, train_precision=train_precision, share_prefixes=share_prefixes)
 
     def show(kind: str, data: dict) -> None:
         if kind == "rollout":

@@ -82,6 +82,7 @@ class RLOptions:
     executor: Any = None  # where the rollout phase runs: an entered clawgym.rollout.executor.Executor (None: local)
     agent: str = "llm"  # who makes the rollouts: llm (the built-in agent) or openclaw (the black-box agent)
     train_precision: str = "fp32"  # the update's forward passes: fp32, bf16 (autocast; fp32 weights and loss), auto
+    share_prefixes: bool = True  # run the tokens a micro-batch's rows share once (exact; see train.prefix_tree)
     device: str = "auto"  # where the update runs: auto (a CUDA GPU when torch sees one, else the CPU), cpu, cuda[:N]
 
 
@@ -447,7 +448,8 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
                               f"{exported.get('dropped', {})}); see {run_dir / 'logs' / 'run.log'}")
             emit("update", {"version": v, "rows": len(rows)})
             upd = rl_update(model, opt, rows, cfg, epochs=opts.epochs, micro_batch_tokens=opts.micro_batch_tokens,
-                            pad_id=tok.pad_token_id or 0, ref_model=ref_model, precision=train_precision)
+                            pad_id=tok.pad_token_id or 0, ref_model=ref_model, precision=train_precision,
+                            share_prefixes=opts.share_prefixes)
             t_train = time.monotonic() - t1
 
             t2 = time.monotonic()

@@ -33,6 +33,8 @@ from typing import Any
 
 import torch
 
+from clawgym.train.prefix_tree import TreeLayout, build_tree, tree_attention
+
 AGGREGATIONS = {"grpo": "seq-mean-token-mean", "dr-grpo": "token-sum-norm", "rloo": "token-mean",
                 "reinforce++": "token-mean"}
 
@@ -65,13 +67,21 @@ class TokenBatch:
     # `grpo` (a row may hold several steps of one trajectory, see `clawgym.train.rl_update.merge_continuations`)
     step_weights: torch.Tensor | None = None
     steps: int = 0  # model calls (steps) in the batch: the sequences of the per-sequence aggregations
+    # the rows as one prefix tree (shared tokens run once, see clawgym.train.prefix_tree); None: run row by row
+    tree: TreeLayout | None = None
 
     def to(self, device: torch.device | str) -> TokenBatch:
         """The same batch on `device` (the policy's: a GPU when the update runs on one)."""
         sw = self.step_weights.to(device) if self.step_weights is not None else None
+        tree = self.tree.to(device) if self.tree is not None else None
         return TokenBatch(self.input_ids.to(device), self.attention_mask.to(device), self.response_mask.to(device),
                           self.old_logps.to(device), self.has_old_logps.to(device), self.advantages.to(device),
-                          sw, self.steps)
+                          sw, self.steps, tree)
+
+    @property
+    def computed_tokens(self) -> int:
+        """Tokens a forward pass runs: the tree's nodes, or every row's own tokens."""
+        return self.tree.nodes if self.tree is not None else int(self.attention_mask.sum())
 
 
 @dataclass
@@ -84,13 +94,14 @@ class Norm:
     tokens: float
 
 
-def build_batch(rows: list[dict[str, Any]], pad_id: int = 0) -> TokenBatch:
+def build_batch(rows: list[dict[str, Any]], pad_id: int = 0, tree: bool = False) -> TokenBatch:
     """Left-padded tensors of `rows` (each with prompt_ids, response_ids, advantage, optional logprobs).
 
     A row's advantage is a number (on every response token) or a list (one per response token). A row may also
     carry `response_mask` (0 on response positions that are not the model's: the tool results between two steps
     packed into one row), `step_weights` (1 / its step's length on each trained token) and `steps` (how many
-    model calls it holds); a plain row is one step, all of whose response tokens are trained."""
+    model calls it holds); a plain row is one step, all of whose response tokens are trained. `tree`: also lay
+    the rows out as one prefix tree (:func:`clawgym.train.prefix_tree.build_tree`) for :func:`token_logps`."""
     if not rows:
         raise ValueError("an empty batch")
     lengths = [len(r["prompt_ids"]) + len(r["response_ids"]) for r in rows]
@@ -137,7 +148,11 @@ def build_batch(rows: list[dict[str, Any]], pad_id: int = 0) -> TokenBatch:
                 raise ValueError(f"row {i}: {len(lp)} logprobs for {len(a)} response tokens")
             old[i, r0:] = torch.tensor([float(x or 0.0) for x in lp], dtype=torch.float32)
             has_old[i] = 1.0
-    return TokenBatch(input_ids, attention, resp, old, has_old, adv * resp, step_w * resp, steps)
+    layout = None
+    if tree:
+        layout = build_tree([list(r["prompt_ids"]) + list(r["response_ids"]) for r in rows],
+                            [len(r["prompt_ids"]) for r in rows], width)
+    return TokenBatch(input_ids, attention, resp, old, has_old, adv * resp, step_w * resp, steps, layout)
 
 
 def token_logps(model: Any, batch: TokenBatch, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -147,6 +162,8 @@ def token_logps(model: Any, batch: TokenBatch, with_entropy: bool = False) -> tu
     agent prompt would take gigabytes."""
     from trl.trainer.utils import entropy_from_logits, selective_log_softmax
 
+    if batch.tree is not None:
+        return _tree_logps(model, batch, with_entropy)
     # from the first trained position of the row where it comes earliest (a row's response ends at the end)
     first = (batch.response_mask.cumsum(-1) == 0).sum(-1)
     k = int(batch.input_ids.shape[1] - first.min())
@@ -163,6 +180,30 @@ def token_logps(model: Any, batch: TokenBatch, with_entropy: bool = False) -> tu
         with torch.no_grad():
             e = entropy_from_logits(logits)
         ent = torch.cat([torch.zeros((b, width - k), dtype=e.dtype, device=e.device), e], dim=1) * batch.response_mask
+    return logps, ent
+
+
+def _tree_logps(model: Any, batch: TokenBatch, with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`token_logps` through the batch's prefix tree: one pass over the tree's nodes, the logits of only the
+    nodes that predict a response token, then each row's positions gathered from them."""
+    from trl.trainer.utils import entropy_from_logits
+
+    tree = batch.tree
+    assert tree is not None
+    with tree_attention(model, tree):
+        logits = model(input_ids=tree.input_ids, position_ids=tree.position_ids,
+                       logits_to_keep=tree.keep).logits[0].float()  # (U, V)
+    on = tree.source >= 0
+    idx = tree.source[on]
+    picked = logits[idx, batch.input_ids[on]] - torch.logsumexp(logits, dim=-1)[idx]
+    logps = torch.zeros(batch.input_ids.shape, dtype=picked.dtype, device=picked.device).masked_scatter(on, picked)
+    logps = logps * batch.response_mask
+    ent = None
+    if with_entropy:
+        with torch.no_grad():
+            e = entropy_from_logits(logits)[idx]
+        ent = torch.zeros(batch.input_ids.shape, dtype=e.dtype, device=e.device).masked_scatter(on, e)
+        ent = ent * batch.response_mask
     return logps, ent
 
 

@@ -20,6 +20,10 @@ What makes an update cheap without changing it (each exact, each tested against 
   loss's denominators.
 - With one epoch, engine logprobs on every row and no dropout, the no-gradient pass before the update is
   skipped: the gradient pass's own logprobs are the policy's at the start of the update.
+- Tokens that several rows of a micro-batch share (the samples of a group start from the same prompt) are run
+  once (`share_prefixes`, :mod:`clawgym.train.prefix_tree`): the micro-batch is one prefix tree whose attention
+  gives each token exactly the context it has in its rows. Micro-batches are then filled by the tree's size, rows
+  in token order so that rows with a common prefix land together.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 
 import torch
 
+from clawgym.train.prefix_tree import Trie
 from clawgym.train.rl_objective import (
     Norm,
     ObjectiveConfig,
@@ -62,6 +67,27 @@ def micro_batches(rows: list[dict[str, Any]], max_tokens: int) -> list[list[dict
             cur, w = [], n
         cur.append(r)
         width = w
+    if cur:
+        out.append(cur)
+    return out
+
+
+def tree_micro_batches(rows: list[dict[str, Any]], max_tokens: int) -> list[list[dict[str, Any]]]:
+    """Rows in token order (common prefixes next to each other) grouped so that each group's prefix tree holds
+    at most `max_tokens` distinct prefix tokens (a row with more new tokens than that is a batch of its own)."""
+    def seq(r: dict[str, Any]) -> list[int]:
+        return list(r["prompt_ids"]) + list(r["response_ids"])
+
+    out: list[list[dict[str, Any]]] = []
+    cur: list[dict[str, Any]] = []
+    trie = Trie()
+    for r in sorted(rows, key=seq):
+        s = seq(r)
+        if cur and trie.nodes + len(s) - trie.shared(s) > max_tokens:
+            out.append(cur)
+            cur, trie = [], Trie()
+        trie.insert(s)
+        cur.append(r)
     if cur:
         out.append(cur)
     return out
@@ -152,11 +178,12 @@ def _autocast(device: torch.device, precision: str):
 def rl_update(model: Any, optimizer: torch.optim.Optimizer, rows: list[dict[str, Any]],
               cfg: ObjectiveConfig | None = None, *, epochs: int = 1, micro_batch_tokens: int = 8192,
               pad_id: int = 0, max_grad_norm: float | None = 1.0, ref_model: Any = None,
-              precision: str = "fp32") -> UpdateResult:
+              precision: str = "fp32", share_prefixes: bool = True) -> UpdateResult:
     """Update `model` on `rows`; return the statistics of the update (those of the first epoch's forward pass
     for the mismatch, the last epoch's for the rest). `ref_model`: the initial policy of the KL term when
     `model` is not a peft model whose adapter can be disabled. `precision`: fp32, or bf16 for the forward
-    passes under autocast (see :func:`_autocast`)."""
+    passes under autocast (see :func:`_autocast`). `share_prefixes`: run the tokens rows share once (see the
+    module's notes); the same loss and gradient either way."""
     if precision not in ("fp32", "bf16"):
         raise ValueError(f"update precision {precision!r}: fp32 or bf16")
     cfg = cfg or ObjectiveConfig()
@@ -178,8 +205,9 @@ def rl_update(model: Any, optimizer: torch.optim.Optimizer, rows: list[dict[str,
     device = next(model.parameters()).device  # rows are built on the CPU, then go where the policy is
     model.eval()
     with torch.no_grad(), _autocast(device, precision):
-        for group in micro_batches(run, micro_batch_tokens):
-            b = build_batch(group, pad_id).to(device)
+        grouping = tree_micro_batches if share_prefixes else micro_batches
+        for group in grouping(run, micro_batch_tokens):
+            b = build_batch(group, pad_id, tree=share_prefixes).to(device)
             start = token_logps(model, b)[0] if need_start else None
             ref = None
             if want_ref and ref_model is not None:  # a separate initial policy (full fine-tuning)
@@ -227,6 +255,7 @@ def rl_update(model: Any, optimizer: torch.optim.Optimizer, rows: list[dict[str,
     model.eval()
     result.stats = {**result.epochs[-1], "tokens": int(total_tokens), "rows": len(rows), "packed_rows": len(packed),
                     "rows_run": len(run), "sequence_tokens": int(sum(int(b.attention_mask.sum()) for b, _, _ in batches)),
+                    "computed_tokens": int(sum(b.computed_tokens for b, _, _ in batches)),
                     "micro_batches": len(batches), "update_s": round(time.monotonic() - t0, 3)}
     if gap["n"]:
         result.stats["engine_logprob_gap_mean"] = gap["sum"] / gap["n"]
