@@ -34,6 +34,27 @@ def embedded_model_dir(name: str = "smollm2-135m") -> Path:
     return resolve_model_dir(name)
 
 
+def smollm_lora_policy(target_modules: tuple[str, ...] = ("q_proj", "v_proj"), b_std: float = 0.0):
+    """(tokenizer, SmolLM2-135M in fp32 with a fresh LoRA adapter r=8), seeded. `b_std` > 0 draws the adapter's B
+    (0 in a fresh adapter, which leaves A without a gradient) so that every adapter weight has one."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = embedded_model_dir()
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(str(path))
+    base = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=list(target_modules),
+                                            lora_dropout=0.0))
+    if b_std:
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(0.0, b_std)
+    return tok, model
+
+
 def datasets_root() -> Path:
     return Path(os.environ.get("CLAWGYM_DATASETS", REPO.parent / "shared" / "datasets"))
 

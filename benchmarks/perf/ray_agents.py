@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+# this folder holds ray.py, which would shadow the ray package
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(REPO / "tests"))
 
 SMALL = {"num_cpus": 1, "object_store_memory": 100 * 1024**2}
