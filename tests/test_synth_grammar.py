@@ -1,0 +1,79 @@
+"""The phrasing grammar of the template generators (clawgym.synth.grammar) and the persona's world names."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from clawgym.synth import grammar, world
+from clawgym.synth.grammar import GrammarError, expand, requirements
+from clawgym.synth.personas import load_personas
+
+
+def test_expand_draws_every_alternative_and_only_those():
+    seen = {expand("[a|b|c] x", random.Random(i)) for i in range(200)}
+    assert seen == {"A x", "B x", "C x"}
+
+
+def test_expand_nested_optional_and_synonyms():
+    seen = {expand("sort [[them|the rows] |]now, [@save] it", random.Random(i)) for i in range(400)}
+    firsts = {s.split(",")[0] for s in seen}
+    assert firsts == {"Sort them now", "Sort the rows now", "Sort now"}
+    assert {s.split(", ")[1].split()[0] for s in seen} == set(grammar.SYNONYMS["save"])
+
+
+def test_slots_are_filled_after_the_choices_and_never_parsed():
+    text = expand("write `{path}` as [JSON|json]: {example}", random.Random(1), path="out/[a|b].json",
+                  example='["x", "y"]')
+    assert "`out/[a|b].json`" in text and text.endswith('["x", "y"]')
+
+
+def test_same_seed_same_text():
+    t = "[Please|Kindly] [@sort] the [rows|lines] [by date|chronologically] [and [@save] them|]"
+    assert expand(t, random.Random(7)) == expand(t, random.Random(7))
+
+
+def test_escapes_and_literal_bar():
+    assert expand(r"a \[1\] | b", random.Random(0)) == "A [1] | b"
+
+
+@pytest.mark.parametrize("bad", ["[a|b", "a]b", "[@nosuchset]"])
+def test_bad_templates_fail_clearly(bad):
+    with pytest.raises(GrammarError):
+        expand(bad, random.Random(0))
+
+
+def test_missing_slot_fails():
+    with pytest.raises(GrammarError, match="path"):
+        expand("write {path}", random.Random(0))
+
+
+def test_requirements_styles_keep_every_item():
+    items = ["write dates as YYYY-MM-DD", "drop blank rows", "sort by date"]
+    for style in grammar.STYLES:
+        text = requirements(random.Random(3), items, style=style)
+        assert all(i.casefold() in text.casefold() for i in items), (style, text)
+    assert requirements(random.Random(3), items, style="sentence", fixed_order=True) == (
+        "Write dates as YYYY-MM-DD, drop blank rows and sort by date.")
+    numbered = requirements(random.Random(3), items, style="numbered", fixed_order=True, lead="Do this:")
+    assert numbered.splitlines() == ["Do this:", "1. write dates as YYYY-MM-DD", "2. drop blank rows",
+                                     "3. sort by date"]
+
+
+def test_world_names_come_from_the_persona_files():
+    personas = {p.id: p for p in load_personas()}
+    amara = personas["amara_okafor"]  # files: rota/2024-*.xlsx, vaccine_stock.csv, inbox/*.eml, cpd_hours.md
+    assert world.folders(amara) == ["rota", "inbox"]
+    assert world.stems(amara) == ["vaccine_stock", "cpd_hours"]
+    got = {world.folder(amara, random.Random(i), ["data"]) for i in range(100)}
+    assert got == {"rota", "inbox", "data"}
+
+
+def test_world_draws_the_same_number_of_values_with_or_without_names():
+    personas = load_personas()
+    with_names = next(p for p in personas if world.folders(p))
+    a, b = random.Random(5), random.Random(5)
+    world.folder(with_names, a, ["x"])
+    world.folder(with_names.model_copy(update={"files": ["*.csv"]}), b, ["x"])
+    assert a.random() == b.random()
