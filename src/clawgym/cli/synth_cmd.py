@@ -46,7 +46,7 @@ MAX_REPAIRS = typer.Option(3, min=0, help="llm generator: repair rounds after a 
 MAX_TOKENS = typer.Option(4096, min=16, help="llm generator: completion tokens per model call.")
 TEMPERATURE = typer.Option(0.7, min=0.0, help="llm generator: sampling temperature.")
 REVIEW = typer.Option(True, help="llm generator: have the model review each validated task for answer leaks and factual errors.")
-DEDUP = typer.Option(None, "--dedup/--no-dedup", help="Drop near-duplicates (MiniLM cosine >= 0.90 within a category). Default: on for llm, off for template.")
+DEDUP = typer.Option(None, "--dedup/--no-dedup", help="Drop near-duplicates (MiniLM cosine >= 0.90 within a category) during the run; the template generator makes another attempt of a dropped task's index instead, so -n tasks are still written when it can. Default: on.")
 DEDUP_AGAINST = typer.Option(None, "--dedup-against", help="llm generator: also count tasks of these files as already kept (repeatable).")
 EXECUTOR = executor_option(SYNTH_EXECUTOR_HELP)
 
@@ -64,12 +64,15 @@ def synth_executor(executor: str, ray_address: str | None, jobs: int, sandbox: s
     return ex
 
 
-def _dedup_in_place(output: Path) -> None:
-    from clawgym.synth.dedup import dedup_files, report_path
-
-    rep = dedup_files([output], output, cache=True)
-    out.print(f"dedup: kept {rep.kept} of {rep.read} tasks ({len(rep.dropped)} near-duplicates dropped); "
-              f"report: {report_path(output)}", highlight=False)
+def _print_near_duplicates(report) -> None:
+    """The template generator's near-duplicate removal during the run, in one line (nothing when it was off)."""
+    nd = report.near_duplicates
+    if nd is None:
+        return
+    left = f", {nd['unreplaced']} indices left out (every attempt repeated a kept task)" if nd["unreplaced"] else ""
+    out.print(f"near-duplicates (cosine >= {nd['threshold']:g} within a category): {nd['dropped']} dropped, "
+              f"{nd['replaced']} replaced by another attempt{left}; embedding: {nd['embed_s']:.0f} s",
+              highlight=False)
 
 
 def run_llm_synth(briefs, output: Path, *, route: str, model: str, base_url: str | None, sandbox: str, jobs: int,
@@ -157,7 +160,8 @@ def synth_skill_cmd(
             report = synthesize_skill_tasks(
                 n, seed, output, jobs=jobs, skills_dir=catalog, skills=skill, taxonomy_path=taxonomy,
                 personas_path=personas, sandbox=sandbox, validate=validate,
-                on_progress=lambda done, total: progress.update(bar, completed=done), executor=ex)
+                on_progress=lambda done, total: progress.update(bar, completed=done), executor=ex,
+                dedup=dedup is not False)
     except ClawgymError as exc:
         fail(str(exc))
     report_path = output.with_name(output.name + ".report.json")
@@ -172,8 +176,7 @@ def synth_skill_cmd(
     out.print(f"wrote {report.written} tasks ({report.resumed} already there) -> {output}; rejected: {rej}",
               highlight=False)
     out.print(f"report: {report_path}", highlight=False)
-    if dedup:
-        _dedup_in_place(output)
+    _print_near_duplicates(report)
 
 
 # ------------------------------------------------------------------------------------------------ stats
@@ -318,7 +321,7 @@ def synth_persona(
             n, seed, output, jobs=jobs, categories=categories, taxonomy_path=taxonomy, personas_path=personas,
             sandbox=sandbox, validate=validate, operations=operations, max_ops=max_ops, solution=solution,
             program_ops=program_ops, on_progress=lambda done, total: progress.update(bar, completed=done),
-            executor=ex,
+            executor=ex, dedup=dedup is not False,
         )
     for title, counts in (("category", report.by_category), ("subcategory", report.by_subcategory),
                           ("operation", report.by_operation)):
@@ -332,8 +335,7 @@ def synth_persona(
     out.print(f"wrote {report.written} tasks ({report.resumed} already there) -> {output}; rejected: {rej}",
               highlight=False)
     out.print(f"report: {output.with_name(output.name + '.report.json')}", highlight=False)
-    if dedup:
-        _dedup_in_place(output)
+    _print_near_duplicates(report)
 
 
 @synth_app.command("dedup")

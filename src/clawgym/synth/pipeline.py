@@ -11,6 +11,7 @@ stopped and the finished file is identical to an uninterrupted one.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 import random
@@ -63,6 +64,8 @@ class SynthReport:
     # number of those it scored >= 0.3 on (one candidate may count for several cheats)
     cheat_rejected: int = 0
     cheat_rejected_by: Counter = field(default_factory=Counter)
+    # near-duplicate removal during the run (dedup=True): None when it is off
+    near_duplicates: dict | None = None
 
     def add_cheat_rejection(self, cheats: list[str]) -> None:
         self.cheat_rejected += 1
@@ -93,16 +96,73 @@ class SynthReport:
             "by_operation": dict(self.by_operation), "chain_lengths": dict(sorted(self.chain_lengths.items())),
             "reference_steps": {"mean": sum(steps) / len(steps), "p50": steps[len(steps) // 2],
                                 "max": steps[-1]} if steps else {},
+            **({"near_duplicates": self.near_duplicates} if self.near_duplicates is not None else {}),
         }
 
 
 def task_info(task: Task) -> dict:
     """What the parent needs of a task (report counts, duplicate detection) without parsing it again."""
-    return {
+    info = {
         "instruction": task.instruction, "category": task.category,
         "subcategory": task.metadata.get("subcategory_id", task.subcategory), "operations": list(task.operations),
         "steps": len(task.reference.steps) if task.reference else 0,
     }
+    if task.sessions:  # what near-duplicate removal compares (clawgym.synth.dedup.task_text), when it is more
+        info["text"] = "\n".join([task.instruction] + [s.prompt for s in task.sessions])
+    return info
+
+
+class RunDedup:
+    """Near-duplicate removal while the run writes (as the llm route does it, :mod:`clawgym.synth.llm_route`):
+    each task the parent is about to write is embedded (all-MiniLM-L6-v2, fp32, the request alone, one thread: the
+    same vector whatever the run's workers, chunks or timing) and compared with the tasks kept before it in its
+    category (:class:`clawgym.synth.dedup.DedupIndex`); at cosine >= the threshold it is dropped and the next
+    attempt of its index made instead. The model loads at the first task, after the workers have started."""
+
+    def __init__(self, threshold: float | None = None):
+        from clawgym.synth.dedup import DEFAULT_THRESHOLD
+
+        self.threshold = DEFAULT_THRESHOLD if threshold is None else threshold
+        self._embedder = None
+        self._index = None
+        self.dropped = 0
+        self.unreplaced = 0
+        self.embed_s = 0.0
+        self._pending: list[tuple[str, str, str]] = []  # tasks already in the file, added at the first check
+
+    def _ready(self):
+        if self._embedder is None:
+            import torch
+
+            from clawgym.synth.dedup import DedupIndex, Embedder
+
+            torch.set_num_threads(1)  # the workers have the cores; and one thread gives the same numbers
+            self._embedder = Embedder(precision="fp32")
+            self._index = DedupIndex(self.threshold, self._embedder.dim)
+            pending, self._pending = self._pending, []
+            for tid, category, text in pending:
+                self._index.add([tid], [category], self._embed(text)[None, :])
+        return self._index
+
+    def _embed(self, text: str):
+        t0 = time.perf_counter()
+        vec = self._embedder.encode([text])[0]
+        self.embed_s += time.perf_counter() - t0
+        return vec
+
+    def keep_existing(self, tid: str, category: str, text: str) -> None:
+        """A task already in the output file (a resumed run): later tasks must not repeat it."""
+        self._pending.append((tid, category, text))
+
+    def check(self, tid: str, category: str, text: str):
+        """None if the task repeats no kept task of its category (it is kept from now on), else the Match."""
+        index = self._ready()
+        return index.add([tid], [category], self._embed(text)[None, :])[0]
+
+    def as_dict(self) -> dict:
+        return {"threshold": self.threshold, "model": "all-MiniLM-L6-v2 (fp32)", "within": "category",
+                "dropped": self.dropped, "replaced": self.dropped - self.unreplaced, "unreplaced": self.unreplaced,
+                "embed_s": round(self.embed_s, 1)}
 
 
 # --------------------------------------------------------------------------------------------- worker
@@ -276,12 +336,30 @@ def _init_worker(taxonomy_path: str | None, personas_path: str | None, categorie
     gc.freeze()
 
 
+@functools.lru_cache(maxsize=64)
+def subcategory_order(seed: int, round_: int, n: int) -> tuple[int, ...]:
+    """The order in which round `round_` of a seed's tasks visits the `n` subcategories: a permutation drawn
+    from the seed, so each run of n consecutive indices covers every subcategory once (the mix stays balanced)
+    while which index gets which subcategory, and so the tasks' neighbours, differ from seed to seed."""
+    order = list(range(n))
+    random.Random(f"clawgym-synth-subs:{seed}:{round_}").shuffle(order)
+    return tuple(order)
+
+
+def subcategory_for(seed: int, index: int, attempt: int, n: int, rng: random.Random) -> int:
+    """The subcategory (its position in the list of n) of candidate (index, attempt): the seed's permutation of
+    the index's round for the first attempts (a retry moves 7 places along it), then a random one."""
+    if attempt >= 3:
+        return rng.randrange(n)
+    return subcategory_order(seed, index // n, n)[(index % n + attempt * 7) % n]
+
+
 def make_candidate(seed: int, index: int, attempt: int):
     from clawgym.synth.compose import compose_task
 
     rng = random.Random(f"clawgym-synth:{seed}:{index}:{attempt}")
     subs = _W["subs"]
-    sub = subs[(index + attempt * 7) % len(subs)] if attempt < 3 else rng.choice(subs)
+    sub = subs[subcategory_for(seed, index, attempt, len(subs), rng)]
     fitting = [p for p in _W["personas"] if sub.id in p.subcategories] or _W["personas"]
     persona = rng.choice(fitting)
     lengths = _W["lengths"]
@@ -398,6 +476,8 @@ def synthesize(
     make: Callable | None = None,
     id_prefix: str = "persona",
     executor: Executor | None = None,
+    dedup: bool = False,
+    dedup_threshold: float | None = None,
 ) -> SynthReport:
     """Write tasks 0..n-1 of the seed to `output` (appending after what is already there).
 
@@ -410,12 +490,19 @@ def synthesize(
     the references only, never the tasks; `program_ops` limits programs to those operations.
 
     `executor` (a RayExecutor, entered) validates the chunks on a cluster's nodes, one worker per sandbox slot,
-    instead of `jobs` local processes; the file is the same bytes either way."""
+    instead of `jobs` local processes; the file is the same bytes either way.
+
+    `dedup` drops near-duplicates as they come (:class:`RunDedup`: MiniLM cosine >= `dedup_threshold`, 0.90 by
+    default, to a task kept before it in its category) and makes the next attempt of the index instead, so the
+    file still gets its n tasks; an index whose every attempt repeats a kept task is left out (the report's
+    `near_duplicates` counts them as unreplaced). It changes which tasks a seed gives (never their bytes
+    otherwise): resume a file with the setting it was made with."""
     # load here first: bad data files fail with their one-line error before any worker starts, and forked
     # workers inherit what is loaded
     _load_worker_state(str(taxonomy_path) if taxonomy_path else None, str(personas_path) if personas_path else None,
                        categories, validate, operations, max_ops, solution, program_ops)
     report = SynthReport()
+    near = RunDedup(dedup_threshold) if dedup else None
     seen_fp: set[str] = set()
     seen_text: set[str] = set()
     done: set[int] = set()
@@ -439,6 +526,9 @@ def synthesize(
             done.add(int(t.id[len(prefix):]))
             seen_fp.add(t.metadata.get("fingerprint", ""))
             seen_text.add(t.instruction)
+            if near is not None:
+                info = task_info(t)
+                near.keep_existing(t.id, info["category"], info.get("text", info["instruction"]))
             report.add(t)
         report.resumed = len(done)
     todo = [i for i in range(n) if i not in done]
@@ -488,11 +578,23 @@ def synthesize(
                         index, attempt, task_json, reason, detail, fp, info = results.pop(todo[next_to_write])
                         if task_json is not None and (fp in seen_fp or info["instruction"] in seen_text):
                             task_json, reason, detail = None, "duplicate", f"fingerprint {fp}"
+                        if task_json is not None and near is not None:
+                            tid = f"{id_prefix}-s{seed}-{index:06d}"
+                            match = near.check(tid, info["category"], info.get("text", info["instruction"]))
+                            if match is not None:
+                                near.dropped += 1
+                                task_json, reason = None, "near_duplicate"
+                                detail = (f"{tid} (attempt {attempt}): cosine {match.similarity:.3f} to "
+                                          f"{match.duplicate_of}")
                         if task_json is None:
                             report.rejected[reason] += 1
                             report.examples.setdefault(reason, detail)
                             if info and info.get("cheats"):
                                 report.add_cheat_rejection(info["cheats"])
+                            if attempt + 1 >= MAX_ATTEMPTS and reason == "near_duplicate":
+                                near.unreplaced += 1  # every attempt repeats a kept task: leave the index out
+                                next_to_write += 1
+                                continue
                             if attempt + 1 >= MAX_ATTEMPTS:
                                 raise ClawgymError(
                                     f"task index {index}: no valid task after {MAX_ATTEMPTS} attempts "
@@ -517,6 +619,8 @@ def synthesize(
     finally:
         if run_dir:  # the workers are gone (the pool waited for them): what they left, if anything
             _remove_tmp(run_dir)
+    if near is not None:
+        report.near_duplicates = near.as_dict()
     report_path = output.with_name(output.name + ".report.json")
     write_json(report_path, report.as_dict())
     return report

@@ -36,13 +36,9 @@ from clawgym.core.records import (
     WorkspaceSpec,
 )
 from clawgym.synth.checks import checks_code_check
-from clawgym.synth.compose import (
-    Candidate,
-    _lowerfirst,
-    add_steps_and_closing,
-    join_request,
-    open_request,
-)
+from clawgym.synth.compose import Candidate
+from clawgym.synth.grammar import expand
+from clawgym.synth.voice import compose_request, lowerfirst, register
 from clawgym.synth.ops.base import OpContext, OperationGenerator, StepPlan, read
 from clawgym.synth.personas import Persona, persona_summary
 from clawgym.synth.pipeline import SynthReport, synthesize
@@ -198,48 +194,61 @@ def choose_skill_chain(primary, others: list, ops: dict[str, OperationGenerator]
 
 SKILL_LINES = {
     "warm": [
-        "There's a skill for this in the workspace, `{path}` ({what}) - please follow it.",
-        "I've put the `{name}` skill in `{dir}/` ({what}); use it for this.",
-        "Please work the way `{path}` describes ({what}).",
+        "There's a skill for this in the workspace, `{path}` ({what}) - [please follow it|go by it|use it].",
+        "I've put the `{name}` skill in `{dir}/` ({what}); [use it for this|please follow it|it says how I like it "
+        "done].",
+        "[Please work|Work] the way `{path}` describes ({what}).",
+        "[Have a look at|Read] `{path}` first ({what}) and [stick to it|follow it][, please|].",
+        "The `{name}` skill (`{path}`: {what}) is how [I|we] do this[, so please follow it|].",
     ],
     "formal": [
         "The skill `{name}` ({what}) is in the workspace at `{path}`; please follow it.",
         "Please follow the procedure in `{path}` ({what}).",
+        "[Kindly|Please] [consult|read] `{path}` ({what}) [before starting|first] and [adhere to|follow] it.",
+        "The procedure to [follow|apply] is the `{name}` skill, at `{path}` ({what}).",
     ],
     "anxious": [
         "I found a skill that should help: `{path}` ({what}). Please follow it closely.",
         "Please use the `{name}` skill in `{dir}/` ({what}) - I don't want to get this wrong.",
+        "[Someone told me|I was told] to use `{path}` for this ({what}), so [please|] [stick to it|follow it "
+        "exactly], [I think it matters|just in case].",
     ],
-    "terse": ["use the {name} skill ({path}).", "skill: {path}."],
+    "terse": ["use the {name} skill ({path}).", "skill: {path}.", "follow {path}.", "see {path} ({what}).",
+              "{name} skill in {dir}/ - use it."],
 }
 SUPPORT_LINES = [
     "For one of the steps, `{path}` ({what}) has the details.",
     "The `{name}` skill in `{dir}/` covers part of this too ({what}).",
     "Also see `{path}` ({what}).",
+    "[Part of it|One step] is covered by `{path}` ({what}) [as well|too].",
+    "[And|Plus] `{name}` (`{path}`) for [the rest|the other part] ({what}).",
 ]
 
 
 def _what(skill) -> str:
-    return _lowerfirst(skill.annotations.summary.strip().rstrip("."))
+    return lowerfirst(skill.annotations.summary.strip().rstrip("."))
 
 
-def _fill(template: str, skill) -> str:
+def _fill(template: str, skill, rng: random.Random) -> str:
+    """A skill line: the template's alternatives drawn, the skill's name, folder, path and summary in slots."""
     from clawgym.skills.importer import slug
 
     d = f"{WORKSPACE_SKILLS_DIR}/{slug(skill.name)}"
-    return template.format(name=skill.name, dir=d, path=f"{d}/SKILL.md", what=_what(skill))
+    text = expand(template, rng, name=skill.name, dir=d, path=f"{d}/SKILL.md", what=_what(skill))
+    return text if template[:1].isupper() else text[:1].lower() + text[1:]
 
 
 def write_skill_request(persona: Persona, plans: list[StepPlan], primary, support: list,
                         rng: random.Random) -> str:
-    """The request in the persona's register: context, the skill(s) to follow, the steps in order."""
-    reg, parts = open_request(persona, rng)
-    parts.append(_fill(rng.choice(SKILL_LINES[reg]), primary))
+    """The request in the persona's voice (:func:`clawgym.synth.voice.compose_request`): greeting and context,
+    the skill(s) to follow, the steps in order, the closing."""
+    reg = register(persona)
+    lines = [_fill(rng.choice(SKILL_LINES[reg]), primary, rng)]
     for s in support:
-        parts.append(_fill(rng.choice(SUPPORT_LINES), s))
+        lines.append(_fill(rng.choice(SUPPORT_LINES), s, rng))
     frags = [p.instruction.strip() for p in plans]
-    add_steps_and_closing(parts, frags, reg, rng)
-    return join_request(parts, frags, reg)
+    outputs = [o.outputs[0].path if o.outputs else None for o in plans]
+    return compose_request(persona, rng, frags, outputs, middle=lines)
 
 
 # --------------------------------------------------------------------------------------------- candidates
@@ -357,10 +366,11 @@ def synthesize_skill_tasks(
     validate: bool = True,
     on_progress: Callable[[int, int], None] | None = None,
     executor: Any = None,
+    dedup: bool = False,
 ) -> SynthReport:
     """Write skill-grounded tasks 0..n-1 of the seed to `output` (appending after what is already there),
     each validated in a sandbox; `skills` restricts the primary skills. The report
-    (`output.report.json`) also counts tasks per skill. `executor`: see :func:`synthesize`."""
+    (`output.report.json`) also counts tasks per skill. `executor`, `dedup`: see :func:`synthesize`."""
     config = SkillRouteConfig(
         skills_dir=str(skills_dir) if skills_dir else None,
         taxonomy_path=str(taxonomy_path) if taxonomy_path else None,
@@ -371,7 +381,7 @@ def synthesize_skill_tasks(
     report = synthesize(
         n, seed, output, jobs=jobs, taxonomy_path=taxonomy_path, personas_path=personas_path, sandbox=sandbox,
         validate=validate, on_progress=on_progress,
-        make=functools.partial(make_skill_candidate, config), id_prefix=ROUTE, executor=executor,
+        make=functools.partial(make_skill_candidate, config), id_prefix=ROUTE, executor=executor, dedup=dedup,
     )
     report_path = output.with_name(output.name + ".report.json")
     if report_path.exists():
