@@ -122,7 +122,7 @@ def _quirks(tone: str, quirks: str) -> Quirks:
         elif term.startswith("(") or low.startswith("sorry"):
             kw["asides"].append(term if term.startswith("(") else f"({term})")
         elif low.startswith("not being"):
-            kw["asides"].append(f"(sorry, I'm {low[len('not being '):]})")
+            kw["asides"].append(f"(sorry, I'm not {low[len('not being '):]})")
         elif re.fullmatch(r"!+", term):
             continue  # lots of exclamation marks: see `exclaim`
         elif not re.search(r"[\w]", term):
@@ -290,9 +290,13 @@ GREETINGS = {
              "[Morning|Good morning|Afternoon|Evening][!|,]", "[Hi|Hello], thanks in advance for this[!|.]",
              "[Hi|Hey]! [Quick favour|A favour to ask|Got a job for you][.|:]",
              "Hello hello[!|,]"],
-    "formal": ["[Good morning|Good afternoon|Good evening|Hello|Greetings][.|,]", "Dear assistant,",
-               "[Hello|Good morning], I [would like to ask for|need] your [help|assistance] with [the following|a task]."
-               , "I [hope this finds you well|trust you are well]."],
+    "formal": ["[Good morning|Good afternoon|Good evening|Hello|Greetings|Good day][.|,]",
+               "Dear assistant,[ I hope you are well.| I have a request.|]",
+               "[Hello|Good morning|Good afternoon], I [would like to ask for|need|would appreciate] your [help|"
+               "assistance] with [the following|a task|a few files|some file work].",
+               "I [hope this finds you well|trust you are well|hope you are well][.|, and thank you in advance.]",
+               "[Hello|Good day|Greetings]. [I have a request|I have a task for you|A request, if I may][.|:]",
+               "[Good morning|Good afternoon], [assistant|there][.|,]"],
     "terse": ["", "", "", "quick one:", "need this done:", "[hey|hi|hello]", "task:", "ok so", "one for you:",
               "quick job:", "[hi|hey] -"],
     "anxious": ["[Hi|Hello], [sorry|apologies], I'm [a bit swamped|really behind on this|a bit lost with this]"
