@@ -64,6 +64,28 @@ def synth_executor(executor: str, ray_address: str | None, jobs: int, sandbox: s
     return ex
 
 
+def template_dedup(dedup: bool | None) -> bool:
+    """Whether a template run removes near-duplicates: on unless --no-dedup; without the embedding model
+    (the `model` extra) a default run goes on without it, saying so, and an explicit --dedup fails."""
+    if dedup is False:
+        return False
+    import importlib.util
+
+    from clawgym.synth.dedup import DedupError, embedding_model_dir
+
+    try:
+        embedding_model_dir()
+        missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise DedupError(f"dedup needs {' and '.join(missing)}: pip install 'clawgym[model]'")
+    except DedupError as exc:
+        if dedup:
+            fail(str(exc), 2)
+        err.print(f"note: near-duplicate removal is off ({exc})", highlight=False)
+        return False
+    return True
+
+
 def _print_near_duplicates(report) -> None:
     """The template generator's near-duplicate removal during the run, in one line (nothing when it was off)."""
     nd = report.near_duplicates
@@ -71,7 +93,7 @@ def _print_near_duplicates(report) -> None:
         return
     left = f", {nd['unreplaced']} indices left out (every attempt repeated a kept task)" if nd["unreplaced"] else ""
     out.print(f"near-duplicates (cosine >= {nd['threshold']:g} within a category): {nd['dropped']} dropped, "
-              f"{nd['replaced']} replaced by another attempt{left}; embedding: {nd['embed_s']:.0f} s",
+              f"{nd['replaced']} replaced by another attempt{left}; embedding: {nd['embed_cpu_s']:.0f} s of CPU",
               highlight=False)
 
 
@@ -161,7 +183,7 @@ def synth_skill_cmd(
                 n, seed, output, jobs=jobs, skills_dir=catalog, skills=skill, taxonomy_path=taxonomy,
                 personas_path=personas, sandbox=sandbox, validate=validate,
                 on_progress=lambda done, total: progress.update(bar, completed=done), executor=ex,
-                dedup=dedup is not False)
+                dedup=template_dedup(dedup))
     except ClawgymError as exc:
         fail(str(exc))
     report_path = output.with_name(output.name + ".report.json")
@@ -321,7 +343,7 @@ def synth_persona(
             n, seed, output, jobs=jobs, categories=categories, taxonomy_path=taxonomy, personas_path=personas,
             sandbox=sandbox, validate=validate, operations=operations, max_ops=max_ops, solution=solution,
             program_ops=program_ops, on_progress=lambda done, total: progress.update(bar, completed=done),
-            executor=ex, dedup=dedup is not False,
+            executor=ex, dedup=template_dedup(dedup),
         )
     for title, counts in (("category", report.by_category), ("subcategory", report.by_subcategory),
                           ("operation", report.by_operation)):

@@ -112,57 +112,70 @@ def task_info(task: Task) -> dict:
     return info
 
 
+def embed_request(text: str):
+    """The all-MiniLM-L6-v2 embedding (fp32, unit length) of one request, as near-duplicate removal during a run
+    compares them: one text at a time on one thread, so a request gets the same vector in any worker, chunk or
+    order (batches pad, and a different batch can move a cosine in its last digits). The model is loaded once
+    per process."""
+    emb = _W.get("embedder")
+    if emb is None:
+        import torch
+
+        from clawgym.synth.dedup import Embedder
+
+        torch.set_num_threads(1)  # the run's other workers have the other cores
+        emb = _W["embedder"] = Embedder(precision="fp32")
+    return emb.encode([text])[0]
+
+
 class RunDedup:
-    """Near-duplicate removal while the run writes (as the llm route does it, :mod:`clawgym.synth.llm_route`):
-    each task the parent is about to write is embedded (all-MiniLM-L6-v2, fp32, the request alone, one thread: the
-    same vector whatever the run's workers, chunks or timing) and compared with the tasks kept before it in its
-    category (:class:`clawgym.synth.dedup.DedupIndex`); at cosine >= the threshold it is dropped and the next
-    attempt of its index made instead. The model loads at the first task, after the workers have started."""
+    """Near-duplicate removal while the run writes, as the llm route does it (:mod:`clawgym.synth.llm_route`): a
+    task the parent is about to write, in index order, is dropped when its all-MiniLM-L6-v2 cosine to a task kept
+    before it in its category is at or above the threshold (:class:`clawgym.synth.dedup.DedupIndex`), and the
+    next attempt of its index is made instead. Workers embed the tasks they validated (:func:`embed_request`, in
+    parallel); the parent embeds what they did not (the tasks already in a resumed file; a Ray worker's)."""
 
     def __init__(self, threshold: float | None = None):
         from clawgym.synth.dedup import DEFAULT_THRESHOLD
 
         self.threshold = DEFAULT_THRESHOLD if threshold is None else threshold
-        self._embedder = None
         self._index = None
+        self._existing: list[tuple[str, str, str]] = []
         self.dropped = 0
         self.unreplaced = 0
-        self.embed_s = 0.0
-        self._pending: list[tuple[str, str, str]] = []  # tasks already in the file, added at the first check
+        self.embed_s = 0.0  # CPU time spent embedding, in the workers and here
 
-    def _ready(self):
-        if self._embedder is None:
-            import torch
-
-            from clawgym.synth.dedup import DedupIndex, Embedder
-
-            torch.set_num_threads(1)  # the workers have the cores; and one thread gives the same numbers
-            self._embedder = Embedder(precision="fp32")
-            self._index = DedupIndex(self.threshold, self._embedder.dim)
-            pending, self._pending = self._pending, []
-            for tid, category, text in pending:
-                self._index.add([tid], [category], self._embed(text)[None, :])
-        return self._index
+    def keep_existing(self, tid: str, category: str, text: str) -> None:
+        """A task already in the output file (a resumed run): later tasks must not repeat it. Embedded at the
+        first check, after the workers have started (the parent loads no model before it forks them)."""
+        self._existing.append((tid, category, text))
 
     def _embed(self, text: str):
         t0 = time.perf_counter()
-        vec = self._embedder.encode([text])[0]
+        vec = embed_request(text)
         self.embed_s += time.perf_counter() - t0
         return vec
 
-    def keep_existing(self, tid: str, category: str, text: str) -> None:
-        """A task already in the output file (a resumed run): later tasks must not repeat it."""
-        self._pending.append((tid, category, text))
-
-    def check(self, tid: str, category: str, text: str):
+    def check(self, tid: str, category: str, info: dict):
         """None if the task repeats no kept task of its category (it is kept from now on), else the Match."""
-        index = self._ready()
-        return index.add([tid], [category], self._embed(text)[None, :])[0]
+        if self._index is None:
+            from clawgym.synth.dedup import DedupIndex
+
+            self._index = DedupIndex(self.threshold)
+            for etid, ecat, etext in self._existing:
+                self._index.add([etid], [ecat], self._embed(etext)[None, :])
+            self._existing = []
+        emb = info.get("emb")
+        if emb is None:
+            emb = self._embed(info.get("text", info["instruction"]))
+        else:
+            self.embed_s += info.get("emb_s", 0.0)
+        return self._index.add([tid], [category], emb[None, :])[0]
 
     def as_dict(self) -> dict:
         return {"threshold": self.threshold, "model": "all-MiniLM-L6-v2 (fp32)", "within": "category",
                 "dropped": self.dropped, "replaced": self.dropped - self.unreplaced, "unreplaced": self.unreplaced,
-                "embed_s": round(self.embed_s, 1)}
+                "embed_cpu_s": round(self.embed_s, 1)}
 
 
 # --------------------------------------------------------------------------------------------- worker
@@ -315,7 +328,7 @@ def _die_with_parent(parent_pid: int) -> None:
 def _init_worker(taxonomy_path: str | None, personas_path: str | None, categories: list[str] | None,
                  sandbox: str, validate: bool = True, operations: list[str] | None = None,
                  max_ops: int | None = None, solution: str = "direct", program_ops: list[str] | None = None,
-                 parent_pid: int | None = None, run_dir: str | None = None) -> None:
+                 parent_pid: int | None = None, run_dir: str | None = None, dedup: bool = False) -> None:
     from multiprocessing import util
 
     from clawgym.sandbox import get_backend
@@ -325,6 +338,7 @@ def _init_worker(taxonomy_path: str | None, personas_path: str | None, categorie
     # Each worker keeps its sandboxes in a directory of its own (in the run's directory, see synthesize),
     # removed when it ends, however it ends.
     _W["run_dir"] = run_dir
+    _W["dedup"] = dedup  # embed each validated task for the parent's near-duplicate removal (RunDedup)
     _W["tmp"] = tempfile.mkdtemp(prefix=f"worker-{os.getpid()}-" if run_dir else f"clawgym-synth-{os.getpid()}-",
                                  dir=run_dir or sandbox_base())
     os.environ["CLAWGYM_SANDBOX_TMP"] = _W["tmp"]
@@ -450,7 +464,12 @@ def work(seed: int, jobs: list[tuple[int, int]], validate: bool, make: Callable 
             extra = {"cheats": v.cheats_passing} if (v.reason or "").startswith("cheat_") else None
             out[k] = (index, attempt, None, v.reason, v.detail[:300], cand.fingerprint, extra)
         else:
-            out[k] = (index, attempt, cand.task.model_dump_json(), None, "", cand.fingerprint, task_info(cand.task))
+            info = task_info(cand.task)
+            if _W.get("dedup"):
+                t0 = time.perf_counter()
+                info["emb"] = embed_request(info.get("text", info["instruction"]))
+                info["emb_s"] = time.perf_counter() - t0
+            out[k] = (index, attempt, cand.task.model_dump_json(), None, "", cand.fingerprint, info)
     return out
 
 
@@ -541,7 +560,7 @@ def synthesize(
     # removes however it ends (with the run's directory when it is the last); the run removes what is left
     run_dir = tempfile.mkdtemp(prefix=f"clawgym-synth-{os.getpid()}-", dir=sandbox_base()) if validate else None
     init = (str(taxonomy_path) if taxonomy_path else None, str(personas_path) if personas_path else None,
-            categories, sandbox, validate, operations, max_ops, solution, program_ops, os.getpid(), run_dir)
+            categories, sandbox, validate, operations, max_ops, solution, program_ops, os.getpid(), run_dir, dedup)
     results: dict[int, tuple] = {}
     next_to_write = 0
     queue = list(todo)
@@ -580,7 +599,7 @@ def synthesize(
                             task_json, reason, detail = None, "duplicate", f"fingerprint {fp}"
                         if task_json is not None and near is not None:
                             tid = f"{id_prefix}-s{seed}-{index:06d}"
-                            match = near.check(tid, info["category"], info.get("text", info["instruction"]))
+                            match = near.check(tid, info["category"], info)
                             if match is not None:
                                 near.dropped += 1
                                 task_json, reason = None, "near_duplicate"
@@ -604,6 +623,7 @@ def synthesize(
                             break  # wait for the retry before writing later indices
                         seen_fp.add(fp)
                         seen_text.add(info["instruction"])
+                        info.pop("emb", None)
                         appender.append_json(task_json)
                         report.add_info(info)
                         report.written += 1
