@@ -332,7 +332,7 @@ _VALEDICTION = re.compile(r"(\[?)(Kind regards|Cheers|Best|Regards|With thanks|M
                          r"thanks|ty\b|cheers)")
 
 SIGNOFFS = {
-    "warm": ["- {first}", "{first}", "Thanks,\n{first}", "Cheers,\n{first}", "Best,\n{first}", "{first} :)",
+    "warm": ["- {first}", "{first}", "Thanks,\n{first}", "Cheers,\n{first}", "Best,\n{first}", "Thanks!\n{first}",
              "Speak soon,\n{first}", "xx {first}"],
     "formal": ["Best regards,\n{name}", "Kind regards,\n{name}", "Regards,\n{first}", "Sincerely,\n{name}",
                "Best,\n{first} {initial}.", "With thanks,\n{name}", "{name}"],
@@ -364,7 +364,7 @@ GOAL = {
         "My name is {name}[, {a_occ}|] [in|from] {city}; I [am trying|intend|need] to {goal}.",
         "[The aim of this request|The objective here|The purpose of this] is to help me {goal}.",
         "My [objective|aim] [here|] is to {goal}.",
-        "[This request|The following] [relates to|is part of] [my|an ongoing] [effort|work|plan] to {goal}.",
+        "[This request|The following] [relates to|is part of] [my|an ongoing] [effort|plan|project] to {goal}.",
     ],
     "terse": ["{occ_low}. trying to {goal}.", "context: {goal}.", "goal: {goal}.", "for: {goal}.",
               "trying to {goal}.", "{occ_low}, {city}. {goal}."],
@@ -440,7 +440,8 @@ APOLOGY = ["[Sorry|Apologies] if this is [confusing|a silly request|obvious|a lo
 HEDGES = ["[If possible|If you can|Ideally|If it's not too much trouble], [please|] [double-check|check] the "
           "[numbers|result|output] [before you finish|at the end|once you're done].",
           "I think [that's everything|that covers it|I got it all][, but tell me if not|].",
-          "[Hopefully|I hope] [that makes sense|that's clear|this is clear enough][.|?]"]
+          "[Hopefully|I hope] [that makes sense|that's clear|this is clear enough].",
+          "[Does that make sense|Is that clear enough|Clear enough]?"]
 
 STEP_INTRO = {
     "casual": ["Here's what I need:", "[What I need|The plan|The job], [in order|step by step]:",
@@ -463,7 +464,7 @@ CONNECT = {
         "casual": ["Then ", "Next, ", "After that, ", "Once that's done, ", "When that's finished, ",
                    "With that in place, ", "Then, once that's right, ", "Next up, "],
         "formal": ["Next, ", "Subsequently, ", "Then, ", "Following that, ", "Once this is complete, ",
-                   "Secondly, ", "After this, "],
+                   "After this, "],
         "terse": ["then ", "next: ", "after: ", "then: "],
     },
     "last": {
