@@ -125,3 +125,10 @@ def test_near_duplicates_are_replaced_by_the_next_attempt(tmp_path):
     assert r.near_duplicates is None and "near_duplicates" not in json.loads(
         plain.with_name(plain.name + ".report.json").read_text())
     assert sum("(copy " in json.loads(x)["instruction"] for x in plain.read_text().splitlines()) == 3
+
+
+def test_dedup_run_gives_the_same_bytes_whatever_the_workers(tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    synthesize(12, 8, a, jobs=1, validate=False, dedup=True)
+    synthesize(12, 8, b, jobs=2, validate=False, dedup=True)
+    assert a.read_bytes() == b.read_bytes() and len(a.read_text().splitlines()) == 12

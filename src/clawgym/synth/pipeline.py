@@ -151,9 +151,9 @@ class RunDedup:
         self._existing.append((tid, category, text))
 
     def _embed(self, text: str):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         vec = embed_request(text)
-        self.embed_s += time.perf_counter() - t0
+        self.embed_s += time.process_time() - t0
         return vec
 
     def check(self, tid: str, category: str, info: dict):
@@ -466,9 +466,9 @@ def work(seed: int, jobs: list[tuple[int, int]], validate: bool, make: Callable 
         else:
             info = task_info(cand.task)
             if _W.get("dedup"):
-                t0 = time.perf_counter()
+                t0 = time.process_time()
                 info["emb"] = embed_request(info.get("text", info["instruction"]))
-                info["emb_s"] = time.perf_counter() - t0
+                info["emb_s"] = time.process_time() - t0
             out[k] = (index, attempt, cand.task.model_dump_json(), None, "", cand.fingerprint, info)
     return out
 

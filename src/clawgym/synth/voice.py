@@ -579,8 +579,8 @@ class Voice:
         slots = self._slots()
         terse = reg == "terse"
         kinds: list[str] = []
-        p_goal, p_for, p_tool, p_life, p_why = ((0.35, 0.35, 0.15, 0.1, 0.3) if terse else
-                                                (0.8, 0.45, 0.35, 0.3, 0.45))
+        p_goal, p_for, p_tool, p_life, p_why = ((0.5, 0.45, 0.2, 0.15, 0.4) if terse else
+                                                (0.85, 0.6, 0.45, 0.35, 0.55))
         if q.over_explain:
             p_for, p_tool, p_life, p_why = 0.6, 0.5, 0.5, 0.6
         for kind, p in (("for", p_for), ("tool", p_tool), ("life", p_life), ("why", p_why)):
