@@ -1,0 +1,143 @@
+"""Shared vocabulary of the file-housekeeping operations (batch_rename, deduplicate_files, organize_files,
+inventory_and_archive, analyze_logs, audit_environment): per-domain topics for file names, folder names from
+the persona's world mixed with operation-specific ones, and small phrasing pieces (why the persona wants it,
+when, a distractor remark) drawn through the grammar, so that two requests of one operation rarely share a
+sentence. Every choice goes through the caller's RNG (the same seed gives the same text)."""
+
+from __future__ import annotations
+
+import random
+
+from clawgym.synth import flavor, world
+from clawgym.synth.grammar import expand, one_of, requirements
+from clawgym.synth.personas import Persona
+
+# Folder names a later step, or this step's own outputs, may write into: never used as a step's working folder.
+_AVOID = {"reports", "report", "audit", "logs", "log", "archive", "out", "output", "outputs", "tmp", "src", "tests",
+          "test", "scripts", "config", "configs", "var", "etc", "systemd", "crontabs", "build", "dist", "data"}
+
+# More file topics per domain than flavor's few projects (slugs for names; text for titles).
+TOPICS: dict[str, list[str]] = {
+    "health": ["shift handover", "ward rota", "infection control", "stock count", "patient leaflet", "cpd log",
+               "audit prep", "clinic schedule", "discharge checklist", "fridge temperatures", "training matrix",
+               "incident review", "supply order", "on-call list", "vaccine stock"],
+    "education": ["lesson plan", "reading list", "term plan", "parent letter", "field trip", "exam timetable",
+                  "marking scheme", "seating plan", "club roster", "science fair", "report comments",
+                  "homework tracker", "staff meeting", "curriculum map", "library order"],
+    "food": ["menu", "prep list", "supplier prices", "allergen matrix", "staff rota", "catering quote",
+             "stock take", "recipe costing", "cleaning schedule", "delivery slots", "wine list", "event booking",
+             "waste log", "temperature log", "summer festival"],
+    "software": ["release notes", "oncall handbook", "api migration", "incident review", "sprint plan",
+                 "cost review", "runbook", "architecture notes", "retro", "roadmap", "vendor eval",
+                 "access review", "backlog", "postmortem", "load test"],
+    "finance": ["quarter close", "vat return", "budget review", "bank rec", "expense policy", "payroll",
+                "vendor audit", "cash forecast", "board pack", "tax filing", "invoice run", "fixed assets",
+                "audit trail", "accruals", "client fees"],
+    "farm": ["herd record", "feed plan", "spring planting", "harvest plan", "vet visits", "milk yield",
+             "field map", "spray diary", "fuel log", "market stall", "barn repair", "seed order", "rainfall",
+             "machinery service", "grazing plan"],
+    "creative": ["shot list", "portfolio", "client brief", "mood board", "gallery show", "album release",
+                 "edit notes", "model release", "print order", "pricing sheet", "storyboard", "setlist",
+                 "press kit", "gear list", "commission log"],
+    "legal": ["case notes", "contract review", "client intake", "discovery", "filing deadlines", "engagement letter",
+              "witness list", "billing notes", "conflict check", "court dates", "research memo", "nda draft",
+              "exhibit list", "settlement terms", "precedents"],
+    "general": ["meeting notes", "budget", "todo", "office move", "team offsite", "website refresh",
+                "quarterly review", "travel plan", "supplier list", "newsletter", "checklist", "contacts",
+                "renovation", "insurance", "subscriptions"],
+}
+
+
+def domain(persona: Persona) -> str:
+    return flavor.domain_key(persona.domain, persona.occupation)
+
+
+def topics(persona: Persona) -> list[str]:
+    """File topics for this persona: the domain's pool plus flavor's projects and categories."""
+    voc = flavor.vocab(persona.domain, persona.occupation)
+    out = list(TOPICS[domain(persona)])
+    for t in voc["projects"] + voc["categories"]:
+        if t.casefold() not in out:
+            out.append(t.casefold())
+    return out
+
+
+def folder_name(persona: Persona, rng: random.Random, fallback: list[str], p_world: float = 0.45) -> str:
+    """A working folder: one of the persona's own (not one outputs or later steps write into) or a fallback."""
+    name = world.folder(persona, rng, fallback, p_world=p_world)
+    if name.casefold() in _AVOID or not name:
+        name = fallback[min(int(rng.random() * len(fallback)), len(fallback) - 1)]
+    return name
+
+
+def stem_name(persona: Persona, rng: random.Random, fallback: list[str], p_world: float = 0.3) -> str:
+    return world.stem(persona, rng, fallback, p_world=p_world)
+
+
+def tool(persona: Persona, rng: random.Random) -> str:
+    return rng.choice(list(persona.tools))
+
+
+WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+
+
+def when(rng: random.Random) -> str:
+    """A time remark (may be empty)."""
+    return expand("[before {day}|by {day}|ahead of {day}'s [meeting|call|review]|before the end of the week|"
+                  "this [afternoon|evening|morning]|when you get a [minute|moment]|today if you can|]",
+                  rng, day=rng.choice(WEEKDAYS))
+
+
+def aside(persona: Persona, rng: random.Random, thing: str) -> str:
+    """A persona-grounded distractor sentence about `thing` (the folder or file) that changes nothing."""
+    t = tool(persona, rng)
+    who = flavor.person(rng).split()[0]
+    return expand(rng.choice([
+        "[I'll|I will|I'm going to] [open|load|sync] {thing} [in|with|from] {tool} [afterwards|later|once you're done].",
+        "{who} [keeps asking|asked [me|again]] [where things are in|why it's such a mess in|for a copy of] {thing}.",
+        "[It's|This has] been [bugging me|on my list|on my to-do list] for [weeks|a month|ages|a while].",
+        "[No rush on|Don't worry about] anything [else|outside {thing}] [for now|today].",
+        "[For context|FYI|Background]: {thing} [gets synced|is backed up|is shared] [to|with] {who} [weekly|nightly|"
+        "every Friday].",
+        "[I|We] [mostly|usually] [work|live] in {tool}, [so|which is why] {thing} [got|ended up] like this.",
+        "",
+    ]), rng, thing=thing, tool=t, who=who)
+
+
+def paths_rel(rng: random.Random) -> str:
+    return expand("[paths relative to the workspace root|workspace-relative paths|paths from the top of the "
+                  "workspace|relative paths (from the workspace root)]", rng)
+
+
+def one(rng: random.Random, templates: list[str], **slots: object) -> str:
+    """grammar.one_of under a short name."""
+    return one_of(rng, templates, **slots)
+
+
+def requirements_text(rng: random.Random, items: list[str], leads: str = "") -> str:
+    """The clauses as a sentence or a list, with a lead drawn from the grammar alternatives `leads`."""
+    lead = expand(leads, rng) if leads else ""
+    return requirements(rng, items, lead=lead)
+
+
+def glue(*parts: str) -> str:
+    """Sentences and requirement blocks joined: a block (with line breaks) on its own lines."""
+    out = ""
+    block = False
+    for p in parts:
+        p = p.strip()
+        if not p:
+            continue
+        if out:
+            out += "\n" if block or "\n" in p else " "
+        out += p
+        block = "\n" in p
+    return out
+
+
+def timing(rng: random.Random) -> str:
+    """A sentence about when (often empty)."""
+    return expand(rng.choice(["", "", "[Ideally|If possible|Hopefully] {w}.", "[No rush, but|Would be great to have "
+                              "it] {w}.", "[Need|Want] this {w}[, thanks|]."]), rng, w=rng.choice(
+        [f"before {rng.choice(WEEKDAYS)}", f"by {rng.choice(WEEKDAYS)}", "before the end of the week",
+         "this afternoon", "today", "before my next shift", "before the accountant visits", "by tomorrow"]))
