@@ -105,7 +105,7 @@ def aside(persona: Persona, rng: random.Random, thing: str) -> str:
 
 
 def paths_rel(rng: random.Random) -> str:
-    return expand("[paths relative to the workspace root|workspace-relative paths|paths from the top of the "
+    return phrase("[paths relative to the workspace root|workspace-relative paths|paths from the top of the "
                   "workspace|relative paths (from the workspace root)]", rng)
 
 
@@ -114,10 +114,21 @@ def one(rng: random.Random, templates: list[str], **slots: object) -> str:
     return one_of(rng, templates, **slots)
 
 
+def phrase(template: str, rng: random.Random, **slots: object) -> str:
+    """:func:`expand` without capitalising the first letter (a clause inside a sentence)."""
+    return expand("~" + template, rng, **slots)[1:]
+
+
+def one_phrase(rng: random.Random, templates: list[str], **slots: object) -> str:
+    return phrase(rng.choice(templates), rng, **slots)
+
+
 def requirements_text(rng: random.Random, items: list[str], leads: str = "") -> str:
-    """The clauses as a sentence or a list, with a lead drawn from the grammar alternatives `leads`."""
+    """The clauses as a sentence or a list, with a lead drawn from the grammar alternatives `leads` (a list
+    with a lead of its own is never also given a "Requirements:" heading)."""
     lead = expand(leads, rng) if leads else ""
-    return requirements(rng, items, lead=lead)
+    style = rng.choice(["sentence", "bullets", "numbered"]) if lead else None
+    return requirements(rng, items, lead=lead, style=style)
 
 
 def glue(*parts: str) -> str:
