@@ -123,12 +123,12 @@ def one_phrase(rng: random.Random, templates: list[str], **slots: object) -> str
     return phrase(rng.choice(templates), rng, **slots)
 
 
-def requirements_text(rng: random.Random, items: list[str], leads: str = "") -> str:
+def requirements_text(rng: random.Random, items: list[str], leads: str = "", fixed_order: bool = False) -> str:
     """The clauses as a sentence or a list, with a lead drawn from the grammar alternatives `leads` (a list
     with a lead of its own is never also given a "Requirements:" heading)."""
     lead = expand(leads, rng) if leads else ""
     style = rng.choice(["sentence", "bullets", "numbered"]) if lead else None
-    return requirements(rng, items, lead=lead, style=style)
+    return requirements(rng, items, lead=lead, style=style, fixed_order=fixed_order)
 
 
 def glue(*parts: str) -> str:
