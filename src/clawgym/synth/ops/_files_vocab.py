@@ -152,3 +152,9 @@ def timing(rng: random.Random) -> str:
                               "it] {w}.", "[Need|Want] this {w}[, thanks|]."]), rng, w=rng.choice(
         [f"before {rng.choice(WEEKDAYS)}", f"by {rng.choice(WEEKDAYS)}", "before the end of the week",
          "this afternoon", "today", "before my next shift", "before the accountant visits", "by tomorrow"]))
+
+
+def date_text(rng: random.Random, d) -> str:
+    """A date as the request writes it: ISO, or a spelled-out form with the ISO in brackets."""
+    return rng.choice([d.isoformat(), d.isoformat(), f"{d.day} {d:%B %Y} ({d.isoformat()})",
+                       f"{d:%B} {d.day}, {d.year} ({d.isoformat()})"])
