@@ -158,3 +158,9 @@ def date_text(rng: random.Random, d) -> str:
     """A date as the request writes it: ISO, or a spelled-out form with the ISO in brackets."""
     return rng.choice([d.isoformat(), d.isoformat(), f"{d.day} {d:%B %Y} ({d.isoformat()})",
                        f"{d:%B} {d.day}, {d.year} ({d.isoformat()})"])
+
+
+def day_text(rng: random.Random, d) -> str:
+    """A day as people mention it in passing."""
+    return rng.choice([d.strftime("%B %d"), f"{d.day} {d:%B}", d.isoformat(), f"{d:%A} {d.day} {d:%B}",
+                       f"{d:%a %d %b}"])
