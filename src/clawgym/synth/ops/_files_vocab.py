@@ -164,3 +164,22 @@ def day_text(rng: random.Random, d) -> str:
     """A day as people mention it in passing."""
     return rng.choice([d.strftime("%B %d"), f"{d.day} {d:%B}", d.isoformat(), f"{d:%A} {d.day} {d:%B}",
                        f"{d:%a %d %b}"])
+
+
+def listing(items: list[str]) -> str:
+    items = [i for i in items if i]
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def contents_hint(rng: random.Random, thing: str, subjects: list[str], n: int) -> str:
+    """A sentence about what is in `thing` (subjects: a few topics of its files; n: how many files)."""
+    subj = listing([s.replace("_", " ") for s in subjects[:3]])
+    return expand(rng.choice([
+        "[There are|I count|It has] {n} files in {thing}, [mostly|mainly|largely] {subj}.",
+        "[It's mostly|Mostly|Inside:] {subj} [stuff|files|documents|paperwork][ - {n} files in all| ({n} files)|].",
+        "{thing} [holds|has] {n} files[ (about {subj})|; {subj}, that kind of thing|].",
+        "[The files are about|Topics in there:|What's in it:] {subj}.",
+        "",
+    ]), rng, n=n, thing=thing, subj=subj)

@@ -371,14 +371,25 @@ class AnalyzeLogs:
         else:
             excl_sent = ""
         spec_items = [
-            V.phrase("`{tk}` (number of {unit})", rng, tk=total_key, unit=unit),
-            V.phrase("`{lk}` (count per {lv})", rng, lk=levels_key, lv=lv),
-            V.phrase("`{ck}` (the number of errors)", rng, ck=count_key),
-            V.phrase("`{rk}` (errors as a percentage of all {unit}, one decimal, e.g. {ex})", rng, rk=rate_key,
-                     unit=unit, ex=rng.choice(["12.5", "7.3", "20.0", "4.8"])),
-            V.phrase("`{fk}` and `{lk2}` (timestamps as {fmt})", rng, fk=first_key, lk2=last_key, fmt=tsfmt),
-            V.phrase("`{tk}` (the {n} {g}s with the most errors, most first, ties alphabetical)", rng, tk=top_key,
-                     n=top_n, g=group),
+            V.one_phrase(rng, ["`{tk}` (number of {unit})", "`{tk}`: how many {unit} [the log has|there are|in "
+                               "total]", "`{tk}` = the total count of {unit}"], tk=total_key, unit=unit),
+            V.one_phrase(rng, ["`{lk}` (count per {lv})", "`{lk}`: an object mapping each {lv0} to its count{lvx}",
+                               "`{lk}` = {{lv0}: count}{lvx}"], lk=levels_key, lv=lv, lv0=lv.split(",")[0],
+                         lvx="" if "," not in lv else " (" + lv.split(", ", 1)[1] + ")"),
+            V.one_phrase(rng, ["`{ck}` (the number of errors)", "`{ck}`: how many errors", "`{ck}` = error total"],
+                         ck=count_key),
+            V.one_phrase(rng, ["`{rk}` (errors as a percentage of all {unit}, one decimal, e.g. {ex})",
+                               "`{rk}`: errors / all {unit} x 100, rounded to one decimal (like {ex})",
+                               "`{rk}` = error share in percent with one decimal place (e.g. {ex})"], rk=rate_key,
+                         unit=unit, ex=rng.choice(["12.5", "7.3", "20.0", "4.8", "9.1", "15.6"])),
+            V.one_phrase(rng, ["`{fk}` and `{lk2}` (timestamps as {fmt})",
+                               "`{fk}` / `{lk2}`: when the first and the last error happened, as {fmt}",
+                               "the [earliest|first] and [latest|last] error times in `{fk}` and `{lk2}` ({fmt})"],
+                         fk=first_key, lk2=last_key, fmt=tsfmt),
+            V.one_phrase(rng, ["`{tk}` (the {n} {g}s with the most errors, most first, ties alphabetical)",
+                               "`{tk}`: a list of the top {n} {g}s by error count (ties in alphabetical order)",
+                               "`{tk}` = the {n} worst {g}s, most errors first, alphabetical on ties"],
+                         tk=top_key, n=top_n, g=group),
         ]
         lead = expand("`{p}` [must be|should be|is to be] a JSON object with[:| these keys:]", rng, p=out_json)
         json_spec = requirements(rng, spec_items, lead=lead, fixed_order=rng.random() < 0.5,
@@ -407,7 +418,14 @@ class AnalyzeLogs:
                            "power cut|router swap|config change] [that morning|at lunchtime|the night before].",
                            "[Don't bother|No need] [fixing anything|to fix anything] yet, I just need the numbers."])
         tail = [json_spec, csv_spec]
-        instruction = V.glue(head, excl_sent, hint, *tail, V.timing(rng))
+        if rng.random() < 0.3:
+            tail.reverse()
+        counts = V.one(rng, ["", "", "[The log has|It's] {n} lines[ long|].", "[It covers|The log covers] "
+                             "{t0} to {t1}.", "{g}s [in it|involved]: {gs}."],
+                       n=len(text.splitlines()), t0=entries[0]["time"].strftime("%H:%M"),
+                       t1=entries[-1]["time"].strftime("%H:%M"), g=group.capitalize(),
+                       gs=V.listing(sorted({e["group"] for e in entries})[:6]))
+        instruction = V.glue(head, counts, excl_sent, hint, *tail, V.timing(rng))
         checks = [
             Check("totals_by_level", "sys_json_matches", {"path": out_json, "expected": {
                 total_key: total, levels_key: summary[levels_key]}}),

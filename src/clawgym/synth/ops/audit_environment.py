@@ -193,7 +193,15 @@ class AuditEnvironment:
                                   "violation]", rng, item=f"`{waiver['item']}`", who=flavor.person(rng),
                                   until=V.date_text(rng, flavor.date_in(rng, 2027)), rid=ids[waiver["rule"]]))
         reqs = V.requirements_text(rng, items, rng.choice(["", "[What I need:|Deliverables:|Please:]"]))
-        instruction = V.glue(head, reqs, V.aside(persona, rng, f"`{root}/`"), V.timing(rng))
+        n_cron = len(data["crontabs"])
+        n_units = len(data["units"])
+        hint = V.one(rng, ["", "The policy has {k} rules.", "[In the snapshot:|It contains] sshd_config, passwd, "
+                           "`{pkg}`, `{df}`, {nc} crontab{s1} and {nu} systemd units.", "[It's|The snapshot is] "
+                           "[{nu} units, {nc} crontab{s1}|the usual: configs, packages, disks, users, cron jobs] "
+                           "[and|plus] a policy with {k} rules."],
+                     k=len(rules), pkg=data["pkg_file"], df=data["df_file"], nc=n_cron, nu=n_units,
+                     s1="" if n_cron == 1 else "s")
+        instruction = V.glue(head, hint, reqs, V.aside(persona, rng, f"`{root}/`"), V.timing(rng))
         expected = [{k_rule: v["rule_id"], k_item: v["item"]} for v in violations]
         mentions = [v["mention"] for v in violations]
         violated = sorted({v["rule"] for v in violations}, key=list(RULES).index)

@@ -139,17 +139,31 @@ class DeduplicateFiles:
                                    f"{folder.rsplit('/', 1)[-1]}_cleanup.csv", "duplicates_removed.csv"]))
         mark_text = ", ".join(m[1] for m in marks)
         items = [
-            V.phrase("files with [exactly the same|identical|byte-for-byte the same] content as another file are "
-                   "duplicates: keep the [copy|one] with the plain name (no {marks}) and delete the others, "
-                   "reason `{dw}`", rng, marks=mark_text, dw=dup_word),
-            V.phrase("drafts named {vd} are versions of one document: keep only the highest version and delete "
-                   "the older ones, reason `{sw}`", rng, vd=vdesc, sw=sup_word),
+            V.one_phrase(rng, [
+                "files with [exactly the same|identical|byte-for-byte the same] content as another file are "
+                "duplicates: keep the [copy|one] with the plain name (no {marks}) and delete the others, reason "
+                "`{dw}`",
+                "if two or more files are [identical|exactly the same inside] ({marks} in a name [usually|often] "
+                "gives them away), keep the plain-named one and delete the rest[ -|, with] reason `{dw}`",
+                "identical copies ({marks}) go; the original name stays[; log them as|, reason] `{dw}`",
+                "[same content|same bytes], different name = duplicate: [the file without|whichever has none of] "
+                "{marks} [stays|is kept], [the others are deleted|delete the rest] (reason `{dw}`)",
+            ], marks=mark_text, dw=dup_word),
+            V.one_phrase(rng, [
+                "drafts named {vd} are versions of one document: keep only the highest version and delete the "
+                "older ones, reason `{sw}`",
+                "for documents with numbered drafts ({vd}) only the [newest|latest] draft survives; [the older "
+                "ones are deleted|delete the earlier ones] with reason `{sw}`",
+                "old drafts ({vd}): keep the highest number [only|and nothing else], the rest go (reason `{sw}`)",
+            ], vd=vdesc, sw=sup_word),
             V.one_phrase(rng, ["files that [merely|only] look like copies by name but differ in content [stay|must "
                                "stay|are not duplicates - leave them]",
                                "anything that [merely|only] looks like a copy by name but has different content "
                                "[stays|is not a duplicate]",
                                "[same-looking|copy-like] names with different content [don't count|are not "
-                               "duplicates]: [keep|leave] those"]),
+                               "duplicates]: [keep|leave] those",
+                               "[compare|check] the contents, not [just |]the names - [a|any] look-alike with "
+                               "[other|different] text stays"]),
         ]
         if exception:
             items.append(V.phrase("[exception|one exception|one thing]: [keep|don't delete] `{p}` [even though|although] "
@@ -175,7 +189,8 @@ class DeduplicateFiles:
             "[Keep a record|I want a record|Leave a record] in `{log}`: one row per deleted file, columns {cols} ({k} being the "
             "file that stays; {rel}).",
         ], log=log, cols=cols, rel=V.paths_rel(rng), k=header[2], r=header[1], dw=dup_word, sw=sup_word)
-        instruction = V.glue(head, rules, log_sent, V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
+        hint = V.contents_hint(rng, f"`{folder}/`", [x for x in topics[:n_dup + n_ver + n_uniq]], len(files))
+        instruction = V.glue(head, hint, rules, log_sent, V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
         dup_removed = [r[0] for r in removed if r[1] == dup_word]
         sup_removed = [r[0] for r in removed if r[1] == sup_word]
         checks = [

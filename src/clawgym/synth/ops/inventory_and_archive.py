@@ -121,6 +121,10 @@ class InventoryAndArchive:
                 "[Go by|Use] the {col} column of `{listing}`, not the [timestamps on disk|file dates on disk] "
                 "([those got reset|they were reset] when I copied [everything|the folder]): anything [last touched|"
                 "modified] before {cut} is stale and moves to `{folder}/{adir}/<year of {col}>/`, same file name.",
+                "`{listing}` is [the|an] export [from the file server|of the share] with a {col} column - that's "
+                "the [real|only reliable] date. Everything with {col} before {cut} moves to "
+                "`{folder}/{adir}/<year of {col}>/` (names unchanged); [disk timestamps|file dates on disk] don't "
+                "count.",
             ], col=lh[1], listing=listing, cut=cut, folder=folder, adir=adir)
         else:
             where_date = "starts" if date_pos == "start" else "ends (before the extension)"
@@ -131,6 +135,9 @@ class InventoryAndArchive:
                 "[The date in each file name|Each name's date] (YYYY-MM-DD, the name {wd} with it) is what counts, "
                 "not the disk timestamps: [everything|anything] dated before {cut} [goes to|belongs in] "
                 "`{folder}/{adir}/<year>/` [under the same name|with its name unchanged].",
+                "Cutoff is {cut}: files whose name-date (YYYY-MM-DD; the name {wd} with it) is earlier [get "
+                "archived|are stale] - move them to `{folder}/{adir}/<year of that date>/`, names unchanged. [The "
+                "dates on disk mean nothing|Ignore the disk timestamps].",
             ], wd=where_date, cut=cut, folder=folder, adir=adir)
         if exempt is not None:
             age += " " + V.one(rng, [
@@ -163,7 +170,11 @@ class InventoryAndArchive:
             "[Before the [new term|new quarter|audit|year end]|Ahead of the [review|audit]], I [want|need] "
             "`{folder}/` [archived and inventoried|cleaned up with a proper inventory].",
         ], folder=folder, n=len(entries))
-        instruction = V.glue(head, age, spec, V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
+        oldest = min(e["date"] for e in entries)
+        hint = V.one(rng, ["", "[Some of it|The oldest stuff] goes back to {y}.", "[There are|It has] {n} files"
+                           "[, the oldest from {y}| ({k})|].", "Mostly {k} files[, {n} in total|]."],
+                       y=oldest.year, n=len(entries), k=V.listing(sorted(set(kinds))))
+        instruction = V.glue(head, hint, age, spec, V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
         expected_moves = {old: [new, next(e["content"] for e in entries if e["path"] == old)]
                           for old, new in moves.items()}
         checks = [

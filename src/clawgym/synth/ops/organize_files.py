@@ -181,7 +181,17 @@ class OrganizeFiles:
             tail.insert(1, V.one(rng, ["Nothing should stay loose in the top of the folder.",
                                        "[When you're done|Afterwards], nothing [should be|is] left loose at the top.",
                                        ""]))
-        instruction = V.glue(head, rules, *tail, V.timing(rng))
+        kinds = {}
+        for f in pile:
+            kinds[f["kind"]] = kinds.get(f["kind"], 0) + 1
+        words = {"invoice": "invoices" if bill == "inv" else f"{bill}s", "photo": rng.choice(["photos", "pictures", "phone photos"]),
+                 "note": "notes", "mail": rng.choice(["saved emails", "emails", ".eml files"]),
+                 "sheet": rng.choice(["spreadsheets", "CSV exports", "sheets"])}
+        parts = [f"{c} {words[k] if c > 1 else words[k][:-1]}" for k, c in sorted(kinds.items(), key=lambda kc: (-kc[1], kc[0]))]
+        hint = V.one(rng, ["", "[Roughly|About|There are] {parts} in `{folder}/`.", "[It's|Right now it's] {parts}[, all "
+                           "in one heap|, all mixed together|].", "{n} files [at the moment|right now]: {parts}."],
+                     parts=V.listing(parts), n=len(pile), folder=folder)
+        instruction = V.glue(head, rules, hint, *tail, V.timing(rng))
         contents = {f"{folder}/{f['name']}": f["content"] for f in pile}
         expected = {old: [new, contents[old]] for old, new in moves.items()}
         log_rows = [[old, new] for old, new in moves.items()]
