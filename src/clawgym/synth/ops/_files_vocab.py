@@ -183,3 +183,59 @@ def contents_hint(rng: random.Random, thing: str, subjects: list[str], n: int) -
         "[The files are about|Topics in there:|What's in it:] {subj}.",
         "",
     ]), rng, n=n, thing=thing, subj=subj)
+
+
+# Why the persona wants it now, per operation, around one of their own topics ({topic}) and people ({who}).
+STORIES: dict[str, list[str]] = {
+    "dedup": [
+        "[Our|The] {topic} [deadline|review] is [next week|on {day}] and I [can't|couldn't] find the right version "
+        "of anything.",
+        "{who} [sent me|opened] the wrong copy of the {topic} [notes|file] [twice|again|last week].",
+        "[The disk|My drive|The share] is [almost full|at 95%|nearly out of space] and half of it is copies.",
+        "[After|Since] the {topic} [merge|handover|migration] [everything|every document] seems to exist twice.",
+        "I [want|need] one clean copy of each document before I [send|share] the {topic} folder to {who}.",
+    ],
+    "organize": [
+        "I can never find the {topic} [stuff|files] when {who} [asks|calls].",
+        "[Everything|All of it] [lands|ends up] [in one place|in the same folder] [from|via] my phone and the "
+        "scanner.",
+        "[The|Our] {topic} [review|audit|catch-up] is on {day} and I [need|want] to find things fast.",
+        "[I've been|I keep] [saving|dumping] everything [there|in one place] since [the spring|January|the "
+        "{topic} started].",
+    ],
+    "rename": [
+        "{who} [needs|wants] them [for the|before the] {topic} [review|close|audit] and [can't|couldn't] tell "
+        "them apart.",
+        "[The|My] {tool} import [sorts|matches] files by name, so the names [matter|have to be right].",
+        "[Half of them|Most of them] came [from the scanner|off my phone|by email] with [useless|random] names.",
+        "[I'm|We're] [handing|sending] the {topic} paperwork to {who} on {day}.",
+    ],
+    "archive": [
+        "[The share|The folder|This drive] is [getting slow|too big|nearly full] and most of it is [old|from "
+        "last year].",
+        "[The|Our] {topic} [audit|review|handover] is on {day} and {who} wants a list of what's there.",
+        "[I'm|We're] [moving to|switching to] {tool} [next month|soon] and [want|need] a clean inventory first.",
+        "Nobody has touched [half of|most of] these since the {topic} [wrapped up|ended|finished].",
+    ],
+    "logs": [
+        "{who} [called|messaged me] about it [twice|this morning|at lunch].",
+        "[It|This] [happened|started] [right in the middle of|during] the {topic} [rush|run|work].",
+        "[I need|I want] [numbers|facts] before I [talk to|email] {who} about it.",
+        "[It's|This is] the [second|third] time this [month|week].",
+    ],
+    "audit": [
+        "{who} [set it up|installed it] [years ago|a while back] and nobody has looked since.",
+        "[The insurer|Our IT contractor|The auditor|{who}] [asked|wants to know] whether it [meets|follows] our "
+        "policy.",
+        "It [holds|stores] the {topic} [files|records|data], so I [want|need] it [locked down|safe].",
+        "[We|I] [had|nearly had] a [scare|break-in attempt|weird login] [last month|recently].",
+    ],
+}
+
+
+def story(persona: Persona, rng: random.Random, op: str, p: float = 0.6) -> str:
+    """With probability `p`, a sentence of why, grounded in the persona's topics, tools and people."""
+    if rng.random() >= p:
+        return ""
+    return expand(rng.choice(STORIES[op]), rng, topic=rng.choice(topics(persona)), who=flavor.person(rng).split()[0],
+                  tool=tool(persona, rng), day=rng.choice(WEEKDAYS))

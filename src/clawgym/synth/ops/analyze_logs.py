@@ -425,7 +425,7 @@ class AnalyzeLogs:
                        n=len(text.splitlines()), t0=entries[0]["time"].strftime("%H:%M"),
                        t1=entries[-1]["time"].strftime("%H:%M"), g=group.capitalize(),
                        gs=V.listing(sorted({e["group"] for e in entries})[:6]))
-        instruction = V.glue(head, counts, excl_sent, hint, *tail, V.timing(rng))
+        instruction = V.glue(head, V.story(persona, rng, "logs", 0.5), counts, excl_sent, hint, *tail, V.timing(rng))
         checks = [
             Check("totals_by_level", "sys_json_matches", {"path": out_json, "expected": {
                 total_key: total, levels_key: summary[levels_key]}}),

@@ -201,7 +201,7 @@ class AuditEnvironment:
                            "[and|plus] a policy with {k} rules."],
                      k=len(rules), pkg=data["pkg_file"], df=data["df_file"], nc=n_cron, nu=n_units,
                      s1="" if n_cron == 1 else "s")
-        instruction = V.glue(head, hint, reqs, V.aside(persona, rng, f"`{root}/`"), V.timing(rng))
+        instruction = V.glue(head, V.story(persona, rng, "audit"), hint, reqs, V.aside(persona, rng, f"`{root}/`"), V.timing(rng))
         expected = [{k_rule: v["rule_id"], k_item: v["item"]} for v in violations]
         mentions = [v["mention"] for v in violations]
         violated = sorted({v["rule"] for v in violations}, key=list(RULES).index)

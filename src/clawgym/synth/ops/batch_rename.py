@@ -229,7 +229,7 @@ class BatchRename:
         hint = V.one(rng, ["", "[There are|It's] {n} {plural}[ in there|], from {parties}.", "[They're|These are] "
                            "from {parties}[ ({n} files)|].", "{n} files[, all {year}|] - {parties}."],
                      n=len(entries), plural=plural, parties=V.listing(clients), year=year)
-        instruction = V.glue(head, hint, rules, *tail, V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
+        instruction = V.glue(head, V.story(persona, rng, "rename"), hint, rules, *tail, V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
         renamed = [e for e in entries if not e["skip"]]
         skipped = [e for e in entries if e["skip"]]
         moves = {f"{folder}/{e['old']}": [f"{folder}/{e['new']}", e["content"]] for e in renamed}

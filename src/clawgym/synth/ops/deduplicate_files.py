@@ -190,7 +190,7 @@ class DeduplicateFiles:
             "file that stays; {rel}).",
         ], log=log, cols=cols, rel=V.paths_rel(rng), k=header[2], r=header[1], dw=dup_word, sw=sup_word)
         hint = V.contents_hint(rng, f"`{folder}/`", [x for x in topics[:n_dup + n_ver + n_uniq]], len(files))
-        instruction = V.glue(head, hint, rules, log_sent, V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
+        instruction = V.glue(head, V.story(persona, rng, "dedup"), hint, rules, log_sent, V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
         dup_removed = [r[0] for r in removed if r[1] == dup_word]
         sup_removed = [r[0] for r in removed if r[1] == sup_word]
         checks = [

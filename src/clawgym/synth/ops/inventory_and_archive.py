@@ -174,7 +174,7 @@ class InventoryAndArchive:
         hint = V.one(rng, ["", "[Some of it|The oldest stuff] goes back to {y}.", "[There are|It has] {n} files"
                            "[, the oldest from {y}| ({k})|].", "Mostly {k} files[, {n} in total|]."],
                        y=oldest.year, n=len(entries), k=V.listing(sorted(set(kinds))))
-        instruction = V.glue(head, hint, age, spec, V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
+        instruction = V.glue(head, V.story(persona, rng, "archive"), hint, age, spec, V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
         expected_moves = {old: [new, next(e["content"] for e in entries if e["path"] == old)]
                           for old, new in moves.items()}
         checks = [

@@ -191,7 +191,7 @@ class OrganizeFiles:
         hint = V.one(rng, ["", "[Roughly|About|There are] {parts} in `{folder}/`.", "[It's|Right now it's] {parts}[, all "
                            "in one heap|, all mixed together|].", "{n} files [at the moment|right now]: {parts}."],
                      parts=V.listing(parts), n=len(pile), folder=folder)
-        instruction = V.glue(head, rules, hint, *tail, V.timing(rng))
+        instruction = V.glue(V.story(persona, rng, "organize", 0.3), head, rules, hint, *tail, V.timing(rng))
         contents = {f"{folder}/{f['name']}": f["content"] for f in pile}
         expected = {old: [new, contents[old]] for old, new in moves.items()}
         log_rows = [[old, new] for old, new in moves.items()]
