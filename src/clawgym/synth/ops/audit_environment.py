@@ -9,6 +9,7 @@ import json
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand
 from clawgym.synth.ops import _files_vocab as V
 from clawgym.synth.ops.base import DOCUMENT, RECORDS, Artifact, Check, OpContext, StepPlan, ls, read, write
 
@@ -201,7 +202,16 @@ class AuditEnvironment:
                            "[and|plus] a policy with {k} rules."],
                      k=len(rules), pkg=data["pkg_file"], df=data["df_file"], nc=n_cron, nu=n_units,
                      s1="" if n_cron == 1 else "s")
-        instruction = V.glue(head, V.story(persona, rng, "audit"), hint, reqs, V.aside(persona, rng, f"`{root}/`"), V.timing(rng))
+        instruction = V.glue(head, V.story(persona, rng, "audit"), hint, reqs, V.aside(persona, rng, f"`{root}/`"),
+                             V.timing(rng))
+        if rng.random() < 0.25:  # the terse register
+            wv = V.phrase(" Waived: `{i}` under {rid} - not a finding.", rng, i=waiver["item"],
+                          rid=ids[waiver["rule"]]) if waiver is not None else ""
+            instruction = V.glue(expand(
+                "[Audit|Check] `{root}/` ({host}) against `{policy}`. Findings -> `{j}` ({fmt}); report with a "
+                "fix per finding -> `{m}`. [Policy rules only, no false alarms.|Nothing outside the policy counts.]"
+                "{wv}", rng, root=root, host=host, policy=policy_path, j=out_json, fmt=fmt, m=out_md, wv=wv),
+                V.timing(rng))
         expected = [{k_rule: v["rule_id"], k_item: v["item"]} for v in violations]
         mentions = [v["mention"] for v in violations]
         violated = sorted({v["rule"] for v in violations}, key=list(RULES).index)

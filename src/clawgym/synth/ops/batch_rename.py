@@ -229,7 +229,19 @@ class BatchRename:
         hint = V.one(rng, ["", "[There are|It's] {n} {plural}[ in there|], from {parties}.", "[They're|These are] "
                            "from {parties}[ ({n} files)|].", "{n} files[, all {year}|] - {parties}."],
                      n=len(entries), plural=plural, parties=V.listing(clients), year=year)
-        instruction = V.glue(head, V.story(persona, rng, "rename"), hint, rules, *tail, V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
+        instruction = V.glue(head, V.story(persona, rng, "rename"), hint, rules, *tail,
+                             V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
+        if rng.random() < 0.25:  # the terse register: one dense paragraph
+            skip_txt = V.phrase(" [Skip|Leave out] {party} ([their|its] {plural} keep their names and stay out of "
+                                "the map).", rng, party=skip_party, plural=plural) if skip_party else ""
+            instruction = V.glue(expand(
+                "[Rename|Batch-rename] [the|all] {plural} in `{folder}/` [to|as] `{pattern}`[ (e.g. `{ex}`)|]. "
+                "{pw} = [lowercase, hyphens for spaces|lower-case slug with hyphens]; {npat} = {doc} number, {pad} "
+                "digits; date as {wd}; [all three|date, {pw} and number] [from the file contents|read from inside "
+                "the files], not the old names.{skip} [Update|Fix] `{index}` [to match|accordingly]. Map -> "
+                "`{mapping}` ({cols}, [file names only|bare names]).", rng, plural=plural, folder=folder,
+                pattern=pattern, ex=ex, pw=pword, npat=npat, doc=doc, pad=pad, wd=what_date, skip=skip_txt,
+                index=index, mapping=mapping, cols=map_cols), V.timing(rng))
         renamed = [e for e in entries if not e["skip"]]
         skipped = [e for e in entries if e["skip"]]
         moves = {f"{folder}/{e['old']}": [f"{folder}/{e['new']}", e["content"]] for e in renamed}

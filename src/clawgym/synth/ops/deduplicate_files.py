@@ -190,7 +190,17 @@ class DeduplicateFiles:
             "file that stays; {rel}).",
         ], log=log, cols=cols, rel=V.paths_rel(rng), k=header[2], r=header[1], dw=dup_word, sw=sup_word)
         hint = V.contents_hint(rng, f"`{folder}/`", [x for x in topics[:n_dup + n_ver + n_uniq]], len(files))
-        instruction = V.glue(head, V.story(persona, rng, "dedup"), hint, rules, log_sent, V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
+        instruction = V.glue(head, V.story(persona, rng, "dedup"), hint, rules, log_sent,
+                             V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
+        if rng.random() < 0.25:  # the terse register
+            exc = V.phrase(" Keep `{p}` though ({why}); not logged.", rng, p=exception[0], why=exception[1]) \
+                if exception else ""
+            instruction = V.glue(expand(
+                "[Dedupe|De-dup|Clean up] `{folder}/`: identical copies ({marks}) -> delete, keep the plain name, "
+                "reason `{dw}`; drafts {vd} -> keep the highest, delete the older ones, reason `{sw}`; [look-alike "
+                "names with different content|same-looking name but different content] -> keep.{exc} Log "
+                "[to|in] `{log}` ({cols}; {rel}).", rng, folder=folder, marks=mark_text, dw=dup_word, vd=vdesc,
+                sw=sup_word, exc=exc, log=log, cols=",".join(header), rel=V.paths_rel(rng)), V.timing(rng))
         dup_removed = [r[0] for r in removed if r[1] == dup_word]
         sup_removed = [r[0] for r in removed if r[1] == sup_word]
         checks = [

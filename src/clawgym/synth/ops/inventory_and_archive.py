@@ -9,6 +9,7 @@ import shlex
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand
 from clawgym.synth.ops import _files_vocab as V
 from clawgym.synth.ops.aggregate_and_report import digest, money
 from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, exec_, ls, read, to_csv, write
@@ -174,7 +175,21 @@ class InventoryAndArchive:
         hint = V.one(rng, ["", "[Some of it|The oldest stuff] goes back to {y}.", "[There are|It has] {n} files"
                            "[, the oldest from {y}| ({k})|].", "Mostly {k} files[, {n} in total|]."],
                        y=oldest.year, n=len(entries), k=V.listing(sorted(set(kinds))))
-        instruction = V.glue(head, V.story(persona, rng, "archive"), hint, age, spec, V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
+        instruction = V.glue(head, V.story(persona, rng, "archive"), hint, age, spec,
+                             V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
+        if rng.random() < 0.25:  # the terse register
+            crit = (V.phrase("its {col} in `{listing}` (ignore [disk times|the timestamps on disk])", rng,
+                             col=lh[1], listing=listing) if mode == "listing" else
+                    V.phrase("the YYYY-MM-DD date [at the {pos} of|in] its name (ignore [disk times|the timestamps "
+                             "on disk])", rng, pos="start" if date_pos == "start" else "end"))
+            exc = V.phrase(" Not `{p}`: it stays.", rng, p=exempt["path"]) if exempt is not None else ""
+            instruction = V.glue(expand(
+                "[Archive + inventory|Archive and inventory] `{folder}/`. Stale = {crit} before {cut} -> "
+                "`{folder}/{adir}/<year>/`, same name.{exc} Then `{out}` with {mcols} for every file under "
+                "`{folder}/` afterwards ({c0} {rel}, {c1} exact bytes, {c2} = extension without the dot).", rng,
+                folder=folder, crit=crit, cut=cut, adir=adir, exc=exc, out=out, mcols=mcols, c0=mheader[0],
+                c1=mheader[1], c2=mheader[2], rel=V.phrase("[relative to the workspace root|from the workspace "
+                                                             "root]", rng)), V.timing(rng))
         expected_moves = {old: [new, next(e["content"] for e in entries if e["path"] == old)]
                           for old, new in moves.items()}
         checks = [

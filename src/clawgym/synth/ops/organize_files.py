@@ -7,6 +7,7 @@ import shlex
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand
 from clawgym.synth.ops import _files_vocab as V
 from clawgym.synth.ops.aggregate_and_report import digest, money
 from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, exec_, ls, to_csv, write
@@ -192,6 +193,10 @@ class OrganizeFiles:
                            "in one heap|, all mixed together|].", "{n} files [at the moment|right now]: {parts}."],
                      parts=V.listing(parts), n=len(pile), folder=folder)
         instruction = V.glue(V.story(persona, rng, "organize", 0.3), head, rules, hint, *tail, V.timing(rng))
+        if rng.random() < 0.25:  # the terse register
+            instruction = V.glue(expand("[Sort|File] `{folder}/` {lead} {items}. Log -> `{log}` ({cols}, {rel}).",
+                                        rng, folder=folder, lead=lead.rstrip(":") + ":", items="; ".join(items),
+                                        log=log, cols=cols, rel=V.paths_rel(rng)), V.timing(rng))
         contents = {f"{folder}/{f['name']}": f["content"] for f in pile}
         expected = {old: [new, contents[old]] for old, new in moves.items()}
         log_rows = [[old, new] for old, new in moves.items()]
