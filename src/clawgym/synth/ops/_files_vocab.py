@@ -239,3 +239,16 @@ def story(persona: Persona, rng: random.Random, op: str, p: float = 0.6) -> str:
         return ""
     return expand(rng.choice(STORIES[op]), rng, topic=rng.choice(topics(persona)), who=flavor.person(rng).split()[0],
                   tool=tool(persona, rng), day=rng.choice(WEEKDAYS))
+
+
+def mention(persona: Persona, rng: random.Random, path: str, p: float = 0.5) -> str:
+    """With probability `p`, a passing remark naming one of the files (it changes nothing in the task)."""
+    if rng.random() >= p:
+        return ""
+    return expand(rng.choice([
+        "[For example|E.g.|Among them:|One of them is] `{f}`.",
+        "I know `{f}` is in there [somewhere|too].",
+        "`{f}` is the one {who} [keeps asking about|mentioned|needs most].",
+        "[I last opened|Last thing I touched was] `{f}`[, I think| a while ago|].",
+        "[Careful|Heads-up]: [names like|files like] `{f}` [are typical|are what's in there].",
+    ]), rng, f=path, who=flavor.person(rng).split()[0])

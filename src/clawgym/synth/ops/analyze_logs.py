@@ -412,6 +412,10 @@ class AnalyzeLogs:
             "twice|threw errors] on {date}][ and {who} [noticed|complained]|]. `{log}` is the {what}; {err_def}. "
             "[Can you|Could you] [summarise|break down] [what failed|the errors]?",
             "[Quick|Small] [log job|analysis job]: `{log}` ({what} of {service}, {date}). {ed_cap}.",
+            "[Users|People|{who}] [reported|noticed] [failures|errors|problems] [with|in] {service} on {date}. "
+            "[Here's|I saved] the {what}: `{log}` ({err_def}).",
+            "[For the post-mortem|For my incident notes|For the weekly report] I [need|want] [stats|numbers] from "
+            "`{log}`, the {what} of {service} ({date}). {ed_cap}.",
         ], service=service, date=V.day_text(rng, day), what=what, log=log, err_def=err_def, g=group,
             who=flavor.person(rng).split()[0], ed_cap=err_def[:1].upper() + err_def[1:])
         hint = V.one(rng, ["", "", "", "[I think|My guess is] it started [after|around] the [deploy|update|"

@@ -177,6 +177,10 @@ class AuditEnvironment:
             "`{root}/`.",
             "[Before the [insurance|IT|security] review|Ahead of the [annual|quarterly] check], [could you|can "
             "you|please] [go over|review] the {what} snapshot in `{root}/` [against|with] `{policy}`?",
+            "Is {host} [compliant|following our rules]? [Its config|A copy of its config] is in `{root}/` and "
+            "the rules are [in|written down in] `{policy}`.",
+            "[Security check|Compliance check|Hardening review] [for|of] {host} (our {what}): [snapshot|dump] in "
+            "`{root}/`, [rules|policy] in `{policy}`.",
         ], what=what, host=host, root=root, policy=policy_path, who=flavor.person(rng).split()[0])
         items = [
             V.phrase("[write every violation to|list every violation in|put every violation in] `{j}` as {fmt}", rng,
@@ -202,7 +206,8 @@ class AuditEnvironment:
                            "[and|plus] a policy with {k} rules."],
                      k=len(rules), pkg=data["pkg_file"], df=data["df_file"], nc=n_cron, nu=n_units,
                      s1="" if n_cron == 1 else "s")
-        instruction = V.glue(head, V.story(persona, rng, "audit"), hint, reqs, V.aside(persona, rng, f"`{root}/`"),
+        instruction = V.glue(head, V.story(persona, rng, "audit"), hint,
+                             V.mention(persona, rng, rng.choice(files).path, 0.3), reqs, V.aside(persona, rng, f"`{root}/`"),
                              V.timing(rng))
         if rng.random() < 0.25:  # the terse register
             wv = V.phrase(" Waived: `{i}` under {rid} - not a finding.", rng, i=waiver["item"],

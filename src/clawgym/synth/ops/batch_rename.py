@@ -207,6 +207,12 @@ class BatchRename:
             "[Naming chaos|Total chaos|What a mess] in `{folder}/` - [scans|downloads|exports] [called|named] "
             "things like `{ex_old}`. [Let's|Please] rename them all to `{pattern}`.",
             "Could you rename the {plural} sitting in `{folder}/` so they [all |]follow `{pattern}`?",
+            "[Renaming job|A renaming chore|File-naming job] for you: [everything|each {doc}] in `{folder}/` "
+            "[gets|should get] a name of the form `{pattern}`.",
+            "[I'm tired of|I can't stand] [opening|guessing at] files [called|named] `{ex_old}`. [Please give|Give] "
+            "[the|every] {doc} in `{folder}/` a proper name: `{pattern}`.",
+            "[From now on|Going forward] [our|my] {plural} [follow|use] `{pattern}` - [could you|can you|please] "
+            "[convert|rename] the ones [already |]in `{folder}/`[?|.]",
         ], plural=plural, folder=folder, pattern=pattern, doc=doc, ex_old=entries[0]["old"])
         idx_sent = V.one(rng, [
             "{idx} [lists|tracks|references] the files, so [fix|update|change] the names there too "
@@ -229,7 +235,8 @@ class BatchRename:
         hint = V.one(rng, ["", "[There are|It's] {n} {plural}[ in there|], from {parties}.", "[They're|These are] "
                            "from {parties}[ ({n} files)|].", "{n} files[, all {year}|] - {parties}."],
                      n=len(entries), plural=plural, parties=V.listing(clients), year=year)
-        instruction = V.glue(head, V.story(persona, rng, "rename"), hint, rules, *tail,
+        instruction = V.glue(head, V.story(persona, rng, "rename"), hint,
+                             V.mention(persona, rng, f"{folder}/{rng.choice(entries)['old']}", 0.35), rules, *tail,
                              V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
         if rng.random() < 0.25:  # the terse register: one dense paragraph
             skip_txt = V.phrase(" [Skip|Leave out] {party} ([their|its] {plural} keep their names and stay out of "

@@ -181,6 +181,12 @@ class DeduplicateFiles:
             "[My|Our] `{folder}/` folder has [{n} files|way too many files], [lots of|many of] them "
             "[copies|duplicates or old drafts]. [Time to prune it.|I want it cleaned.]",
             "Can you get rid of the duplicates and stale drafts in `{folder}/`?",
+            "[Duplicate hunt|Spring cleaning|Clean-up job]: `{folder}/` [has|holds] {n} files and [a lot of|many of] "
+            "them [are copies|are old drafts|shouldn't be there].",
+            "[I'd like|I want] `{folder}/` [down to|reduced to] one [copy|file] per document - no [doubles|copies], "
+            "no [outdated|old] drafts.",
+            "[Every|Each] time I [sync|back up] `{folder}/` I get [more|another round of] copies. [Please|Could "
+            "you] [thin it out|weed them out][?|.]",
         ], folder=folder, n=len(files))
         log_sent = V.one(rng, [
             "Log every deleted file in `{log}` with the columns {cols} ({rel}; {k} = the file you kept instead).",
@@ -190,7 +196,8 @@ class DeduplicateFiles:
             "file that stays; {rel}).",
         ], log=log, cols=cols, rel=V.paths_rel(rng), k=header[2], r=header[1], dw=dup_word, sw=sup_word)
         hint = V.contents_hint(rng, f"`{folder}/`", [x for x in topics[:n_dup + n_ver + n_uniq]], len(files))
-        instruction = V.glue(head, V.story(persona, rng, "dedup"), hint, rules, log_sent,
+        instruction = V.glue(head, V.story(persona, rng, "dedup"), hint,
+                             V.mention(persona, rng, rng.choice(sorted(files))), rules, log_sent,
                              V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
         if rng.random() < 0.25:  # the terse register
             exc = V.phrase(" Keep `{p}` though ({why}); not logged.", rng, p=exception[0], why=exception[1]) \

@@ -170,12 +170,17 @@ class InventoryAndArchive:
             "[them stale|them old]. [Let's|Please] archive [the old stuff|what's stale] and take stock.",
             "[Before the [new term|new quarter|audit|year end]|Ahead of the [review|audit]], I [want|need] "
             "`{folder}/` [archived and inventoried|cleaned up with a proper inventory].",
+            "[Old files|Stale stuff|Last year's files] [are clogging|clutter] `{folder}/`. [Move them into an "
+            "archive|Archive them] and [give me|write] a [manifest|file list] [of what's left|afterwards].",
+            "[I'd like to|Let's] [retire|put away] the [old|stale] material in `{folder}/` and [know|record] "
+            "exactly what's [in there|left] [by size and type|afterwards].",
         ], folder=folder, n=len(entries))
         oldest = min(e["date"] for e in entries)
         hint = V.one(rng, ["", "[Some of it|The oldest stuff] goes back to {y}.", "[There are|It has] {n} files"
                            "[, the oldest from {y}| ({k})|].", "Mostly {k} files[, {n} in total|]."],
                        y=oldest.year, n=len(entries), k=V.listing(sorted(set(kinds))))
-        instruction = V.glue(head, V.story(persona, rng, "archive"), hint, age, spec,
+        instruction = V.glue(head, V.story(persona, rng, "archive"), hint,
+                             V.mention(persona, rng, rng.choice(entries)["path"]), age, spec,
                              V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
         if rng.random() < 0.25:  # the terse register
             crit = (V.phrase("its {col} in `{listing}` (ignore [disk times|the timestamps on disk])", rng,

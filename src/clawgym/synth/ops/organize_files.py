@@ -168,6 +168,10 @@ class OrganizeFiles:
             "[Organise|Organize|Sort out] the files sitting loose in `{folder}/` - {lead}",
             "[Can you|Could you] [file away|put away|sort] what's [piled up|lying around] in `{folder}/`? [Go|Sort] "
             "{lead}",
+            "[I need|Please give] `{folder}/` [some structure|a proper structure|sub-folders]. [Everything|Each "
+            "file] [goes|should go] {lead}",
+            "[Filing day|Sorting time]: [the|all the] {n} files [loose|sitting] in `{folder}/` [go|need to go] "
+            "{lead}",
         ], folder=folder, lead=lead, n=len(pile))
         cols = ",".join(header)
         log_sent = V.one(rng, [
@@ -192,7 +196,8 @@ class OrganizeFiles:
         hint = V.one(rng, ["", "[Roughly|About|There are] {parts} in `{folder}/`.", "[It's|Right now it's] {parts}[, all "
                            "in one heap|, all mixed together|].", "{n} files [at the moment|right now]: {parts}."],
                      parts=V.listing(parts), n=len(pile), folder=folder)
-        instruction = V.glue(V.story(persona, rng, "organize", 0.3), head, rules, hint, *tail, V.timing(rng))
+        instruction = V.glue(V.story(persona, rng, "organize", 0.3), head, rules, hint,
+                             V.mention(persona, rng, f"{folder}/{rng.choice(pile)['name']}"), *tail, V.timing(rng))
         if rng.random() < 0.25:  # the terse register
             instruction = V.glue(expand("[Sort|File] `{folder}/` {lead} {items}. Log -> `{log}` ({cols}, {rel}).",
                                         rng, folder=folder, lead=lead.rstrip(":") + ":", items="; ".join(items),
