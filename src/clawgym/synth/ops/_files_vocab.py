@@ -233,7 +233,7 @@ STORIES: dict[str, list[str]] = {
 }
 
 
-def story(persona: Persona, rng: random.Random, op: str, p: float = 0.6) -> str:
+def story(persona: Persona, rng: random.Random, op: str, p: float = 0.75) -> str:
     """With probability `p`, a sentence of why, grounded in the persona's topics, tools and people."""
     if rng.random() >= p:
         return ""

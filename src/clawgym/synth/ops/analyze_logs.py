@@ -394,6 +394,17 @@ class AnalyzeLogs:
         lead = expand("`{p}` [must be|should be|is to be] a JSON object with[:| these keys:]", rng, p=out_json)
         json_spec = requirements(rng, spec_items, lead=lead, fixed_order=rng.random() < 0.5,
                                  style=rng.choice(["sentence", "sentence", "bullets", "numbered"]))
+        if rng.random() < 0.3:  # the shape as a skeleton instead of prose
+            lk0 = "500" if kind == "nginx" else {"logfmt": "error"}.get(kind, "ERROR")
+            skel = (f'{{"{total_key}": <int>, "{levels_key}": {{"{lk0}": <int>, ...}}, "{count_key}": <int>, '
+                    f'"{rate_key}": <percent, 1 decimal>, "{first_key}": "<{tsfmt}>", "{last_key}": "<{tsfmt}>", '
+                    f'"{top_key}": [<top {top_n} {group}s, most errors first, ties alphabetical>]}}')
+            json_spec = V.one(rng, [
+                "`{p}` should look like this:\n{skel}\n[({lv_note})|where the {lk} keys are each {lv0} as it "
+                "appears in the log]",
+                "[Shape of|Format for] `{p}`: {skel} - {lk} counts [every|each] {lv0}{lv_x}.",
+            ], p=out_json, skel=skel, lk=levels_key, lv0=lv.split(",")[0], lv_note=f"{levels_key}: count per {lv}",
+                lv_x="" if "," not in lv else " (" + lv.split(", ", 1)[1] + ")")
         csv_spec = V.one(rng, [
             "`{csv}` must have the columns {cols} with one row per {g} that had at least one error, sorted by {e} "
             "(descending), then by {g}.",

@@ -138,6 +138,7 @@ class DeduplicateFiles:
         log = ctx.path(rng.choice(["removed_files.csv", "dedup_log.csv", "cleanup_log.csv", "deleted.csv",
                                    f"{folder.rsplit('/', 1)[-1]}_cleanup.csv", "duplicates_removed.csv"]))
         mark_text = ", ".join(m[1] for m in marks)
+        ex_stem = flavor.slug(rng.choice([x for x in pool if x not in topics] or ["report"]))
         items = [
             V.one_phrase(rng, [
                 "files with [exactly the same|identical|byte-for-byte the same] content as another file are "
@@ -149,6 +150,14 @@ class DeduplicateFiles:
                 "[same content|same bytes], different name = duplicate: [the file without|whichever has none of] "
                 "{marks} [stays|is kept], [the others are deleted|delete the rest] (reason `{dw}`)",
             ], marks=mark_text, dw=dup_word),
+            V.one_phrase(rng, [
+                "[so|e.g.] `{c1}`, `{c2}` and `{plain}` with the same text [are one document|count as one]: "
+                "[keep|only keep] `{plain}`",
+                "[the|a] plain name wins over a marked copy (like `{plain}` over `{c1}`) when the [text|content] is "
+                "identical",
+                "",
+            ], plain=f"{ex_stem}.{exts[0]}", c1=f"{marks[0][0].format(b=ex_stem)}.{exts[0]}",
+                c2=f"{marks[-1][0].format(b=ex_stem)}.{exts[0]}"),
             V.one_phrase(rng, [
                 "drafts named {vd} are versions of one document: keep only the highest version and delete the "
                 "older ones, reason `{sw}`",
