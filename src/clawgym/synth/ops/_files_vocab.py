@@ -151,7 +151,7 @@ def timing(rng: random.Random) -> str:
     return expand(rng.choice(["", "", "[Ideally|If possible|Hopefully] {w}.", "[No rush, but|Would be great to have "
                               "it] {w}.", "[Need|Want] this {w}[, thanks|]."]), rng, w=rng.choice(
         [f"before {rng.choice(WEEKDAYS)}", f"by {rng.choice(WEEKDAYS)}", "before the end of the week",
-         "this afternoon", "today", "before my next shift", "before the accountant visits", "by tomorrow"]))
+         "this afternoon", "today", "before the weekend", "before the accountant visits", "by tomorrow"]))
 
 
 def date_text(rng: random.Random, d) -> str:

@@ -175,19 +175,23 @@ class BatchRename:
         ex = new_name(ex_d, rng.choice(EXAMPLE_PARTIES), rng.randint(1, 99))
         what_date = "YYYYMMDD (no dashes)" if compact else "YYYY-MM-DD"
         rule_items = [
-            expand("[the date, {pw} and number come from inside each file, not from its current name|"
+            V.phrase("[the date, {pw} and number come from inside each file, not from its current name|"
                    "[read|take] the date, {pw} and number from the [contents|text] of each file - the current "
                    "names are [unreliable|wrong half the time|not to be trusted]|[go by|use] what's written "
                    "inside each {doc}, [never|not] the old file name]", rng, pw=pword, doc=doc),
-            expand("the {pw} [part ]is [lowercase|all lower case] with hyphens [instead of|in place of|for] "
-                   "spaces [and no other punctuation|]", rng, pw=pword),
-            expand("{npat} is the {doc} number [padded|zero-padded] to {pad} digits", rng, npat=npat, doc=doc,
-                   pad=pad),
-            expand("the date [is written|goes in as|appears as] {wd}", rng, wd=what_date),
-            expand("[for example|e.g.|so one would look like|an example:] `{ex}`", rng, ex=ex),
+            V.phrase("[the {pw} [part ]is [lowercase|all lower case] with hyphens [instead of|in place of|for] "
+                   "spaces[ and no other punctuation|]|write the {pw} in lower case, spaces turned into hyphens|"
+                   "{pw}: the name as it appears in the file, lower-cased, with hyphens between the words]", rng,
+                   pw=pword),
+            V.phrase("[{npat} is the {doc} number [padded|zero-padded] to {pad} digits|pad the {doc} number with "
+                   "leading zeros to {pad} digits ({npat})|{npat} = the number, always {pad} digits]", rng,
+                   npat=npat, doc=doc, pad=pad),
+            V.phrase("[the date [is written|goes in as|appears as] {wd}|dates [as|in the form] {wd}, whatever "
+                   "format the file uses|[convert|normalise] every date to {wd}]", rng, wd=what_date),
+            V.phrase("[for example|e.g.|so one would look like|an example:] `{ex}`", rng, ex=ex),
         ]
         if skip_party:
-            rule_items.append(expand(
+            rule_items.append(V.phrase(
                 "[leave|don't touch|skip] the {plural} from {party} ([that account is [disputed|closed|under "
                 "review]|{who} [still has them|is checking them] under their current names|the [accountant|auditor] "
                 "already [has|references] them by [the|their] old names]): they keep their [current |]names and "

@@ -128,11 +128,12 @@ class OrganizeFiles:
         log = ctx.path(rng.choice(["moves_log.csv", "moved_files.csv", "file_moves.csv", "what_moved.csv",
                                    "sorting_log.csv", f"{folder.rsplit('/', 1)[-1].casefold()}_moves.csv"]))
         if rule == "type":
-            others = [V.phrase("{e} files [go |]to {f}/", rng, e=".jpg", f=types["photo"]),
+            to = "[{e} files [go |]to {f}/|{e} files belong in {f}/|put {e} files in {f}/|{e} -> {f}/]"
+            others = [V.phrase(to, rng, e=".jpg", f=types["photo"]),
                       V.phrase("the [other|remaining] {e} and {e2} files [go |]to {f}/", rng, e=".md", e2=".txt",
                                f=types["note"]),
-                      V.phrase("{e} files [go |]to {f}/", rng, e=".eml", f=types["mail"]),
-                      V.phrase("{e} files [go |]to {f}/", rng, e=".csv", f=types["sheet"])]
+                      V.phrase(to, rng, e=".eml", f=types["mail"]),
+                      V.phrase(to, rng, e=".csv", f=types["sheet"])]
             rng.shuffle(others)
             items = [V.phrase("[first: |]anything whose name starts with {bill} goes to {f}/[ (whatever its "
                               "extension)|, whatever the extension|]", rng, bill=bill, f=types["invoice"])] + others
