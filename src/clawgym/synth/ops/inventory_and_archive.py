@@ -183,7 +183,7 @@ class InventoryAndArchive:
                              V.mention(persona, rng, rng.choice(entries)["path"]), age, spec,
                              V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
         if rng.random() < 0.25:  # the terse register
-            crit = (V.phrase("its {col} in `{listing}` (ignore [disk times|the timestamps on disk])", rng,
+            crit = (V.phrase("its `{col}` value in `{listing}` (ignore [disk times|the timestamps on disk])", rng,
                              col=lh[1], listing=listing) if mode == "listing" else
                     V.phrase("the YYYY-MM-DD date [at the {pos} of|in] its name (ignore [disk times|the timestamps "
                              "on disk])", rng, pos="start" if date_pos == "start" else "end"))
