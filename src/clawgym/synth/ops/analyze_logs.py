@@ -10,6 +10,8 @@ import json
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand, requirements
+from clawgym.synth.ops import _files_vocab as V
 from clawgym.synth.ops.base import RECORDS, TABLE, Artifact, Check, OpContext, StepPlan, read, to_csv, write
 
 LEVEL_WEIGHTS = [("DEBUG", 10), ("INFO", 52), ("WARNING", 18), ("ERROR", 16), ("CRITICAL", 4)]
@@ -165,6 +167,81 @@ def _nginx(rng, day, voc, service):
     return "\n".join(lines) + "\n", entries
 
 
+SERVICES = {
+    "health": ["pharmacy-sync", "appointment-api", "lab-results-feed", "rota-app", "patient-portal"],
+    "education": ["gradebook-sync", "parent-portal", "homework-api", "timetable-app", "library-catalogue"],
+    "food": ["pos-bridge", "online-orders", "booking-widget", "stock-sync", "kitchen-display"],
+    "software": ["billing-api", "search-svc", "auth-gateway", "ingest-worker", "notifications"],
+    "finance": ["ledger-sync", "invoice-api", "bank-feed", "payroll-export", "expense-app"],
+    "farm": ["herd-tracker", "weather-station", "irrigation-ctl", "milk-robot-bridge", "feed-planner"],
+    "creative": ["print-shop", "gallery-site", "upload-api", "render-queue", "booking-page"],
+    "legal": ["case-portal", "docket-sync", "billing-export", "intake-form", "doc-review"],
+    "general": ["home-api", "photo-sync", "family-site", "backup-runner", "budget-app"],
+}
+DEVICES = {
+    "health": ["fridge-1", "fridge-2", "freezer-a", "infusion-pump-3", "door-sensor", "ups-main"],
+    "education": ["projector-12", "printer-staff", "door-hall", "boiler", "wifi-ap-3", "clock-gw"],
+    "food": ["walk-in-cooler", "freezer-2", "oven-combi", "dishwasher", "hood-fan", "till-1"],
+    "software": ["edge-gw", "ups-rack", "switch-core", "nas-01", "pdu-a", "sensor-hub"],
+    "finance": ["printer-3f", "ups-main", "door-vault", "nas-backup", "router-1", "hvac-2"],
+    "farm": ["barn-temp", "water-trough", "milking-robot", "silo-level", "gate-north", "pump-well"],
+    "creative": ["kiln-1", "printer-a3", "nas-studio", "dehumidifier", "light-rig", "ups-desk"],
+    "legal": ["scanner-1", "printer-2f", "door-records", "nas-01", "router-main", "shredder-bin"],
+    "general": ["thermostat", "router", "nas", "garage-door", "printer", "solar-inverter"],
+}
+
+
+def _jsonl_log(rng, day, voc, service):
+    """The app log as JSON lines (one object per entry; a stack trace in an "exc" field)."""
+    text, entries = _app_log(rng, day, voc, service)
+    out = []
+    blocks: list[list[str]] = []
+    for line in text.splitlines():
+        if line[:4].isdigit() and line[4:5] == "-":
+            blocks.append([line])
+        else:
+            blocks[-1].append(line)
+    keys = rng.choice([("ts", "level", "logger", "msg"), ("time", "severity", "component", "message"),
+                       ("timestamp", "lvl", "module", "text")])
+    for block, e in zip(blocks, entries):
+        head = block[0]
+        msg = head.split("] ", 1)[1] if "] " in head else head
+        if ": " in msg and head.find("[") > 0 and head[24:25] == "[":
+            msg = msg.split(": ", 1)[1]
+        obj = {keys[0]: e["time"].strftime("%Y-%m-%dT%H:%M:%S.") + f"{e['time'].microsecond // 1000:03d}Z",
+               keys[1]: e["level"], keys[2]: e["group"], keys[3]: msg}
+        if len(block) > 1:
+            obj["exc"] = "\n".join(block[1:])
+        out.append(json.dumps(obj))
+    return "\n".join(out) + "\n", entries
+
+
+def _logfmt(rng, day, voc, service, dom="general"):
+    """A device gateway's logfmt log: ts=... level=... device=... msg="..."."""
+    devices = rng.sample(DEVICES.get(dom, DEVICES["general"]), k=rng.randint(4, 6))
+    n = rng.randint(50, 110)
+    times = _times(rng, day, n)
+    lines, entries = [], []
+    levels = [("debug", 8), ("info", 52), ("warn", 18), ("error", 17), ("fatal", 5)]
+    for i, t in enumerate(times):
+        dev = rng.choice(devices)
+        level = "info" if i in (0, len(times) - 1) else _weighted(rng, levels)
+        msg = {
+            "debug": rng.choice(["poll ok", f"rssi=-{rng.randint(40, 90)}dBm", "keepalive"]),
+            "info": rng.choice([f"reading {rng.randint(2, 40)}.{rng.randint(0, 9)}", "online", "reconnected",
+                                f"battery {rng.randint(40, 100)}%", "recovered after earlier error"]),
+            "warn": rng.choice([f"reading out of range ({rng.randint(9, 14)}.{rng.randint(0, 9)})", "slow response",
+                                f"battery {rng.randint(5, 19)}%", "retrying upload"]),
+            "error": rng.choice(["no response after 3 retries", "checksum mismatch", "upload failed: HTTP 503",
+                                 f"sensor fault code E{rng.randint(10, 99)}"]),
+            "fatal": rng.choice(["device offline", "firmware crash, rebooting"]),
+        }[level]
+        ts = t.strftime("%Y-%m-%dT%H:%M:%SZ")
+        lines.append(f'ts={ts} level={level} device={dev} gw={service} msg="{msg}"')
+        entries.append({"time": t.replace(microsecond=0), "level": level, "group": dev})
+    return "\n".join(lines) + "\n", entries
+
+
 def _fmt(t: dt.datetime) -> str:
     return t.strftime("%Y-%m-%d %H:%M:%S")
 
@@ -177,32 +254,71 @@ class AnalyzeLogs:
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
         rng = ctx.rng
-        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
-        service = flavor.slug(rng.choice(voc["projects"])).replace("_", "-")
-        day = flavor.date_in(rng, 2026)
-        kind = rng.choice(["app", "nginx", "syslog"])
-        maker = {"app": _app_log, "nginx": _nginx, "syslog": _syslog}[kind]
+        persona = ctx.persona
+        voc = flavor.vocab(persona.domain, persona.occupation)
+        dom = V.domain(persona)
+        service = rng.choice([flavor.slug(rng.choice(voc["projects"])).replace("_", "-"),
+                              rng.choice(SERVICES.get(dom, SERVICES["general"]))])
+        day = flavor.date_in(rng, rng.choice([2025, 2026, 2026]))
+        kind = rng.choice(["app", "nginx", "syslog", "jsonl", "logfmt"])
+        if kind == "logfmt":
+            def maker(r, d, v, s):
+                return _logfmt(r, d, v, s, dom)
+        else:
+            maker = {"app": _app_log, "nginx": _nginx, "syslog": _syslog, "jsonl": _jsonl_log}[kind]
 
         def is_err(e):
-            return int(e["level"]) >= 500 if kind == "nginx" else e["level"] in ERROR_LEVELS
+            if kind == "nginx":
+                return int(e["level"]) >= 500
+            if kind == "logfmt":
+                return e["level"] in ("error", "fatal")
+            return e["level"] in ERROR_LEVELS
 
         while True:  # a log without a single error would make an empty report
             text, entries = maker(rng, day, voc, service)
             if any(is_err(e) for e in entries):
                 break
-        if kind == "app":
-            log = ctx.path(rng.choice([f"logs/{service}.log", "logs/app.log", f"{service}-{day.isoformat()}.log"]))
+        # the persona's exception: one source whose lines do not count at all (a test instance, a known-noisy
+        # probe); only when others have errors too
+        err_groups = sorted({e["group"] for e in entries if is_err(e)})
+        excluded = None
+        if len(err_groups) >= 2 and rng.random() < 0.3:
+            excluded = rng.choice(err_groups)
+            entries = [e for e in entries if e["group"] != excluded]
+        ext = {"jsonl": "jsonl", "logfmt": "log"}.get(kind, "log")
+        ldir = rng.choice(["logs", "logs", "log", "var/log", "incident", f"{service}_logs", "support"])
+        if kind in ("app", "jsonl"):
+            log = ctx.path(rng.choice([f"{ldir}/{service}.{ext}", f"{ldir}/app.{ext}",
+                                       f"{service}-{day.isoformat()}.{ext}", f"{ldir}/{service}-{day:%Y%m%d}.{ext}"]))
             group, unit, levels_key, total_key = "component", "entries", "by_level", "total_entries"
-            err_def = "an error is any ERROR or CRITICAL entry (stack-trace lines belong to the entry above them)"
+            if kind == "jsonl":
+                jkeys = list(json.loads(text.split("\n", 1)[0]))
+                group = jkeys[2]
+                err_def = V.phrase("[one JSON object per line|each line is one JSON object]; an error is any entry whose `{lk}` "
+                                   "is ERROR or CRITICAL, and the {g} is the `{g}` field", rng, lk=jkeys[1], g=group)
+            else:
+                err_def = V.phrase("an error is any ERROR or CRITICAL entry (stack-trace lines belong to the entry "
+                                   "[above|before] them[ and are not entries themselves|])", rng)
         elif kind == "nginx":
-            log = ctx.path(rng.choice(["logs/access.log", "nginx/access.log", f"logs/{service}_access.log"]))
+            log = ctx.path(rng.choice([f"{ldir}/access.log", "nginx/access.log", f"{ldir}/{service}_access.log",
+                                       f"{ldir}/access-{day:%Y%m%d}.log"]))
             group, unit, levels_key, total_key = "endpoint", "requests", "by_status", "total_requests"
-            err_def = "an error is any response with a 5xx status; the endpoint is the path without its query string"
-        else:
-            log = ctx.path(rng.choice(["logs/syslog", "logs/messages.log", "var/log/syslog"]))
+            err_def = V.phrase("an error is any response with a 5xx status; the endpoint is the path without its "
+                               "query string", rng)
+        elif kind == "syslog":
+            log = ctx.path(rng.choice([f"{ldir}/syslog", f"{ldir}/messages.log", "var/log/syslog",
+                                       f"{ldir}/{service}.syslog"]))
             group, unit, levels_key, total_key = "service", "entries", "by_level", "total_entries"
-            err_def = (f"the log is from {day.year}; the level is the bracketed tag after the service name, and an "
-                       "error is any ERROR or CRITICAL entry")
+            err_def = V.phrase("the log is from {y}; the level is the bracketed tag after the service name, and an "
+                               "error is any ERROR or CRITICAL entry", rng, y=day.year)
+        else:
+            log = ctx.path(rng.choice([f"{ldir}/{service}.log", f"{ldir}/gateway.log", f"{ldir}/devices.log",
+                                       f"{service}-{day:%Y%m%d}.log"]))
+            group, unit, levels_key, total_key = "device", "entries", "by_level", "total_entries"
+            err_def = V.phrase("the format is logfmt (key=value); an error is any line with level=error or "
+                               "level=fatal, and the device is the device= field", rng)
+            if rng.random() < 0.5:
+                group = "sensor"
         errors = [e for e in entries if is_err(e)]
         by_level: dict[str, int] = {}
         for e in entries:
@@ -211,51 +327,136 @@ class AnalyzeLogs:
         for e in errors:
             per.setdefault(e["group"], []).append(e["time"])
         breakdown = sorted(per.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-        top_n = min(len(breakdown), rng.choice([3, 3, 5]))
+        top_n = min(len(breakdown), rng.choice([2, 3, 3, 4, 5]))
         top = [g for g, _ in breakdown[:top_n]]
         total = len(entries)
         rate = round(100.0 * len(errors) / total, 1)
+        count_key = rng.choice(["error_count", "error_count", "errors_total", "n_errors"])
+        rate_key = rng.choice(["error_rate", "error_rate", "error_pct", "error_percent"])
+        first_key, last_key = rng.choice([("first_error", "last_error"), ("first_error_at", "last_error_at"),
+                                          ("earliest_error", "latest_error")])
+        errs_col = rng.choice(["errors", "errors", "error_count", "count"])
+        tsfmt = rng.choice(["YYYY-MM-DD HH:MM:SS", "YYYY-MM-DD HH:MM:SS", "YYYY-MM-DDTHH:MM:SS"])
         first, last = _fmt(errors[0]["time"]), _fmt(errors[-1]["time"])
-        summary = {total_key: total, levels_key: dict(sorted(by_level.items())), "error_count": len(errors),
-                   "error_rate": rate, "first_error": first, "last_error": last, f"top_{group}s": top}
-        header = [group, "errors", "first_error", "last_error"]
+        top_key = f"top_{group}s"
+        summary = {total_key: total, levels_key: dict(sorted(by_level.items())), count_key: len(errors),
+                   rate_key: rate, first_key: first, last_key: last, top_key: top}
+        header = [group, errs_col, first_key, last_key]
         rows = [[g, str(len(ts)), _fmt(min(ts)), _fmt(max(ts))] for g, ts in breakdown]
 
-        base = {"app": "errors", "nginx": "http_errors", "syslog": "syslog_errors"}[kind]
-        out_json = ctx.path(rng.choice([f"reports/{base}_summary.json", "reports/log_summary.json", f"{base}_summary.json"]))
-        out_csv = ctx.path(rng.choice([f"reports/{base}_by_{group}.csv", f"reports/{group}_errors.csv", f"{base}_by_{group}.csv"]))
-        what = {"app": "application log", "nginx": "nginx access log", "syslog": "syslog"}[kind]
-        lv = "status code (keys are the codes as strings)" if kind == "nginx" else "level"
-        spec = (f"`{out_json}` must be a JSON object with: `{total_key}` (number of {unit}), `{levels_key}` (count per "
-                f"{lv}), `error_count`, `error_rate` (errors as a percentage of all {unit}, one decimal, e.g. 12.5), "
-                f"`first_error` and `last_error` (timestamps as YYYY-MM-DD HH:MM:SS), and `top_{group}s` (the {top_n} "
-                f"{group}s with the most errors, most first, ties alphabetical). `{out_csv}` must have the columns "
-                f"{', '.join(header)} with one row per {group} that had at least one error, sorted by errors "
-                f"(descending), then by {group}.")
-        instruction = rng.choice([
-            f"Something went wrong with {service} on {day.strftime('%B %d')}. Please go through the {what} `{log}` "
-            f"and summarise the errors ({err_def}). {spec}",
-            f"Can you analyse `{log}` (our {what})? I need an error summary and a per-{group} breakdown; {err_def}. "
-            f"{spec}",
-            f"I have to write up the {service} incident. From the {what} at `{log}`, count the errors ({err_def}) "
-            f"and write two files. {spec}",
-        ])
+        base = {"app": "errors", "jsonl": "errors", "nginx": "http_errors", "syslog": "syslog_errors",
+                "logfmt": "device_errors"}[kind]
+        rdir = rng.choice(["reports", "reports", "analysis", "incident_notes", ""])
+        pre = f"{rdir}/" if rdir else ""
+        out_json = ctx.path(rng.choice([f"{pre}{base}_summary.json", f"{pre}log_summary.json",
+                                        f"{pre}{service}_{day:%Y%m%d}_summary.json", f"{pre}error_stats.json"]))
+        out_csv = ctx.path(rng.choice([f"{pre}{base}_by_{group}.csv", f"{pre}{group}_errors.csv",
+                                       f"{pre}errors_per_{group}.csv", f"{pre}{service}_{group}_breakdown.csv"]))
+        what = {"app": "application log", "jsonl": "JSON-lines application log", "nginx": "nginx access log",
+                "syslog": "syslog", "logfmt": "device gateway log"}[kind]
+        lv = "status code, keys are the codes as strings" if kind == "nginx" else "level, spelled as in the log"
+        if excluded is not None:
+            why = V.one_phrase(rng, [
+                "that's [the|our] [test|staging] [instance|box|setup]",
+                "[it's|that one is] a known-noisy [probe|monitor|check] [we're replacing|I already reported]",
+                "{who} [was testing|was poking at] it that day",
+            ], who=flavor.person(rng).split()[0])
+            excl_sent = V.one(rng, [
+                "[Ignore|Leave out|Skip] every {u} {fr} {g} `{x}` ({why}): [it doesn't count anywhere|none of it "
+                "counts], not even in the totals.",
+                "One thing: {u}s {fr} {g} `{x}` [don't count at all|are out of scope] - {why} - so leave them out "
+                "of [every number|all the counts], totals included.",
+            ], u="request" if kind == "nginx" else "line", fr="to" if kind == "nginx" else "from",
+                g=group, x=excluded, why=why)
+        else:
+            excl_sent = ""
+        spec_items = [
+            V.one_phrase(rng, ["`{tk}` (number of {unit})", "`{tk}`: how many {unit} [the log has|there are|in "
+                               "total]", "`{tk}` = the total count of {unit}"], tk=total_key, unit=unit),
+            V.one_phrase(rng, ["`{lk}` (count per {lv})", "`{lk}`: an object mapping each {lv0} to its count{lvx}",
+                               "`{lk}` = {{lv0}: count}{lvx}"], lk=levels_key, lv=lv, lv0=lv.split(",")[0],
+                         lvx="" if "," not in lv else " (" + lv.split(", ", 1)[1] + ")"),
+            V.one_phrase(rng, ["`{ck}` (the number of errors)", "`{ck}`: how many errors", "`{ck}` = error total"],
+                         ck=count_key),
+            V.one_phrase(rng, ["`{rk}` (errors as a percentage of all {unit}, one decimal, e.g. {ex})",
+                               "`{rk}`: errors / all {unit} x 100, rounded to one decimal (like {ex})",
+                               "`{rk}` = error share in percent with one decimal place (e.g. {ex})"], rk=rate_key,
+                         unit=unit, ex=rng.choice(["12.5", "7.3", "20.0", "4.8", "9.1", "15.6"])),
+            V.one_phrase(rng, ["`{fk}` and `{lk2}` (timestamps as {fmt})",
+                               "`{fk}` / `{lk2}`: when the first and the last error happened, as {fmt}",
+                               "the [earliest|first] and [latest|last] error times in `{fk}` and `{lk2}` ({fmt})"],
+                         fk=first_key, lk2=last_key, fmt=tsfmt),
+            V.one_phrase(rng, ["`{tk}` (the {n} {g}s with the most errors, most first, ties alphabetical)",
+                               "`{tk}`: a list of the top {n} {g}s by error count (ties in alphabetical order)",
+                               "`{tk}` = the {n} worst {g}s, most errors first, alphabetical on ties"],
+                         tk=top_key, n=top_n, g=group),
+        ]
+        lead = expand("`{p}` [must be|should be|is to be] a JSON object with[:| these keys:]", rng, p=out_json)
+        json_spec = requirements(rng, spec_items, lead=lead, fixed_order=rng.random() < 0.5,
+                                 style=rng.choice(["sentence", "sentence", "bullets", "numbered"]))
+        if rng.random() < 0.3:  # the shape as a skeleton instead of prose
+            lk0 = "500" if kind == "nginx" else {"logfmt": "error"}.get(kind, "ERROR")
+            skel = (f'{{"{total_key}": <int>, "{levels_key}": {{"{lk0}": <int>, ...}}, "{count_key}": <int>, '
+                    f'"{rate_key}": <percent, 1 decimal>, "{first_key}": "<{tsfmt}>", "{last_key}": "<{tsfmt}>", '
+                    f'"{top_key}": [<top {top_n} {group}s, most errors first, ties alphabetical>]}}')
+            json_spec = V.one(rng, [
+                "`{p}` should look like this:\n{skel}\n[({lv_note})|where the {lk} keys are each {lv0} as it "
+                "appears in the log]",
+                "[Shape of|Format for] `{p}`: {skel} - {lk} counts [every|each] {lv0}{lv_x}.",
+            ], p=out_json, skel=skel, lk=levels_key, lv0=lv.split(",")[0], lv_note=f"{levels_key}: count per {lv}",
+                lv_x="" if "," not in lv else " (" + lv.split(", ", 1)[1] + ")")
+        csv_spec = V.one(rng, [
+            "`{csv}` must have the columns {cols} with one row per {g} that had at least one error, sorted by {e} "
+            "(descending), then by {g}.",
+            "[For|In] `{csv}`: columns {cols}, a row for [each|every] {g} with at least one error, [ordered|sorted] "
+            "by {e} [from most to fewest|high to low|descending] and then by {g} name.",
+            "[Also|Then] write `{csv}` ({cols}) - one row per {g} [that had|with] errors, [most errors first|sorted "
+            "by {e} descending], ties by {g}.",
+        ], csv=out_csv, cols=", ".join(header), g=group, e=errs_col)
+        head = V.one(rng, [
+            "Something went wrong with {service} on {date}. [Please|Could you] go through the {what} `{log}` and "
+            "summarise the errors ({err_def}).",
+            "Can you analyse `{log}` (our {what})? I need an error summary and a per-{g} breakdown; {err_def}.",
+            "I have to write up the {service} incident [from|of] {date}. From the {what} at `{log}`, count the "
+            "errors ({err_def}) and write two files.",
+            "[{service} has been [flaky|acting up|throwing errors] since {date}|{service} [fell over|fell over "
+            "twice|threw errors] on {date}][ and {who} [noticed|complained]|]. `{log}` is the {what}; {err_def}. "
+            "[Can you|Could you] [summarise|break down] [what failed|the errors]?",
+            "[Quick|Small] [log job|analysis job]: `{log}` ({what} of {service}, {date}). {ed_cap}.",
+            "[Users|People|{who}] [reported|noticed] [failures|errors|problems] [with|in] {service} on {date}. "
+            "[Here's|I saved] the {what}: `{log}` ({err_def}).",
+            "[For the post-mortem|For my incident notes|For the weekly report] I [need|want] [stats|numbers] from "
+            "`{log}`, the {what} of {service} ({date}). {ed_cap}.",
+        ], service=service, date=V.day_text(rng, day), what=what, log=log, err_def=err_def, g=group,
+            who=flavor.person(rng).split()[0], ed_cap=err_def[:1].upper() + err_def[1:])
+        hint = V.one(rng, ["", "", "", "[I think|My guess is] it started [after|around] the [deploy|update|"
+                           "power cut|router swap|config change] [that morning|at lunchtime|the night before].",
+                           "[Don't bother|No need] [fixing anything|to fix anything] yet, I just need the numbers."])
+        tail = [json_spec, csv_spec]
+        if rng.random() < 0.3:
+            tail.reverse()
+        counts = V.one(rng, ["", "", "[The log has|It's] {n} lines[ long|].", "[It covers|The log covers] "
+                             "{t0} to {t1}.", "{g}s [in it|involved]: {gs}."],
+                       n=len(text.splitlines()), t0=entries[0]["time"].strftime("%H:%M"),
+                       t1=entries[-1]["time"].strftime("%H:%M"), g=group.capitalize(),
+                       gs=V.listing(sorted({e["group"] for e in entries})[:6]))
+        instruction = V.glue(head, V.story(persona, rng, "logs", 0.5), counts, excl_sent, hint, *tail, V.timing(rng))
         checks = [
             Check("totals_by_level", "sys_json_matches", {"path": out_json, "expected": {
                 total_key: total, levels_key: summary[levels_key]}}),
             Check("error_window", "sys_json_matches", {"path": out_json, "tol": 0.06, "expected": {
-                "error_count": len(errors), "error_rate": rate, "first_error": first, "last_error": last}}),
-            Check(f"top_{group}s", "sys_json_matches", {"path": out_json, "expected": {f"top_{group}s": top}}),
+                count_key: len(errors), rate_key: rate, first_key: first, last_key: last}}),
+            Check(f"top_{group}s", "sys_json_matches", {"path": out_json, "expected": {top_key: top}}),
             Check(f"errors_by_{group}", "sys_table_rows", {"path": out_csv, "header": header, "rows": rows}),
             Check("breakdown_sorted", "sys_table_rows", {"path": out_csv, "header": header[:2],
                                                           "rows": [r[:2] for r in rows], "ordered": True}),
         ]
         # partial: counts right, but errors spotted by grepping for "error" (traces, INFO lines) and half a table
         wrong = dict(summary)
-        wrong["error_count"] = len(errors) + sum(1 for line in text.splitlines() if "rror" in line) // 2 + 1
-        wrong["first_error"], wrong["last_error"] = _fmt(entries[0]["time"]), _fmt(entries[-1]["time"])
+        wrong[count_key] = len(errors) + sum(1 for line in text.splitlines() if "rror" in line) // 2 + 1
+        wrong[first_key], wrong[last_key] = _fmt(entries[0]["time"]), _fmt(entries[-1]["time"])
         half = rows[: max(1, len(rows) // 2)][::-1]
-        records = [{group: r[0], "errors": int(r[1]), "first_error": r[2], "last_error": r[3]} for r in rows]
+        records = [{group: r[0], errs_col: int(r[1]), first_key: r[2], last_key: r[3]} for r in rows]
         return StepPlan(
             operation=self.id,
             instruction=instruction,
@@ -265,9 +466,9 @@ class AnalyzeLogs:
             partial=[write(out_json, json.dumps(wrong, indent=2) + "\n"), write(out_csv, to_csv(header, half))],
             outputs=[
                 Artifact(out_csv, TABLE, {"header": header, "rows": rows}, f"the per-{group} error breakdown ({out_csv})",
-                         roles={"group": group, "value": "errors", "date": "last_error", "name": group}),
+                         roles={"group": group, "value": errs_col, "date": last_key, "name": group}),
                 Artifact(out_csv, RECORDS, records, f"the per-{group} error breakdown ({out_csv})",
-                         roles={"group": group, "value": "errors", "date": "last_error", "name": group}),
+                         roles={"group": group, "value": errs_col, "date": last_key, "name": group}),
             ],
             summary=f"summarise errors in {log}",
             fingerprint=hashlib.sha256(text.encode()).hexdigest()[:16],

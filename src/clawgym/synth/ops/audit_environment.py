@@ -9,6 +9,8 @@ import json
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand
+from clawgym.synth.ops import _files_vocab as V
 from clawgym.synth.ops.base import DOCUMENT, RECORDS, Artifact, Check, OpContext, StepPlan, ls, read, write
 
 MIN_VERSIONS = {"openssl": "3.0.13", "sudo": "1.9.13", "curl": "7.88.1", "nginx": "1.22.1", "samba": "4.17.12",
@@ -23,9 +25,9 @@ RULES = {
     "SSH-1": ("SSH hardening", "In `etc/ssh/sshd_config`, `PermitRootLogin`, `PasswordAuthentication` and "
               "`X11Forwarding` must each be set to `no` (the active, uncommented line counts). Item: the directive name."),
     "PKG-1": ("Patched packages", "These packages must be at least the listed upstream version (the part before the "
-              "first `-` in `packages.txt`): {mins}. Item: the package name."),
+              "first `-` in `{pkg}`): {mins}. Item: the package name."),
     "PKG-2": ("Forbidden packages", "None of these may be installed: {banned}. Item: the package name."),
-    "DISK-1": ("Disk headroom", "No filesystem in `df.txt` may be {pct}% full or more (tmpfs excluded). Item: the mount "
+    "DISK-1": ("Disk headroom", "No filesystem in `{df}` may be {pct}% full or more (tmpfs excluded). Item: the mount "
                "point."),
     "ACC-1": ("Single superuser", "Only `root` may have UID 0 in `etc/passwd`. Item: the user name."),
     "ACC-2": ("Approved shell users", "Only these accounts may have a login shell (anything other than "
@@ -53,6 +55,26 @@ FIXES = {
                                                                             "checksum", "remove", "pin"]),
     "SVC-1": ("add `User=` with a dedicated service account", ["user="]),
     "SVC-2": ("add `Restart=on-failure`", ["restart="]),
+}
+
+
+HOSTS = {
+    "health": ["clinic-srv", "surgery-nas", "ward-pc", "pharmacy-box"],
+    "education": ["school-nas", "staffroom-pc", "lab-server", "library-box"],
+    "food": ["till-server", "kitchen-pi", "office-nas", "pos-gw"],
+    "software": ["build-01", "ci-runner", "staging-vm", "edge-gw"],
+    "finance": ["ledger-srv", "office-nas", "backup-box", "vpn-gw"],
+    "farm": ["barn-pi", "farm-nas", "dairy-gw", "shed-server"],
+    "creative": ["studio-nas", "render-box", "edit-suite", "media-srv"],
+    "legal": ["chambers-nas", "docs-srv", "office-box", "records-pc"],
+    "general": ["homeserver", "family-nas", "media-box", "pi-hole"],
+}
+SERVER_WORDS = {
+    "health": ["clinic server", "practice NAS"], "education": ["school server", "department NAS"],
+    "food": ["restaurant back-office box", "till server"], "software": ["build box", "staging server"],
+    "finance": ["office file server", "backup server"], "farm": ["farm office PC", "barn Raspberry Pi"],
+    "creative": ["studio NAS", "render box"], "legal": ["chambers file server", "office server"],
+    "general": ["home server", "family NAS"],
 }
 
 
@@ -97,66 +119,139 @@ class AuditEnvironment:
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
         rng = ctx.rng
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
-        host = rng.choice(["nas01", "homeserver", "clinic-srv", "office-box", "pi-gateway", "studio-nas", "lab-01"])
-        root = ctx.path(rng.choice([f"snapshot_{host}", f"audit/{host}", f"{host}_snapshot"]))
+        persona = ctx.persona
+        dom = V.domain(persona)
+        host = rng.choice(HOSTS.get(dom, HOSTS["general"]) + ["nas01", "homeserver", "office-box", "pi-gateway",
+                                                                 "lab-01", f"{persona.name.split()[0].casefold()}-pc"])
+        host = "".join(c for c in host if c.isalnum() or c in "-_") or "host01"
+        root = ctx.path(rng.choice([f"snapshot_{host}", f"audit/{host}", f"{host}_snapshot", f"dumps/{host}",
+                                    f"{host}_{rng.choice(['2025', '2026'])}", f"state_{host}"]))
+        scheme = rng.choice(["orig", "orig", "R", "SEC", "POL"])
         while True:
             rules = sorted(rng.sample(list(RULES), k=rng.randint(4, 6)), key=list(RULES).index)
             data = self._snapshot(rng, voc, rules)
             violations = self._evaluate(rules, data)
             if len(violations) >= 3 and len({v["rule"] for v in violations}) >= 2:
                 break
+        ids = {r: (r if scheme == "orig" else f"R{i}" if scheme == "R" else f"{scheme}-{i:02d}")
+               for i, r in enumerate(rules, start=1)}
+        data["ids"] = ids
+        data["policy_file"] = rng.choice(["policy.md", "policy.md", "baseline.md", "hardening_policy.md",
+                                          "security_policy.md", "POLICY.md"])
+        data["policy_title"] = rng.choice(["Server policy", "Security baseline", "Hardening rules", "House rules"])
+        data["pkg_file"] = rng.choice(["packages.txt", "packages.txt", "dpkg_list.txt", "installed.txt"])
+        data["df_file"] = rng.choice(["df.txt", "df.txt", "df_h.txt", "disk_usage.txt"])
+        # the persona's exception: a written waiver for one finding (not to be reported), when enough remain
+        waiver = None
+        if len(violations) >= 4 and rng.random() < 0.3:
+            cand = rng.choice(violations)
+            rest = [v for v in violations if v is not cand]
+            if len({v["rule"] for v in rest}) >= 2:
+                waiver, violations = cand, rest
+        for v in violations:
+            v["rule_id"] = ids[v["rule"]]
         files = self._files(root, host, rules, data)
-        policy_path = f"{root}/policy.md"
-        out_json = ctx.path(rng.choice(["audit/findings.json", f"audit_{host}.json", "reports/audit_findings.json"]))
-        out_md = ctx.path(rng.choice(["audit/report.md", f"audit_{host}.md", "reports/audit_report.md"]))
-        what = rng.choice(["home server", "small office server", "NAS", "cupboard server"])
-        instruction = rng.choice([
-            f"I took a snapshot of our {what} ({host}) into `{root}/`. Please audit it against the rules in "
-            f"`{policy_path}`: write every violation to `{out_json}` as a JSON list of objects with the keys "
-            f"`rule` (the rule id), `item` (in the format the policy gives for that rule) and `detail`, and write a "
-            f"readable report with a recommended fix for each violation to `{out_md}`. Only report what the policy "
-            "actually forbids.",
-            f"Can you check `{root}/` (a dump of {host}'s config) for policy violations? The rules are in "
-            f"`{policy_path}`. I need `{out_json}` - a JSON array, one object per violation with `rule`, `item` "
-            f"(formatted as the policy says) and `detail` - plus a short markdown report `{out_md}` that lists the "
-            "findings by rule and says how to fix each one. No false alarms please.",
-            f"Audit time. `{policy_path}` is our policy and the rest of `{root}/` is the current state of {host}. "
-            f"List each violation in `{out_json}` (JSON list of {{\"rule\", \"item\", \"detail\"}}; item format per the "
-            f"policy) and summarise them with recommended fixes in `{out_md}`. Things the policy doesn't cover are "
-            "not violations.",
-        ])
-        expected = [{"rule": v["rule"], "item": v["item"]} for v in violations]
+        policy_path = f"{root}/{data['policy_file']}"
+        out_json = ctx.path(rng.choice(["audit/findings.json", f"audit_{host}.json", "reports/audit_findings.json",
+                                        f"findings_{host}.json", "audit/violations.json"]))
+        out_md = ctx.path(rng.choice(["audit/report.md", f"audit_{host}.md", "reports/audit_report.md",
+                                      f"{host}_audit.md", "audit/summary.md"]))
+        k_rule, k_item, k_detail = rng.choice([("rule", "item", "detail"), ("rule_id", "item", "detail"),
+                                               ("rule", "subject", "evidence"), ("policy_rule", "target", "why"),
+                                               ("rule", "object", "details")])
+        what = rng.choice(SERVER_WORDS.get(dom, SERVER_WORDS["general"]) + ["home server", "NAS", "cupboard server"])
+        fmt = V.one_phrase(rng, ["a JSON [list|array] of objects with the keys `{r}` (the rule id), `{i}` (in the "
+                                 "format the policy gives for that rule) and `{d}`",
+                                 "a JSON array, one object per violation with `{r}`, `{i}` (formatted as the "
+                                 "policy says) and `{d}`",
+                                 "a JSON list of {\"{r}\", \"{i}\", \"{d}\"} objects, `{i}` formatted per the "
+                                 "policy"], r=k_rule, i=k_item, d=k_detail)
+        head = V.one(rng, [
+            "I took a snapshot of our {what} ({host}) into `{root}/`. Please audit it against the rules in "
+            "`{policy}`.",
+            "Can you check `{root}/` (a dump of {host}'s config) for policy violations? The rules are in "
+            "`{policy}`.",
+            "Audit time. `{policy}` is our policy and the rest of `{root}/` is the current state of {host}.",
+            "[{who} asked me to|I promised {who} I'd|I need to] [check|audit] {host}, our {what}, against "
+            "`{policy}`. [The snapshot is in|Everything I pulled off it is in|I dumped its config into] "
+            "`{root}/`.",
+            "[Before the [insurance|IT|security] review|Ahead of the [annual|quarterly] check], [could you|can "
+            "you|please] [go over|review] the {what} snapshot in `{root}/` [against|with] `{policy}`?",
+            "Is {host} [compliant|following our rules]? [Its config|A copy of its config] is in `{root}/` and "
+            "the rules are [in|written down in] `{policy}`.",
+            "[Security check|Compliance check|Hardening review] [for|of] {host} (our {what}): [snapshot|dump] in "
+            "`{root}/`, [rules|policy] in `{policy}`.",
+        ], what=what, host=host, root=root, policy=policy_path, who=flavor.person(rng).split()[0])
+        items = [
+            V.phrase("[write every violation to|list every violation in|put every violation in] `{j}` as {fmt}", rng,
+                     j=out_json, fmt=fmt),
+            V.phrase("[write|add] a [readable|short markdown|plain] report `{m}` that [lists|groups] the findings "
+                     "by rule and [gives a recommended fix for each|says how to fix each one|recommends a fix for "
+                     "each]", rng, m=out_md),
+            V.one_phrase(rng, ["only report what the policy actually forbids",
+                               "no false alarms[ please|]: things the policy doesn't cover are not violations",
+                               "[anything|whatever] the policy doesn't mention is not a violation"]),
+        ]
+        if waiver is not None:
+            items.append(V.phrase("{item} has a [written|signed] waiver [from {who}|until {until}] under {rid} - "
+                                  "[don't report it|leave it out of the findings and the report|it is not a "
+                                  "violation]", rng, item=f"`{waiver['item']}`", who=flavor.person(rng),
+                                  until=V.date_text(rng, flavor.date_in(rng, 2027)), rid=ids[waiver["rule"]]))
+        reqs = V.requirements_text(rng, items, rng.choice(["", "[What I need:|Deliverables:|Please:]"]))
+        n_cron = len(data["crontabs"])
+        n_units = len(data["units"])
+        hint = V.one(rng, ["", "The policy has {k} rules.", "[In the snapshot:|It contains] sshd_config, passwd, "
+                           "`{pkg}`, `{df}`, {nc} crontab{s1} and {nu} systemd units.", "[It's|The snapshot is] "
+                           "[{nu} units, {nc} crontab{s1}|the usual: configs, packages, disks, users, cron jobs] "
+                           "[and|plus] a policy with {k} rules."],
+                     k=len(rules), pkg=data["pkg_file"], df=data["df_file"], nc=n_cron, nu=n_units,
+                     s1="" if n_cron == 1 else "s")
+        instruction = V.glue(head, V.story(persona, rng, "audit"), hint,
+                             V.mention(persona, rng, rng.choice(files).path, 0.3), reqs, V.aside(persona, rng, f"`{root}/`"),
+                             V.timing(rng))
+        if rng.random() < 0.25:  # the terse register
+            wv = V.phrase(" Waived: `{i}` under {rid} - not a finding.", rng, i=waiver["item"],
+                          rid=ids[waiver["rule"]]) if waiver is not None else ""
+            instruction = V.glue(expand(
+                "[Audit|Check] `{root}/` ({host}) against `{policy}`. Findings -> `{j}` ({fmt}); report with a "
+                "fix per finding -> `{m}`. [Policy rules only, no false alarms.|Nothing outside the policy counts.]"
+                "{wv}", rng, root=root, host=host, policy=policy_path, j=out_json, fmt=fmt, m=out_md, wv=wv),
+                V.timing(rng))
+        expected = [{k_rule: v["rule_id"], k_item: v["item"]} for v in violations]
         mentions = [v["mention"] for v in violations]
         violated = sorted({v["rule"] for v in violations}, key=list(RULES).index)
         # the report counts as far as the findings it reports are right: the policy itself (it names every rule,
         # fix and forbidden item) copied to the report's path is no report of this server
-        found = Check("", "sys_findings", {"path": out_json, "expected": expected})
+        fields = [k_rule, k_item]
+        found = Check("", "sys_findings", {"path": out_json, "expected": expected, "fields": fields})
         checks = [
-            Check("violations_found", "sys_findings", {"path": out_json, "expected": expected}),
-            Check("no_false_alarms", "sys_findings", {"path": out_json, "expected": expected, "mode": "precision"}),
+            Check("violations_found", "sys_findings", {"path": out_json, "expected": expected, "fields": fields}),
+            Check("no_false_alarms", "sys_findings", {"path": out_json, "expected": expected, "mode": "precision",
+                                                      "fields": fields}),
             Check("report_covers_findings", "gated", parts=[
                 Check("", "sys_text_any", {"path": out_md, "groups": mentions}), found]),
             Check("fixes_recommended", "gated", parts=[Check("", "sys_text_findings", {
-                "path": out_md, "window": 8, "findings": [[r, [FIXES[r][1]]] for r in violated]}), found]),
+                "path": out_md, "window": 8, "findings": [[ids[r], [FIXES[r][1]]] for r in violated]}), found]),
         ]
-        records = [{"rule": v["rule"], "item": v["item"], "detail": v["detail"]} for v in violations]
+        records = [{k_rule: v["rule_id"], k_item: v["item"], k_detail: v["detail"]} for v in violations]
         md = [f"# Audit of {host}", "", f"Policy: `{policy_path}`. {len(violations)} violation"
               f"{'s' if len(violations) != 1 else ''} of {len(violated)} rule{'s' if len(violated) != 1 else ''}.", ""]
         for r in rules:
             vs = [v for v in violations if v["rule"] == r]
-            md.append(f"## {r} - {RULES[r][0]}")
+            md.append(f"## {ids[r]} - {RULES[r][0]}")
             md.append("")
             if not vs:
                 md += ["No violations.", ""]
                 continue
             for v in vs:
                 md.append(f"- `{v['item']}`: {v['detail']}")
-            md += ["", f"Recommended fix ({r}): {FIXES[r][0]}.", ""]
+            md += ["", f"Recommended fix ({ids[r]}): {FIXES[r][0]}.", ""]
         md_text = "\n".join(md)
         # partial: half the findings plus a false alarm from a rule the policy does not have, no report
         extra = self._evaluate([r for r in RULES if r not in rules], data)
-        wrong = records[: max(1, len(records) // 2)] + ([{k: extra[0][k] for k in ("rule", "item", "detail")}]
-                                                       if extra else [{"rule": "SSH-1", "item": "Port", "detail": "22"}])
+        fake = ({k_rule: extra[0]["rule"], k_item: extra[0]["item"], k_detail: extra[0]["detail"]} if extra
+                else {k_rule: "SSH-9", k_item: "Port", k_detail: "22"})
+        wrong = records[: max(1, len(records) // 2)] + [fake]
         return StepPlan(
             operation=self.id,
             instruction=instruction,
@@ -167,9 +262,9 @@ class AuditEnvironment:
             partial=[write(out_json, json.dumps(wrong, indent=2) + "\n")],
             outputs=[Artifact(out_md, DOCUMENT, md_text, f"the audit report ({out_md})"),
                      Artifact(out_json, RECORDS, records, f"the list of policy violations ({out_json})",
-                              roles={"group": "rule", "name": "item"})],
+                              roles={"group": k_rule, "name": k_item})],
             summary=f"audit {root} against its policy",
-            fingerprint=hashlib.sha256(json.dumps([rules, records]).encode()).hexdigest()[:16],
+            fingerprint=hashlib.sha256(json.dumps([rules, records, host]).encode()).hexdigest()[:16],
         )
 
     # -------------------------------------------------------------------------------------- snapshot data
@@ -178,7 +273,7 @@ class AuditEnvironment:
         humans = [p.split()[0].casefold() for p in flavor.people(rng, 4)]
         humans = list(dict.fromkeys(humans))
         approved = ["root"] + humans[: max(1, len(humans) - 1)]
-        d: dict = {"approved": approved, "pct": rng.choice([80, 85, 90])}
+        d: dict = {"approved": approved, "pct": rng.choice([75, 80, 85, 90, 95])}
         d["ssh"] = {k: ("no" if rng.random() < 0.55 else rng.choice(["yes", "prohibit-password"] if k == "PermitRootLogin"
                                                                        else ["yes"])) for k in SSH_KEYS}
         mins = dict(rng.sample(sorted(MIN_VERSIONS.items()), k=rng.randint(3, 5)))
@@ -299,14 +394,15 @@ class AuditEnvironment:
 
     def _files(self, root, host, rules, d) -> list[WorkspaceFile]:
         files = []
-        policy = [f"# Server policy for {host}", "",
+        policy = [f"# {d['policy_title']} for {host}", "",
                   "Every rule below must hold. Report violations with the rule id and the item named in the rule.", ""]
         for r in rules:
             title, text = RULES[r]
             text = text.format(mins=", ".join(f"{k} >= {v}" for k, v in d["mins"].items()),
-                               banned=", ".join(BANNED), pct=d["pct"], approved=", ".join(d["approved"]))
-            policy += [f"## {r}: {title}", "", text, ""]
-        files.append(WorkspaceFile(path=f"{root}/policy.md", content="\n".join(policy)))
+                               banned=", ".join(BANNED), pct=d["pct"], approved=", ".join(d["approved"]),
+                               pkg=d["pkg_file"], df=d["df_file"])
+            policy += [f"## {d['ids'][r]}: {title}", "", text, ""]
+        files.append(WorkspaceFile(path=f"{root}/{d['policy_file']}", content="\n".join(policy)))
         ssh = ["# This is the sshd server system-wide configuration file.  See", "# sshd_config(5) for more information.",
                "", "Include /etc/ssh/sshd_config.d/*.conf", "", "#Port 22", "Port 22", "#PermitRootLogin prohibit-password",
                f"PermitRootLogin {d['ssh']['PermitRootLogin']}", "PubkeyAuthentication yes", "",
@@ -317,13 +413,13 @@ class AuditEnvironment:
         files.append(WorkspaceFile(path=f"{root}/etc/ssh/sshd_config", content="\n".join(ssh) + "\n"))
         pk = [f"{name}\t{v}" if "-" in v else f"{name}\t{v}-{1 + len(name) % 3}" + ("+deb12u1" if len(name) % 2 else "")
               for name, v in d["packages"].items()]
-        files.append(WorkspaceFile(path=f"{root}/packages.txt", content="\n".join(pk) + "\n"))
+        files.append(WorkspaceFile(path=f"{root}/{d['pkg_file']}", content="\n".join(pk) + "\n"))
         df = ["Filesystem      Size  Used Avail Use% Mounted on"]
         for dev, mnt, use in d["mounts"]:
             size = 3.9 if dev == "tmpfs" else float(len(mnt) * 37 % 900 + 50)
             used = size * use / 100
             df.append(f"{dev:<15} {size:>4.0f}G {used:>4.0f}G {size - used:>4.0f}G {use:>3}% {mnt}")
-        files.append(WorkspaceFile(path=f"{root}/df.txt", content="\n".join(df) + "\n"))
+        files.append(WorkspaceFile(path=f"{root}/{d['df_file']}", content="\n".join(df) + "\n"))
         pw = [f"{n}:x:{uid}:{uid}:{n.title()},,,:{_home(n, uid)}:{sh}"
               for n, uid, sh in d["users"]]
         files.append(WorkspaceFile(path=f"{root}/etc/passwd", content="\n".join(pw) + "\n"))

@@ -9,10 +9,16 @@ import shlex
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand
+from clawgym.synth.ops import _files_vocab as V
 from clawgym.synth.ops.aggregate_and_report import digest, money
 from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, exec_, ls, read, to_csv, write
 
-MANIFEST_HEADER = ["path", "size_bytes", "type"]
+MANIFEST_HEADERS = [["path", "size_bytes", "type"], ["file", "bytes", "extension"], ["path", "size", "ext"],
+                    ["relative_path", "size_in_bytes", "file_type"], ["path", "bytes", "kind"]]
+LISTING_HEADERS = [["path", "last_modified", "modified_by"], ["file", "modified", "owner"],
+                   ["path", "mtime", "user"], ["name", "changed", "changed_by"], ["path", "last_edit", "editor"]]
+ARCHIVE_DIRS = ["archive", "archive", "_archive", "old", "archived", "Archive"]
 
 
 def _content(rng, kind: str, title: str, voc: dict, people: list[str]) -> str:
@@ -23,6 +29,11 @@ def _content(rng, kind: str, title: str, voc: dict, people: list[str]) -> str:
     if kind == "json":
         return ('{\n  "title": "' + title + '",\n  "owner": "' + rng.choice(people) + '",\n  "items": '
                 + str(rng.randint(1, 60)) + "\n}\n")
+    if kind == "yaml":
+        return (f"title: {title}\nowner: {rng.choice(people)}\nitems:\n"
+                + "".join(f"  - {it}\n" for it in rng.sample(voc["items"], rng.randint(1, 4))))
+    if kind == "tsv":
+        return "item\tqty\n" + "".join(f"{it}\t{rng.randint(1, 40)}\n" for it in rng.sample(voc["items"], 3))
     if kind == "log":
         return "".join(f"[{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}] {rng.choice(['sync ok', 'backup ok', 'warn: retry', 'job done'])}\n"
                        for _ in range(rng.randint(2, 6)))
@@ -42,14 +53,20 @@ class InventoryAndArchive:
         rng = ctx.rng
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
         people = flavor.people(rng, 3)
-        folder = ctx.path(rng.choice(["projects", "shared", "work_files", "office"]))
+        persona = ctx.persona
+        folder = ctx.path(V.folder_name(persona, rng, ["projects", "shared", "work_files", "office", "team_share",
+                                                       "documents", "admin", "records", "common"]))
         mode = rng.choice(["names", "listing"])
-        cutoff = dt.date(rng.choice([2025, 2026]), rng.choice([1, 4, 7]), 1)
+        cutoff = dt.date(rng.choice([2025, 2026]), rng.randint(1, 12), rng.choice([1, 1, 15]))
         n = rng.randint(7, 12)
-        topics = voc["projects"] + voc["categories"] + voc["items"]
+        topics = V.topics(persona) + voc["items"]
+        kinds = rng.sample(["md", "md", "txt", "csv", "json", "log", "yaml", "tsv"], k=rng.randint(3, 5))
+        date_pos = rng.choice(["start", "start", "end"])
+        adir = rng.choice(ARCHIVE_DIRS)
+        mheader = list(rng.choice(MANIFEST_HEADERS))
         entries = []  # {path, date, content, type}
         used: set[str] = set()
-        sub = rng.choice(["", "", "reports", "data"])
+        sub = rng.choice(["", "", "reports", "data", "minutes", "drafts", "exports"])
         tries = 0
         while len(entries) < n and tries < 200:
             tries += 1
@@ -58,9 +75,12 @@ class InventoryAndArchive:
                 stale = False
             days = rng.randint(1, 900) if stale else rng.randint(0, 200)
             d = cutoff - dt.timedelta(days=days) if stale else cutoff + dt.timedelta(days=days)
-            kind = rng.choice(["md", "md", "txt", "csv", "json", "log"])
+            kind = rng.choice(kinds)
             topic = flavor.slug(rng.choice(topics))
-            name = f"{d.isoformat()}_{topic}.{kind}" if mode == "names" else f"{topic}.{kind}"
+            if mode == "names":
+                name = f"{d.isoformat()}_{topic}.{kind}" if date_pos == "start" else f"{topic}_{d.isoformat()}.{kind}"
+            else:
+                name = f"{topic}.{kind}"
             where = f"{folder}/{sub}" if sub and rng.random() < 0.3 else folder
             if name in used:
                 continue
@@ -68,10 +88,13 @@ class InventoryAndArchive:
             entries.append({"path": f"{where}/{name}", "name": name, "date": d, "type": kind,
                             "content": _content(rng, kind, topic.replace("_", " ").capitalize(), voc, people)})
         rng.shuffle(entries)
+        # the persona's exception: one stale file that stays where it is
+        stale_entries = [e for e in entries if e["date"] < cutoff]
+        exempt = rng.choice(stale_entries) if len(stale_entries) >= 2 and rng.random() < 0.35 else None
         moves, manifest = {}, []
         for e in entries:
-            if e["date"] < cutoff:
-                new = f"{folder}/archive/{e['date'].year}/{e['name']}"
+            if e["date"] < cutoff and e is not exempt:
+                new = f"{folder}/{adir}/{e['date'].year}/{e['name']}"
                 moves[e["path"]] = new
             else:
                 new = e["path"]
@@ -79,30 +102,99 @@ class InventoryAndArchive:
             manifest.append([new, str(len(e["content"].encode("utf-8"))), e["type"]])
         manifest.sort(key=lambda r: r[0])
         files = [WorkspaceFile(path=e["path"], content=e["content"]) for e in entries]
-        out = ctx.path(rng.choice(["manifest.csv", f"{folder}_manifest.csv", "inventory.csv"]))
+        base = folder.rsplit("/", 1)[-1].casefold()
+        out = ctx.path(rng.choice(["manifest.csv", f"{base}_manifest.csv", "inventory.csv", f"{base}_inventory.csv",
+                                   "file_inventory.csv", "contents_list.csv"]))
         reads = [ls(folder)]
+        cut = V.date_text(rng, cutoff)
         if mode == "listing":
-            listing = ctx.path(rng.choice(["file_listing.csv", "server_listing.csv", "drive_export.csv"]))
+            lh = list(rng.choice(LISTING_HEADERS))
+            listing = ctx.path(rng.choice(["file_listing.csv", "server_listing.csv", "drive_export.csv",
+                                           "nas_export.csv", "share_report.csv", "sharepoint_export.csv"]))
             lrows = sorted([[e["path"], f"{e['date'].isoformat()} {rng.randint(7, 19):02d}:{rng.randint(0, 59):02d}",
                              rng.choice(people)] for e in entries], key=lambda r: r[0])
-            files.append(WorkspaceFile(path=listing, content=to_csv(["path", "last_modified", "modified_by"], lrows)))
+            files.append(WorkspaceFile(path=listing, content=to_csv(lh, lrows)))
             reads.append(read(listing))
-            age = (f"A file is stale when its last_modified date in `{listing}` (an export from the file server; the "
-                   f"timestamps on disk are meaningless) is before {cutoff.isoformat()}; archive it under "
-                   f"`{folder}/archive/<year of last_modified>/` keeping its file name.")
+            age = V.one(rng, [
+                "A file is stale when its {col} date in `{listing}` ([an export from the file server|exported from "
+                "the [NAS|share|drive]]; the timestamps on disk are [meaningless|wrong|all from the copy]) is before "
+                "{cut}; archive it under `{folder}/{adir}/<year of {col}>/` keeping its file name.",
+                "[Go by|Use] the {col} column of `{listing}`, not the [timestamps on disk|file dates on disk] "
+                "([those got reset|they were reset] when I copied [everything|the folder]): anything [last touched|"
+                "modified] before {cut} is stale and moves to `{folder}/{adir}/<year of {col}>/`, same file name.",
+                "`{listing}` is [the|an] export [from the file server|of the share] with a {col} column - that's "
+                "the [real|only reliable] date. Everything with {col} before {cut} moves to "
+                "`{folder}/{adir}/<year of {col}>/` (names unchanged); [disk timestamps|file dates on disk] don't "
+                "count.",
+            ], col=lh[1], listing=listing, cut=cut, folder=folder, adir=adir)
         else:
-            age = (f"Each file name starts with the date it was last worked on (YYYY-MM-DD); ignore the timestamps on "
-                   f"disk. A file dated before {cutoff.isoformat()} is stale: move it to "
-                   f"`{folder}/archive/<that year>/`, keeping its file name.")
-        instruction = rng.choice([
-            f"Time to archive old material in `{folder}/`. {age} Then write a manifest `{out}` of every file under "
-            f"`{folder}/` as it is afterwards (archived ones at their new place), with the columns path "
-            "(workspace-relative), size_bytes (exact size in bytes) and type (the file extension without the dot, "
-            "e.g. md).",
-            f"Please do an inventory-and-archive pass over `{folder}/`. {age} Afterwards save `{out}` listing every "
-            f"file in `{folder}/` (including the archive) with the header path,size_bytes,type - path relative to "
-            "the workspace root, size in bytes, type = extension like csv or md.",
-        ])
+            where_date = "starts" if date_pos == "start" else "ends (before the extension)"
+            age = V.one(rng, [
+                "Each file name {wd} with the date it was last worked on (YYYY-MM-DD); ignore the timestamps on "
+                "disk. A file dated before {cut} is stale: move it to `{folder}/{adir}/<that year>/`, keeping its "
+                "file name.",
+                "[The date in each file name|Each name's date] (YYYY-MM-DD, the name {wd} with it) is what counts, "
+                "not the disk timestamps: [everything|anything] dated before {cut} [goes to|belongs in] "
+                "`{folder}/{adir}/<year>/` [under the same name|with its name unchanged].",
+                "Cutoff is {cut}: files whose name-date (YYYY-MM-DD; the name {wd} with it) is earlier [get "
+                "archived|are stale] - move them to `{folder}/{adir}/<year of that date>/`, names unchanged. [The "
+                "dates on disk mean nothing|Ignore the disk timestamps].",
+            ], wd=where_date, cut=cut, folder=folder, adir=adir)
+        if exempt is not None:
+            age += " " + V.one(rng, [
+                "[Except|But leave] `{p}`[: |, ]{why} - it stays where it is.",
+                "One exception: `{p}` stays put ({why}), stale or not.",
+            ], p=exempt["path"], why=V.one_phrase(rng, [
+                "[it's the template I copy every [year|term|season]|I still [use|update] it]",
+                "{who} [links to|reads] it [there|at that path]",
+                "[the auditors|the inspectors|{who}] want it [in place|where it is] [until the review|for now]",
+            ], who=flavor.person(rng).split()[0]))
+        mcols = ",".join(mheader)
+        spec = V.one(rng, [
+            "[Then|Afterwards|After that] write a manifest `{out}` of every file under `{folder}/` as it is "
+            "afterwards (archived ones at their new place), with the columns {c0} ({rel}), {c1} (exact size in "
+            "bytes) and {c2} (the file extension without the dot, e.g. {ex}).",
+            "Afterwards save `{out}` listing every file in `{folder}/` (including the {adir} folder) with the "
+            "header {mcols} - {c0} [relative to the workspace root|from the workspace root|workspace-relative], "
+            "{c1} in bytes, {c2} = extension like {ex}.",
+            "[I also need|And please write] `{out}`: one row per file under `{folder}/` after the move, columns "
+            "{mcols}, where {c1} is the [exact |]size in bytes and {c2} the extension [without the dot|minus the "
+            "dot] (e.g. {ex}); {c0} is the path [relative to the workspace root|from the workspace root].",
+        ], out=out, folder=folder, c0=mheader[0], c1=mheader[1], c2=mheader[2], mcols=mcols, adir=adir,
+            rel=V.paths_rel(rng), ex=rng.choice(kinds))
+        head = V.one(rng, [
+            "Time to archive old material in `{folder}/`.",
+            "Please do an inventory-and-archive pass over `{folder}/`.",
+            "Could you do an [inventory-and-archive|archive-and-inventory] pass over `{folder}/`?",
+            "`{folder}/` [has grown|is getting] [too big|unwieldy|hard to navigate] - {n} files, [lots of|many] "
+            "[them stale|them old]. [Let's|Please] archive [the old stuff|what's stale] and take stock.",
+            "[Before the [new term|new quarter|audit|year end]|Ahead of the [review|audit]], I [want|need] "
+            "`{folder}/` [archived and inventoried|cleaned up with a proper inventory].",
+            "[Old files|Stale stuff|Last year's files] [are clogging|clutter] `{folder}/`. [Move them into an "
+            "archive|Archive them] and [give me|write] a [manifest|file list] [of what's left|afterwards].",
+            "[I'd like to|Let's] [retire|put away] the [old|stale] material in `{folder}/` and [know|record] "
+            "exactly what's [in there|left] [by size and type|afterwards].",
+        ], folder=folder, n=len(entries))
+        oldest = min(e["date"] for e in entries)
+        hint = V.one(rng, ["", "[Some of it|The oldest stuff] goes back to {y}.", "[There are|It has] {n} files"
+                           "[, the oldest from {y}| ({k})|].", "Mostly {k} files[, {n} in total|]."],
+                       y=oldest.year, n=len(entries), k=V.listing(sorted(set(kinds))))
+        instruction = V.glue(head, V.story(persona, rng, "archive"), hint,
+                             V.mention(persona, rng, rng.choice(entries)["path"]), age, spec,
+                             V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
+        if rng.random() < 0.25:  # the terse register
+            crit = (V.phrase("its `{col}` value in `{listing}` (ignore [disk times|the timestamps on disk])", rng,
+                             col=lh[1], listing=listing) if mode == "listing" else
+                    V.phrase("the YYYY-MM-DD date [at the {pos} of|in] its name (ignore [disk times|the timestamps "
+                             "on disk])", rng, pos="start" if date_pos == "start" else "end"))
+            exc = V.phrase(" Not `{p}`: it stays.", rng, p=exempt["path"]) if exempt is not None else ""
+            instruction = V.glue(expand(
+                "[Archive + inventory|Archive and inventory] `{folder}/`. Stale = {crit} before {cut} -> "
+                "`{folder}/{adir}/<year>/`, same name.{exc} Then `{out}` with {mcols} for every file under "
+                "`{folder}/` afterwards ({c0} {rel}, {c1} exact bytes, {c2} = extension without the dot).", rng,
+                folder=folder, crit=crit, cut=cut, adir=adir, exc=exc, out=out, mcols=mcols, c0=mheader[0],
+                c1=mheader[1], c2=mheader[2], rel=V.phrase("[relative to the workspace root|from the workspace "
+                                                             "root]", rng)), V.timing(rng))
         expected_moves = {old: [new, next(e["content"] for e in entries if e["path"] == old)]
                           for old, new in moves.items()}
         checks = [
@@ -110,22 +202,26 @@ class InventoryAndArchive:
             # the paths count as far as the manifest describes the files (their sizes, their types): a listing of
             # paths copied from the server export is no manifest
             Check("manifest_paths", "gated", parts=[
-                Check("", "data_path_rows", {"path": out, "header": ["path"], "rows": [[r[0]] for r in manifest],
-                                             "path_columns": ["path"], "base": folder}),
+                Check("", "data_path_rows", {"path": out, "header": mheader[:1], "rows": [[r[0]] for r in manifest],
+                                             "path_columns": mheader[:1], "base": folder}),
                 Check("", "mean_of", parts=[
-                    Check("", "data_path_rows", {"path": out, "header": ["path", "size_bytes"],
-                                                 "rows": [r[:2] for r in manifest], "path_columns": ["path"],
+                    Check("", "data_path_rows", {"path": out, "header": mheader[:2],
+                                                 "rows": [r[:2] for r in manifest], "path_columns": mheader[:1],
                                                  "base": folder, "tol": 0.0}),
-                    Check("", "data_path_rows", {"path": out, "header": ["path", "type"],
-                                                 "rows": [[r[0], r[2]] for r in manifest], "path_columns": ["path"],
+                    Check("", "data_path_rows", {"path": out, "header": [mheader[0], mheader[2]],
+                                                 "rows": [[r[0], r[2]] for r in manifest], "path_columns": mheader[:1],
                                                  "base": folder})])]),
-            Check("manifest_sizes", "data_path_rows", {"path": out, "header": ["path", "size_bytes"],
-                                                       "rows": [r[:2] for r in manifest], "path_columns": ["path"],
+            Check("manifest_sizes", "data_path_rows", {"path": out, "header": mheader[:2],
+                                                       "rows": [r[:2] for r in manifest], "path_columns": mheader[:1],
                                                        "base": folder, "tol": 0.0}),
-            Check("manifest_types", "data_path_rows", {"path": out, "header": ["path", "type"],
+            Check("manifest_types", "data_path_rows", {"path": out, "header": [mheader[0], mheader[2]],
                                                        "rows": [[r[0], r[2]] for r in manifest],
-                                                       "path_columns": ["path"], "base": folder}),
+                                                       "path_columns": mheader[:1], "base": folder}),
         ]
+        if exempt is not None:  # the persona's exception stays in place, unchanged (once the others moved)
+            checks.append(Check("exception_left_in_place", "gated", parts=[
+                Check("", "text_equals", {"path": exempt["path"], "expected": exempt["content"]}),
+                Check("", "files_moved", {"moves": expected_moves})]))
         dirs = sorted({new.rsplit("/", 1)[0] for new in moves.values()})
         cmd = "mkdir -p " + " ".join(shlex.quote(d) for d in dirs) + " && " + " && ".join(
             f"mv {shlex.quote(o)} {shlex.quote(n)}" for o, n in moves.items())
@@ -141,10 +237,10 @@ class InventoryAndArchive:
             instruction=instruction,
             files=files,
             checks=checks,
-            steps=reads + [exec_(cmd), write(out, to_csv(MANIFEST_HEADER, manifest))],
-            partial=[exec_(pcmd), write(out, to_csv(MANIFEST_HEADER, pman))],
-            outputs=[Artifact(out, TABLE, {"header": MANIFEST_HEADER, "rows": manifest}, f"the file manifest ({out})",
-                              roles={"name": "path", "group": "type", "value": "size_bytes"})],
+            steps=reads + [exec_(cmd), write(out, to_csv(mheader, manifest))],
+            partial=[exec_(pcmd), write(out, to_csv(mheader, pman))],
+            outputs=[Artifact(out, TABLE, {"header": mheader, "rows": manifest}, f"the file manifest ({out})",
+                              roles={"name": mheader[0], "group": mheader[2], "value": mheader[1]})],
             summary=f"archive stale files of {folder}/ and write the manifest {out}",
             fingerprint=digest([mode, cutoff.isoformat(), [(e["path"], e["date"].isoformat(), e["content"])
                                                           for e in entries]]),

@@ -7,20 +7,34 @@ import shlex
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand
+from clawgym.synth.ops import _files_vocab as V
 from clawgym.synth.ops.aggregate_and_report import digest, money
 from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, exec_, ls, to_csv, write
 
-LOG_HEADER = ["old_path", "new_path"]
+LOG_HEADERS = [["old_path", "new_path"], ["from", "to"], ["source", "destination"], ["before", "after"],
+               ["original_path", "moved_to"], ["old_location", "new_location"]]
+# the type folders, each with a few names a person might use
+TYPE_NAMES = {"invoice": ["invoices", "bills", "billing", "finance"], "photo": ["photos", "images", "pictures"],
+              "note": ["notes", "docs", "text"], "mail": ["mail", "email", "correspondence"],
+              "sheet": ["spreadsheets", "sheets", "tables", "csv"]}
+UNDATED = ["undated", "no_date", "misc", "_unsorted", "other"]
+DATE_LAYOUTS = [("%Y-%m", "named YYYY-MM"), ("%Y_%m", "named YYYY_MM"), ("%Y/%m", "by year and then month "
+                "(YYYY/MM, e.g. a year folder with month folders 01-12 inside)")]
+LOOSE = ["todo.txt", "ideas.md", "passwords_old.txt", "contacts.csv", "scan.jpg", "readme_first.txt", "wishlist.md",
+         "notes.txt", "shopping.md", "phone_numbers.csv", "random.jpg", "draft.txt", "links.md", "birthday_list.csv"]
 
 
-def make_pile(ctx: OpContext, n_min: int = 9, n_max: int = 15) -> list[dict]:
-    """A realistic pile of small text files: each {name, kind, date (or None), content}. Names are unique."""
+def make_pile(ctx: OpContext, n_min: int = 9, n_max: int = 15, bill: str = "invoice") -> list[dict]:
+    """A realistic pile of small text files: each {name, kind, date (or None), content}. Names are unique;
+    invoice-like files start with `bill`."""
     rng = ctx.rng
     voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
+    topics = V.topics(ctx.persona)
     clients = flavor.orgs(rng, 3)
     people = flavor.people(rng, 4)
-    year = rng.choice([2025, 2026])
-    months = sorted(rng.sample(range(1, 13), k=rng.randint(2, 3)))
+    year = rng.choice([2024, 2025, 2026])
+    months = sorted(rng.sample(range(1, 13), k=rng.randint(2, 4)))
     out: list[dict] = []
     names: set[str] = set()
 
@@ -39,44 +53,43 @@ def make_pile(ctx: OpContext, n_min: int = 9, n_max: int = 15) -> list[dict]:
         if kind == "invoice":
             c = rng.choice(clients)
             no = rng.randint(100, 999)
-            name = rng.choice([f"invoice_{d.isoformat()}_{flavor.slug(c)}.txt", f"invoice_{no}_{d:%Y%m%d}.pdf.txt"])
+            name = rng.choice([f"{bill}_{d.isoformat()}_{flavor.slug(c)}.txt", f"{bill}_{no}_{d:%Y%m%d}.pdf.txt",
+                               f"{bill}-{d.isoformat()}-{no}.txt"])
             amt = flavor.amount(rng, 40, 2400)
-            add(name, kind, d, f"INVOICE {no}\nFrom: {c}\nDate: {d.isoformat()}\nFor: {rng.choice(voc['items'])}\n"
-                               f"Amount due: {money(amt)}\n")
+            add(name, kind, d, f"{bill.upper()} {no}\nFrom: {c}\nDate: {d.isoformat()}\nFor: {rng.choice(voc['items'])}\n"
+                               f"{rng.choice(['Amount due', 'Total', 'Balance'])}: {money(amt)}\n")
         elif kind == "photo":
             hms = f"{rng.randint(6, 22):02d}{rng.randint(0, 59):02d}{rng.randint(0, 59):02d}"
-            name = rng.choice([f"IMG_{d:%Y%m%d}_{hms}.jpg",
-                               f"PXL_{d:%Y%m%d}_{rng.randint(1000, 9999)}.jpg"])
-            add(name, kind, d, f"[photo placeholder] {rng.choice(voc['projects'])}, {d.isoformat()}, "
-                               f"{rng.choice(['1.8', '2.4', '3.1'])} MB\n")
+            name = rng.choice([f"IMG_{d:%Y%m%d}_{hms}.jpg", f"PXL_{d:%Y%m%d}_{rng.randint(1000, 9999)}.jpg",
+                               f"Photo {d.isoformat()} {hms[:2]}.{hms[2:4]}.{hms[4:]}.jpg",
+                               f"WhatsApp Image {d.isoformat()} at {hms[:2]}.{hms[2:4]}.jpg"])
+            add(name, kind, d, f"[photo placeholder] {rng.choice(topics)}, {d.isoformat()}, "
+                               f"{rng.choice(['1.8', '2.4', '3.1', '0.9', '4.6'])} MB\n")
         elif kind == "note":
-            topic = rng.choice(voc["projects"])
+            topic = rng.choice(topics)
             name = rng.choice([f"{d.isoformat()} {topic}.md", f"notes_{d:%Y%m%d}_{flavor.slug(topic)}.md",
-                               f"{d.isoformat()}_{flavor.slug(topic)}.txt"])
+                               f"{d.isoformat()}_{flavor.slug(topic)}.txt", f"{flavor.slug(topic)}_{d:%Y%m%d}.txt"])
             add(name, kind, d, f"# {topic.capitalize()} - {d.isoformat()}\n\n- talked to {rng.choice(people)}\n"
-                               f"- next: order {rng.choice(voc['items'])}\n")
+                               f"- next: {rng.choice(['order', 'check', 'chase', 'price'])} {rng.choice(voc['items'])}\n")
         elif kind == "mail":
             p = rng.choice(people)
-            topic = rng.choice(voc["projects"])
-            name = f"{d.isoformat()}_{flavor.slug(p.split()[0])}_re_{flavor.slug(topic)}.eml"
+            topic = rng.choice(topics)
+            name = rng.choice([f"{d.isoformat()}_{flavor.slug(p.split()[0])}_re_{flavor.slug(topic)}.eml",
+                               f"Re_ {topic} ({d:%Y%m%d}).eml"])
             add(name, kind, d, f"From: {p} <{flavor.email_of(p)}>\nTo: me@example.org\nSubject: Re: {topic}\n"
                                f"Date: {d:%a, %d %b %Y} 09:{rng.randint(10, 59)}:00 +0000\n\n"
-                               f"{rng.choice(['See you then.', 'Sounds good, thanks.', 'Attached the figures.'])}\n")
+                               f"{rng.choice(['See you then.', 'Sounds good, thanks.', 'Attached the figures.', 'Can we move it?', 'Noted, will do.'])}\n")
         elif kind == "sheet":
             name = rng.choice([f"{flavor.slug(rng.choice(voc['categories']))}_{d.isoformat()}.csv",
-                               f"export_{d:%Y%m%d}.csv"])
+                               f"export_{d:%Y%m%d}.csv", f"{flavor.slug(rng.choice(topics))}_{d:%Y%m%d}.csv"])
             add(name, kind, d, "item,qty\n" + "".join(f"{it},{rng.randint(1, 9)}\n"
                                                       for it in rng.sample(voc["items"], 3)))
         else:
-            name = rng.choice(["todo.txt", "ideas.md", "passwords_old.txt", "contacts.csv", "scan.jpg",
-                               "readme_first.txt", "wishlist.md"])
+            name = rng.choice(LOOSE)
             ext = name.rsplit(".", 1)[1]
             ukind = {"txt": "note", "md": "note", "csv": "sheet", "jpg": "photo"}[ext]
             add(name, ukind, None, f"{name} - kept for reference ({rng.choice(people)})\n")
     return out
-
-
-TYPE_FOLDERS = {"invoice": "invoices", "photo": "photos", "note": "notes", "mail": "mail", "sheet": "spreadsheets"}
 
 
 class OrganizeFiles:
@@ -87,42 +100,118 @@ class OrganizeFiles:
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
         rng = ctx.rng
-        folder = ctx.path(rng.choice(["downloads", "inbox_files", "desktop_dump", "unsorted"]))
-        pile = make_pile(ctx)
-        rule = rng.choice(["type", "month"])
+        persona = ctx.persona
+        folder = ctx.path(V.folder_name(persona, rng, ["downloads", "inbox_files", "desktop_dump", "unsorted",
+                                                       "phone_export", "scans", "Desktop", "to_sort", "shared_drop"]))
+        bill = rng.choice(["invoice", "invoice", "bill", "receipt", "inv"])
+        pile = make_pile(ctx, bill=bill)
+        rule = rng.choice(["type", "month", "month", "year"])
+        types = {k: rng.choice(v) for k, v in TYPE_NAMES.items()}
+        layout, layout_text = rng.choice(DATE_LAYOUTS)
+        undated = rng.choice(UNDATED)
+        # the persona's exception: one file stays where it is (it must not be moved)
+        stay = None
+        if rng.random() < 0.35:
+            stay = rng.choice(pile)
         moves: dict[str, str] = {}
         for f in pile:
+            if f is stay:
+                continue
             if rule == "type":
-                sub = TYPE_FOLDERS[f["kind"]]
+                sub = types[f["kind"]]
+            elif rule == "month":
+                sub = f["date"].strftime(layout) if f["date"] else undated
             else:
-                sub = f"{f['date']:%Y-%m}" if f["date"] else "undated"
+                sub = f"{f['date']:%Y}" if f["date"] else undated
             moves[f"{folder}/{f['name']}"] = f"{folder}/{sub}/{f['name']}"
-        log = ctx.path(rng.choice(["moves_log.csv", "moved_files.csv", "file_moves.csv"]))
+        header = list(rng.choice(LOG_HEADERS))
+        log = ctx.path(rng.choice(["moves_log.csv", "moved_files.csv", "file_moves.csv", "what_moved.csv",
+                                   "sorting_log.csv", f"{folder.rsplit('/', 1)[-1].casefold()}_moves.csv"]))
         if rule == "type":
-            rule_text = (f"by type into sub-folders of `{folder}/`: anything whose name starts with invoice goes to "
-                         "invoices/, other .jpg files to photos/, .md and .txt files to notes/, .eml files to mail/ "
-                         "and .csv files to spreadsheets/")
+            to = "[{e} files [go |]to {f}/|{e} files belong in {f}/|put {e} files in {f}/|{e} -> {f}/]"
+            others = [V.phrase(to, rng, e=".jpg", f=types["photo"]),
+                      V.phrase("the [other|remaining] {e} and {e2} files [go |]to {f}/", rng, e=".md", e2=".txt",
+                               f=types["note"]),
+                      V.phrase(to, rng, e=".eml", f=types["mail"]),
+                      V.phrase(to, rng, e=".csv", f=types["sheet"])]
+            rng.shuffle(others)
+            items = [V.phrase("[first: |]anything whose name starts with {bill} goes to {f}/[ (whatever its "
+                              "extension)|, whatever the extension|]", rng, bill=bill, f=types["invoice"])] + others
+            lead = V.phrase("[by type|by kind of file|by file type] into sub-folders of `{folder}/`:", rng,
+                            folder=folder)
+        elif rule == "month":
+            items = [V.phrase("[use|go by|take] the date in each file name (written as YYYY-MM-DD or YYYYMMDD)", rng),
+                     V.phrase("files with no date in the name go to `{folder}/{u}/`", rng, folder=folder, u=undated)]
+            lead = V.phrase("by month into sub-folders of `{folder}/` {lt}:", rng, folder=folder, lt=layout_text)
         else:
-            rule_text = (f"by month into sub-folders of `{folder}/` named YYYY-MM, using the date in each file name "
-                         "(written as YYYY-MM-DD or YYYYMMDD); files with no date in the name go to "
-                         f"`{folder}/undated/`")
-        instruction = rng.choice([
-            f"My `{folder}/` folder is a flat mess. Sort every file in it {rule_text}. Don't rename or change any "
-            f"file. Then log each move in `{log}` with the columns old_path,new_path (paths relative to the "
-            "workspace root, one row per file).",
-            f"Please tidy `{folder}/`: move each file {rule_text}, keeping the file names as they are. Record what "
-            f"you moved in `{log}` (header old_path,new_path; workspace-relative paths).",
-            f"Organise the files sitting loose in `{folder}/` - {rule_text}. Nothing should stay loose in the top "
-            f"of the folder. Write a CSV `{log}` listing old_path,new_path for every file you moved.",
-        ])
+            items = [V.phrase("the year comes from the date in the file name (YYYY-MM-DD or YYYYMMDD)", rng),
+                     V.phrase("[anything without a date in the name goes|files without a date in the name go] to "
+                              "`{folder}/{u}/`", rng, folder=folder, u=undated)]
+            lead = V.phrase("by year into sub-folders of `{folder}/` named YYYY (e.g. `{folder}/{y}/`):", rng,
+                            folder=folder, y=pile[0]["date"].year if pile[0]["date"] else 2025)
+        items.append(V.phrase("[don't|do not|never] rename or [change|edit] [any file|the files|anything inside "
+                              "them]", rng))
+        if stay is not None:
+            items.append(V.one_phrase(rng, [
+                "[leave|keep] `{p}` where it is[ - | (]{why}[|)]",
+                "`{p}` stays [loose|at the top of the folder|put] ({why}) and is not logged",
+            ], p=f"{folder}/{stay['name']}", why=V.one_phrase(rng, [
+                "[a script|my {tool} import|{tool}] [reads|expects] it there",
+                "{who} [links to|bookmarked] it",
+                "I open it [every day|daily|all the time]",
+            ], tool=V.tool(persona, rng), who=flavor.person(rng).split()[0])))
+        rules = V.requirements_text(rng, items, fixed_order=rule == "type")
+        head = V.one(rng, [
+            "My `{folder}/` folder is a flat mess[ - {n} files at the top level|]. Sort [every file|the files|"
+            "everything] in it {lead}",
+            "Please tidy `{folder}/`: move each file {lead}",
+            "Could you tidy `{folder}/` for me? Move [each|every] file {lead}",
+            "[Organise|Organize|Sort out] the files sitting loose in `{folder}/` - {lead}",
+            "[Can you|Could you] [file away|put away|sort] what's [piled up|lying around] in `{folder}/`? [Go|Sort] "
+            "{lead}",
+            "[I need|Please give] `{folder}/` [some structure|a proper structure|sub-folders]. [Everything|Each "
+            "file] [goes|should go] {lead}",
+            "[Filing day|Sorting time]: [the|all the] {n} files [loose|sitting] in `{folder}/` [go|need to go] "
+            "{lead}",
+        ], folder=folder, lead=lead, n=len(pile))
+        cols = ",".join(header)
+        log_sent = V.one(rng, [
+            "[Then|Afterwards|Finally,] log each move in `{log}` with the columns {cols} ({rel}, one row per file).",
+            "Record what you moved in `{log}` (header {cols}; {rel}).",
+            "Write a CSV `{log}` listing {cols} for every file you moved ({rel}).",
+            "I'd like a [log|list] of the moves [in|as] `{log}`: columns {cols}, {rel}, [one row per moved file|"
+            "a row for each file moved].",
+        ], log=log, cols=cols, rel=V.paths_rel(rng))
+        tail = [log_sent, V.aside(persona, rng, f"`{folder}/`")]
+        if stay is None:
+            tail.insert(1, V.one(rng, ["Nothing should stay loose in the top of the folder.",
+                                       "[When you're done|Afterwards], nothing [should be|is] left loose at the top.",
+                                       ""]))
+        kinds = {}
+        for f in pile:
+            kinds[f["kind"]] = kinds.get(f["kind"], 0) + 1
+        words = {"invoice": "invoices" if bill == "inv" else f"{bill}s", "photo": rng.choice(["photos", "pictures", "phone photos"]),
+                 "note": "notes", "mail": rng.choice(["saved emails", "emails", ".eml files"]),
+                 "sheet": rng.choice(["spreadsheets", "CSV exports", "sheets"])}
+        parts = [f"{c} {words[k] if c > 1 else words[k][:-1]}" for k, c in sorted(kinds.items(), key=lambda kc: (-kc[1], kc[0]))]
+        hint = V.one(rng, ["", "[Roughly|About|There are] {parts} in `{folder}/`.", "[It's|Right now it's] {parts}[, all "
+                           "in one heap|, all mixed together|].", "{n} files [at the moment|right now]: {parts}."],
+                     parts=V.listing(parts), n=len(pile), folder=folder)
+        instruction = V.glue(V.story(persona, rng, "organize", 0.3), head, rules, hint,
+                             V.mention(persona, rng, f"{folder}/{rng.choice(pile)['name']}"), *tail, V.timing(rng))
+        if rng.random() < 0.25:  # the terse register
+            instruction = V.glue(expand("[Sort|File] `{folder}/` {lead} {items}. Log -> `{log}` ({cols}, {rel}).",
+                                        rng, folder=folder, lead=lead.rstrip(":") + ":", items="; ".join(items),
+                                        log=log, cols=cols, rel=V.paths_rel(rng)), V.timing(rng))
         contents = {f"{folder}/{f['name']}": f["content"] for f in pile}
         expected = {old: [new, contents[old]] for old, new in moves.items()}
         log_rows = [[old, new] for old, new in moves.items()]
+        kept = {f"{folder}/{stay['name']}": stay["content"]} if stay is not None else {}
         checks = [
             Check("files_in_right_folders", "files_moved", {"moves": expected}),
-            Check("moves_logged", "data_path_rows", {"path": log, "header": LOG_HEADER, "rows": log_rows,
-                                                     "path_columns": LOG_HEADER, "base": folder}),
-            Check("nothing_left_loose", "data_removed_kept", {"removed": sorted(moves), "kept": {}}),
+            Check("moves_logged", "data_path_rows", {"path": log, "header": header, "rows": log_rows,
+                                                     "path_columns": header, "base": folder}),
+            Check("nothing_left_loose", "data_removed_kept", {"removed": sorted(moves), "kept": kept}),
         ]
         subs = sorted({new.rsplit("/", 1)[0] for new in moves.values()})
         cmd = "mkdir -p " + " ".join(shlex.quote(s) for s in subs) + " && " + " && ".join(
@@ -137,10 +226,10 @@ class OrganizeFiles:
             instruction=instruction,
             files=[WorkspaceFile(path=p, content=c) for p, c in contents.items()],
             checks=checks,
-            steps=[ls(folder), exec_(cmd), write(log, to_csv(LOG_HEADER, log_rows))],
-            partial=[exec_(pcmd), write(log, to_csv(LOG_HEADER, [[o, n] for o, n in some]))],
-            outputs=[Artifact(log, TABLE, {"header": LOG_HEADER, "rows": log_rows}, f"the moves log ({log})",
-                              roles={"name": "new_path"})],
+            steps=[ls(folder), exec_(cmd), write(log, to_csv(header, log_rows))],
+            partial=[exec_(pcmd), write(log, to_csv(header, [[o, n] for o, n in some]))],
+            outputs=[Artifact(log, TABLE, {"header": header, "rows": log_rows}, f"the moves log ({log})",
+                              roles={"name": header[1]})],
             summary=f"sort {folder}/ by {rule} and log the moves in {log}",
             fingerprint=digest([rule, sorted(contents.items())]),
         )
