@@ -38,11 +38,11 @@ from clawgym.core.records import (
 from clawgym.synth.checks import checks_code_check
 from clawgym.synth.compose import Candidate
 from clawgym.synth.grammar import expand
-from clawgym.synth.voice import compose_request, lowerfirst, register
 from clawgym.synth.ops.base import OpContext, OperationGenerator, StepPlan, read
 from clawgym.synth.personas import Persona, persona_summary
 from clawgym.synth.pipeline import SynthReport, synthesize
 from clawgym.synth.taxonomy import Subcategory, Taxonomy
+from clawgym.synth.voice import compose_request, lowerfirst, register
 
 ROUTE = "skill"
 LENGTH_WEIGHTS = {2: 4, 3: 3, 4: 2}

@@ -203,7 +203,7 @@ def _jsonl_log(rng, day, voc, service):
             blocks[-1].append(line)
     keys = rng.choice([("ts", "level", "logger", "msg"), ("time", "severity", "component", "message"),
                        ("timestamp", "lvl", "module", "text")])
-    for block, e in zip(blocks, entries):
+    for block, e in zip(blocks, entries, strict=False):
         head = block[0]
         msg = head.split("] ", 1)[1] if "] " in head else head
         if ": " in msg and head.find("[") > 0 and head[24:25] == "[":
