@@ -309,3 +309,14 @@ def reqs(rng: random.Random, items: list[str], lead: str = "", fixed_order: bool
 def short_slug(text: str, words: int = 2) -> str:
     """The first `words` words of `text` as a file-name part."""
     return "_".join([w for w in flavor.slug(text).split("_") if w][:words]) or "item"
+
+
+def phrase(rng: random.Random, templates: list[str], **slots: Any) -> str:
+    """:func:`grammar.one_of` for a clause inside a sentence or list: lower-case first letter, unless the text
+    starts with a slot's value (a name, a path)."""
+    from clawgym.synth.grammar import one_of
+
+    text = one_of(rng, templates, **slots)
+    if any(str(v) and text.startswith(str(v)) for v in slots.values()):
+        return text
+    return text[:1].lower() + text[1:]
