@@ -238,7 +238,7 @@ class BuildPlan:
         instruction = join(head, reqs(rng, rules, lead=expand("[Rules:|How to schedule:|Scheduling rules:|]", rng)),
                            order_note, from_source.strip(), aside(rng, ctx.persona))
         program = PROGRAM.format(src=in_path, out=out, start=starts[k], holidays=hol_words, order=", ".join(chosen),
-                                 incols=list(incols), outcols=list(header), finish=fin_l)
+                                 incols=list(incols), outcols=list(header), finish=fin_l if as_md else "")
         pairs = [[d, t["name"]] for t in tasks for d in t["deps"]]
         dates = [Check("dates_correct", "docs_table_rows", {"path": out, "header": [tc, sc, ec],
                                                             "rows": [[r[0], r[2], r[3]] for r in rows]}),
