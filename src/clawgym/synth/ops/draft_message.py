@@ -439,15 +439,15 @@ class DraftMessage:
         head = one_of(rng, [
             "[draft|write|prepare] an email to {name} ({addr}) as `{out}`, from {me}, [with the |]subject "
             "\"{subject}\",",
-            "[let|tell] {first} ({addr}) [how things stand|where we are|the numbers] by email: `{out}`, from {me}, "
-            "subject \"{subject}\";",
+            "[tell {first} ({addr}) [how things stand|where we are]|let {first} ({addr}) know the numbers] by "
+            "email: `{out}`, from {me}, subject \"{subject}\";",
             "[write|put together] `{out}`, a [short|brief|plain] email from {me} to {addr} [(subject \"{subject}\")|"
             "under the subject \"{subject}\"] -",
             "{first} ({addr}) [asked|wants to know|needs] [about|the figures from] {desc}: [draft|save] the mail as "
             "`{out}` (from {me}, subject \"{subject}\"),",
         ], **slots)
         instruction = join(head, reqs(rng, spec, lead=clause(
-            rng, "[telling them|reporting|giving|with] [for `{src}`|from {desc}|]", src=source.path,
+            rng, "[telling them|reporting|giving|with] [for `{src}`|from {desc}]", src=source.path,
             desc=source.description)))
         checks = _checks(out, [addr], [subject], facts)
         partial = eml_text(f"{me} <{my_addr}>", [addr], "numbers", f"Hi,\n\n{said[0]}.\n\n{me}\n")
@@ -489,7 +489,7 @@ class DraftMessage:
             "[let|make sure] {who} [know|have] the dates: [save|put] an email in `{out}` [sent |]from {me} "
             "[titled|with the subject] \"{subject}\" [that lists|naming] [each|every] event{only} in `{src}` "
             "[with|and] its date.",
-            "[send|share] [the schedule|what's in `{src}`] with {addrs} - the mail goes to `{out}`, from {me}, "
+            "[send|share] [the schedule in `{src}`|what's in `{src}`] with {addrs} - the mail goes to `{out}`, from {me}, "
             "subject \"{subject}\"; [one line per event{only}, name and date|each event{only}: what and when].",
         ], **slots)
         checks = _checks(out, addrs, [subject], needles)
