@@ -17,6 +17,7 @@ from clawgym.synth.ops._docs_common import (
     aside,
     clause,
     join,
+    phrase,
     reqs,
     short_slug,
     wpath,
@@ -50,6 +51,8 @@ DATE_COLS = ["date", "order_date", "ordered_on", "booked", "invoice_date", "day"
 SUP_COLS = ["supplier", "vendor", "payee", "merchant", "seller", "paid_to"]
 CAT_COLS = ["category", "cost_type", "type", "budget_line", "kind", "account"]
 AMT_COLS = ["amount", "cost", "total", "price", "net_amount", "value"]
+ROLES = ["my manager", "the treasurer", "our accountant", "the committee chair", "my co-founder", "the auditor",
+         "our funder", "the team lead", "my business partner", "the board secretary"]
 EMAIL_COLS = ["email", "e_mail", "address", "mail", "email_address"]
 # (status column, the value of the people still there, the values of the others)
 STATUS_SCHEMES = [("status", "active", ["left", "on leave"]), ("state", "current", ["former", "on leave"]),
@@ -231,8 +234,8 @@ class DraftMessage:
                      to=asker_addr, cat=cat, org=asker_org, month=mname, d=dcol, s=scol, c=ccol, a=acol,
                      ex=exclude, cc=cc[1] if cc else "", ccn=cc[0] if cc else "", purpose=purpose)
         intro = one_of(rng, [
-            "{asker} [emailed|wrote to|sent] me [a question|a quick question|a query] [about {cat}|for {purpose}|] "
-            "- it's in `{ask}`.",
+            "[I got|There's] a [question|quick question|query] from {asker} [about {cat}|for {purpose}|] - it's in "
+            "`{ask}`.",
             "There's [an email|a message|a mail] from {asker} [at {org}|] in `{ask}` [that needs an answer|"
             "I haven't answered yet|waiting for a reply].",
             "[Can you|Could you|Please] [answer|reply to|deal with] {first}'s [email|question|message] (`{ask}`)?",
@@ -402,12 +405,14 @@ class DraftMessage:
         name, addr = self._recipient(ctx)
         facts = [str(len(rows))]
         said = [f"{len(rows)} rows"]
-        spec = ["the number of entries"]
+        spec = [phrase(rng, ["the number of entries", "how many [rows|entries|lines] there are",
+                             "the [row|entry] count"])]
         if value_i is not None:
             total = round(sum(_f(r[value_i]) for r in rows if value_i < len(r)), 2)
             facts.append(f"{total:.2f}")
             said.append(f"total {header[value_i]} {total:.2f}")
-            spec.append(f"the total of the `{header[value_i]}` column (two decimals)")
+            spec.append(phrase(rng, ["the total of the `{v}` column (two decimals)", "the sum of `{v}` to two "
+                                     "decimals", "the `{v}` total (2 decimals)"], v=header[value_i]))
         if group_i is not None:
             if value_i is not None:
                 sums: dict[str, float] = defaultdict(float)
@@ -415,16 +420,38 @@ class DraftMessage:
                     if value_i < len(r) and group_i < len(r):
                         sums[r[group_i]] += _f(r[value_i])
                 best = sorted(sums.items(), key=lambda kv: (-kv[1], kv[0]))
-                spec.append(f"the `{header[group_i]}` with the highest total")
+                spec.append(phrase(rng, ["the `{g}` with the highest total", "which `{g}` has the largest total",
+                                         "the top `{g}` by total"], g=header[group_i]))
             else:
                 cnt = Counter(r[group_i] for r in rows if group_i < len(r))
                 best = sorted(cnt.items(), key=lambda kv: (-kv[1], kv[0]))
-                spec.append(f"the most common `{header[group_i]}`")
+                spec.append(phrase(rng, ["the most common `{g}`", "which `{g}` comes up most often",
+                                         "the `{g}` that appears most"], g=header[group_i]))
             if len(best) == 1 or best[0][1] != best[1][1]:
                 facts.append(best[0][0])
                 said.append(f"top {header[group_i]}: {best[0][0]}")
             else:
                 spec.pop()
+        # a few more figures, drawn: each one the request asks for is checked in the body
+        vals = [_f(r[value_i]) for r in rows if value_i is not None and value_i < len(r)]
+        if vals and rng.random() < 0.45:
+            avg = round(sum(vals) / len(vals), 2)
+            facts.append(f"{avg:.2f}")
+            said.append(f"average {header[value_i]} {avg:.2f}")
+            spec.append(phrase(rng, ["the average `{v}` (two decimals)", "the mean of `{v}`, to two decimals",
+                                     "what the average `{v}` per entry is (2 decimals)"], v=header[value_i]))
+        if vals and rng.random() < 0.4:
+            mx = max(vals)
+            facts.append(f"{mx:.2f}")
+            said.append(f"largest {header[value_i]} {mx:.2f}")
+            spec.append(phrase(rng, ["the largest single `{v}`", "the biggest `{v}` of any one entry",
+                                     "the highest `{v}` in a single row"], v=header[value_i]))
+        if group_i is not None and rng.random() < 0.4:
+            ng = len({r[group_i] for r in rows if group_i < len(r)})
+            facts.append(str(ng))
+            said.append(f"{ng} different {header[group_i]} values")
+            spec.append(phrase(rng, ["how many different `{g}` values there are", "the number of distinct `{g}`",
+                                     "how many `{g}` groups"], g=header[group_i]))
         subject = rng.choice([f"Update: {source.path.split('/')[-1]}", "Figures you asked for", "Quick numbers update",
                               f"Numbers from {source.path.split('/')[-1]}", "The figures", "Where we stand",
                               f"Summary for {name.split()[0]}", "Latest totals"])
@@ -434,17 +461,20 @@ class DraftMessage:
         body = f"Hi {name.split()[0]},\n\nHere are the numbers from {source.path}:\n" + "".join(
             f"- {s}\n" for s in said) + f"\nBest,\n{me}\n"
         text = eml_text(f"{me} <{my_addr}>", [addr], subject, body)
+        role = rng.choice(ROLES)
         slots = dict(name=name, first=name.split()[0], addr=addr, out=out, me=my_addr, subject=subject,
-                     desc=source.description, src=source.path)
+                     desc=source.description, src=source.path, role=role)
         head = one_of(rng, [
+            "[{role} {name} ({addr})|{name} ({addr}), {role},] [asked for|wants|needs] [an update|the figures|a "
+            "summary] [on|from] {desc}: [write|draft] `{out}` from {me}, subject \"{subject}\",",
             "[draft|write|prepare] an email to {name} ({addr}) as `{out}`, from {me}, [with the |]subject "
             "\"{subject}\",",
             "[tell {first} ({addr}) [how things stand|where we are]|let {first} ({addr}) know the numbers] by "
             "email: `{out}`, from {me}, subject \"{subject}\";",
             "[write|put together] `{out}`, a [short|brief|plain] email from {me} to {addr} [(subject \"{subject}\")|"
             "under the subject \"{subject}\"] -",
-            "{first} ({addr}) [asked|wants to know|needs] [about|the figures from] {desc}: [draft|save] the mail as "
-            "`{out}` (from {me}, subject \"{subject}\"),",
+            "[my colleague|our contact|the person who asked,] {first} ({addr}), [asked about|wants the figures from|"
+            "needs the numbers in] {desc}: [draft|save] the mail as `{out}` (from {me}, subject \"{subject}\"),",
         ], **slots)
         instruction = join(head, reqs(rng, spec, lead=clause(
             rng, "[telling them|reporting|giving|with] [for `{src}`|from {desc}]", src=source.path,

@@ -337,8 +337,8 @@ class EditDocument:
                               "`{out}`"], **slots))
         head = one_of(rng, [
             "My {doc} `{src}` came back from review with a list of changes.",
-            "{who} [reviewed|went through|marked up] my {doc} (`{src}`, \"{title}\") and sent [these|some] "
-            "[changes|edits|comments].",
+            "[My colleague|Our reviewer|My manager] {who} [reviewed|went through|marked up] my {doc} (`{src}`, "
+            "\"{title}\") and sent [these|some] [changes|edits|comments].",
             "[Please|Could you] apply the review comments to the {doc} (`{src}`)[?|.]",
             "The {doc} \"{title}\" (`{src}`) [needs|still needs] a few [fixes|edits|corrections] before it "
             "[goes out|is shared|is final].",

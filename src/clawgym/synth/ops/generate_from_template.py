@@ -377,7 +377,7 @@ class GenerateFromTemplate:
             "... in that order, with {map}.",
             "fill `{t}` for {rows} of `{src}` (placeholders: {map}) and save them as `{dir}/01.md`, `{dir}/02.md` "
             "and so on, numbered {order}.",
-            "[turn|make] {rows} of `{src}` into [a|one] {h} [each|apiece] [using|from] `{t}` ({map}); number the "
+            "[turn|make] {rows} of `{src}` into one {h} [each|per row] [using|from] `{t}` ({map}); number the "
             "files `{dir}/01.md`, `{dir}/02.md`, ... {order}.",
             "[now|next], one {h} per row: [fill|complete] `{t}` ({map}) for {rows} of {desc}, saved as "
             "`{dir}/NN.md` starting at `{dir}/01.md`, {order}.",

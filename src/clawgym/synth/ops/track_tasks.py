@@ -185,7 +185,7 @@ class TrackTasks:
         head = one_of(rng, [
             "Update my tracker `{tracker}` from the meeting notes `{notes}`" + mail_txt + ".",
             "[Please|Could you] bring `{tracker}` up to date [from|with] `{notes}`" + mail_txt + "[.|?]",
-            "[We had|After] the {project} [sync|meeting|stand-up]; the notes are in `{notes}`" + mail_txt
+            "[we had the {project} [sync|meeting|stand-up]|the {project} meeting is over]; the notes are in `{notes}`" + mail_txt
             + ". [Put|Get] it all into `{tracker}`.",
             "`{tracker}` is [behind|out of date|stale] - [the notes|the minutes] in `{notes}`" + mail_txt
             + " [have|contain] [the new items and some updates|what changed].",
