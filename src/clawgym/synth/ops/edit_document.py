@@ -450,7 +450,8 @@ class EditDocument:
             lines_with = [ln for ln in final.split("\n") if nm in ln]
             if (nm not in names and lines_with and not any(ln.lstrip().startswith("#") for ln in lines_with)
                     and len(lines_with) < len([ln for ln in final.split("\n") if ln.strip()]) / 2
-                    and not any(o in nm or nm in o for o in replace)):
+                    and not any(o in nm or nm in o for o in replace)
+                    and not any(n in ln for ln in lines_with for n in replace.values())):  # the fixed figure stays visible
                 names.append(nm)
         if names and rng.random() < 0.8:
             nm = rng.choice(names)
