@@ -233,9 +233,31 @@ class BuildPlan:
             "`{inp}` [lists|has] the tasks ([`{ti}`, `{du}`, `{de}`, `{ow}`|name, duration, dependencies, owner]); "
             "[schedule|plan] them from {start} into `{out}`, {fmt}.",
         ], fmt=fmt, **slots)
+        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
+        story = ""
+        if rng.random() < 0.6:
+            owners_in = list(dict.fromkeys(t["owner"] for t in tasks))
+            story = one_of(rng, [
+                "[The|Our] {project} [has|comes down to] {n} [steps|tasks|work packages], from {first} to {last}, "
+                "[and nobody has put dates on them yet|and {o1} keeps asking when {last} will happen|and the {last} "
+                "date is what everyone asks about].",
+                "{o1} and {o2} [share|split] the {project} work; [I promised them|they want|the board wants] a "
+                "[dated plan|timeline|schedule] [before|by] {day}.",
+                "[We're about to start|Kick-off is close for] the {project}: {n} tasks, [some waiting on others|with "
+                "dependencies between them|a few that can run in parallel].",
+                "[Before I|I can't] [commit to a date for|promise anything about] {last} [I need to|until I] see how "
+                "the {n} tasks of the {project} line up.",
+            ], project=rng.choice(voc["projects"]), n=len(tasks), first=chosen[0], last=chosen[-1],
+                o1=owners_in[0], o2=owners_in[-1] if len(owners_in) > 1 else "me",
+                day=rng.choice(["Friday", "Monday", "the next meeting", "month end"]))
         order_note = one_of(rng, ["(Task list order: {order}.)", "Task list, in order: {order}.",
                                   "[The|My] task list [order|sequence] is: {order}."], **slots)
-        instruction = join(head, reqs(rng, rules, lead=expand("[Rules:|How to schedule:|Scheduling rules:|]", rng)),
+        if rng.random() < 0.25:  # terse, as a note to oneself
+            head = one_of(rng, ["`{inp}` -> `{out}` ({fmt}), start {start}.", "Schedule: `{inp}` in, `{out}` out; "
+                                "start {start}; {fmt}.", "[plan|dates] for `{inp}` from {start} -> `{out}`, {fmt}."],
+                          fmt=fmt, **slots)
+        instruction = join(story, head, reqs(rng, rules, lead=expand("[Rules:|How to schedule:|Scheduling rules:|]",
+                                                                      rng)),
                            order_note, from_source.strip(), aside(rng, ctx.persona))
         program = PROGRAM.format(src=in_path, out=out, start=starts[k], holidays=hol_words, order=", ".join(chosen),
                                  incols=list(incols), outcols=list(header), finish=fin_l if as_md else "")

@@ -280,7 +280,17 @@ class GenerateFromTemplate:
             "The {what} [are due|need to go out|have to be ready] - `{t}` is the template, `{d}` the data.",
         ], **slots)
         lead = expand("[Output|What I need|The result|How]:", rng)
-        instruction = join(head, reqs(rng, rules, lead=lead), aside(rng, ctx.persona))
+        story = ""
+        if rng.random() < 0.6:
+            story = one_of(rng, [
+                "[Every {month}|Once a term|Each quarter] I [send|prepare|print] the {what} for {org} by hand, and it "
+                "[takes hours|eats an afternoon|is error-prone].",
+                "{n} people [are on the list|signed up|are in the sheet] this time, [but|and] {k} of them [dropped "
+                "out|should get nothing].",
+                "[The|Our] {what} [always|usually] go out [before|around] {month}; [this year|this time] I want them "
+                "[generated|filled in] [properly|from the data].",
+            ], what=what, org=org, n=len(rows), k=len(skipped), month=base.strftime("%B"))
+        instruction = join(story, head, reqs(rng, rules, lead=lead), aside(rng, ctx.persona))
         expected = [paths[r[id_field]] for r in active]
         # a file counts for the format checks (one per active row, no placeholder left) only when it is its row's
         # file: its row's values in it and no other row's id (an empty file, the request or the data copied to

@@ -61,6 +61,20 @@ BOOKS = ["Deep Work", "The Checklist Manifesto", "Atomic Habits", "Thinking in S
          "Range", "Small Is Beautiful"]
 
 
+def _story(rng, notes: list[dict], root: str) -> str:
+    """A drawn sentence about the notes themselves (their topics, the oldest title), or nothing."""
+    if rng.random() < 0.4:
+        return ""
+    tags = sorted({n["primary"] for n in notes if n["primary"] != "misc"})
+    oldest = min(notes, key=lambda n: (n["date"], n["title"]))
+    return one_of(rng, [
+        "[I take notes on|My notes cover] {tags} - [all in one folder|no system at all|whatever comes up].",
+        "[Since|Ever since] \"{title}\" ({date}) I've [dumped|thrown|saved] every note [straight |]into `{root}/`.",
+        "[I can't find anything|Finding a note takes ages] [in `{root}/`|anymore]: {n} files about {tags}.",
+    ], tags=", ".join(tags[:-1]) + " and " + tags[-1] if len(tags) > 1 else (tags[0] if tags else "everything"),
+        title=oldest["title"], date=long_date(oldest["date"]), root=root, n=len(notes))
+
+
 class OrganizeNotes:
     id = "organize_notes"
     consumes: tuple[str, ...] = ()
@@ -162,7 +176,7 @@ class OrganizeNotes:
         ]
         if untagged:
             items.insert(1, clause(rng, "a note without tags goes to `{root}/misc/`", **slots))
-        instruction = join(head, reqs(rng, items, fixed_order=True), aside(rng, ctx.persona))
+        instruction = join(_story(rng, notes, root), head, reqs(rng, items, fixed_order=True), aside(rng, ctx.persona))
         checks = [
             Check("notes_filed_by_tag", "files_moved", {"moves": {n["path"]: [n["new"], n["text"]] for n in notes}}),
             Check("index_links_every_note", "docs_md_links", {"path": index, "targets": [n["new"] for n in notes]}),
@@ -218,7 +232,8 @@ class OrganizeNotes:
         ]
         if untagged:
             items.append(clause(rng, "a note without tags goes to `{root}/{dir}/misc.md`", **slots))
-        instruction = join(head, reqs(rng, items, fixed_order=rng.random() < 0.5), aside(rng, ctx.persona))
+        instruction = join(_story(rng, notes, root), head, reqs(rng, items, fixed_order=rng.random() < 0.5),
+                           aside(rng, ctx.persona))
         under_topic = {"specs": {pages[g]: {n["title"]: [n["body"][:60]] for n in notes if n["primary"] == g}
                                  for g in groups}}
         checks = [

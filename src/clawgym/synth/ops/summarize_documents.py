@@ -218,7 +218,20 @@ class SummarizeDocuments:
         ], **slots)
         lead = one_of(rng, ["[Structure|Layout]:", "[It needs|I need]:", "[What goes in|Contents]:",
                             "[Put in|Include]:"])
-        instruction = join(head, reqs(rng, items, lead=lead), aside(rng, ctx.persona))
+        story = ""
+        if rng.random() < 0.6:
+            story = one_of(rng, [
+                "[The|Our] {project} [produced|generated|left me with] {n} documents [this month|last week|since "
+                "{month}] and I [was away|was off sick|missed the meeting].",
+                "[Tomorrow|On {day}] I [have to|need to] [brief|update] {boss} on the {project}, and I [only have|have "
+                "maybe] {mins} minutes to prepare.",
+                "[I'm behind|I fell behind] on the {project}: {n} [files|documents] [piled up|are waiting] in my "
+                "workspace.",
+                "{boss} [asked for|wants] a [short|one-page] [briefing|digest] on the {project} [before|by] {day}.",
+            ], project=project, n=len(facts), month=rng.choice(["Monday", "the start of the month", "the offsite"]),
+                day=rng.choice(["Monday", "Thursday", "Friday morning"]), mins=rng.choice([10, 15, 20, 30]),
+                boss=rng.choice(["my manager", "the director", "our chair", "the client", "my co-founder"]))
+        instruction = join(story, head, reqs(rng, items, lead=lead), aside(rng, ctx.persona))
         # dates as the request asks for them (YYYY-MM-DD): the meeting notes copied as they are, with their own
         # "## Decisions" and "## Actions" and dates written out in words, are not the summary
         action_needles = [n for o, _, d in actions for n in (o, d.isoformat())]

@@ -198,7 +198,18 @@ class TrackTasks:
                         "new `{d}`)", **slots),
             clause(rng, "[keep|same] columns ({cols}) and [all|every one of the] existing rows", **slots),
         ]
-        instruction = join(head, reqs(rng, items, lead=expand("[Rules:|How:|In the tracker:|]", rng)),
+        story = ""
+        if rng.random() < 0.6:
+            story = one_of(rng, [
+                "[At|After] the {project} [sync|meeting] on {date}, {who} [and|plus] {n} others [took on|picked up] "
+                "[new actions|work].",
+                "[Things slip|Actions get lost] [when|if] nobody [updates|looks at] the tracker; {who} [already|just] "
+                "asked me [what's open|who owns what].",
+                "[We're|The team is] [juggling|tracking] {k} [actions|tasks] for the {project}, and the [minutes|notes] "
+                "from {date} [changed a few|add some].",
+            ], project=fill["project"], date=human_date(rng, meet, with_year=False), who=team[0], n=len(team) - 1,
+                k=len(old_rows))
+        instruction = join(story, head, reqs(rng, items, lead=expand("[Rules:|How:|In the tracker:|]", rng)),
                            aside(rng, ctx.persona))
         unchanged = [r for i, r in enumerate(new_rows_old) if i not in changed]
         checks = [

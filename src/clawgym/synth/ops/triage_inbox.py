@@ -224,7 +224,17 @@ class TriageInbox:
             "`{out}`: {fmt}.",
             "[Could you|Can you] [triage|sort] `{inbox}/`? [Output|Result]: `{out}`, {fmt}.",
         ], fmt=fmt, **slots)
-        instruction = join(head, reqs(rng, rules, lead=expand("[Rules:|How to judge:|Criteria:|]", rng)),
+        story = ""
+        if rng.random() < 0.6:
+            story = one_of(rng, [
+                "[I was away|I've been offline|I was at a conference] [since|from] {day} and {n} mails [piled up|came "
+                "in].",
+                "[Some|A few] of these are from {vip}[, who always comes first|; those matter most], [the rest|others] "
+                "[can wait|are noise].",
+                "[The spam filter|Our mail filter] [catches|flags] [some|most] junk, but I still [lose|miss] [the "
+                "real requests|what matters] in `{inbox}/`.",
+            ], day=human_date(rng, base.date(), with_year=False), n=len(msgs), vip=vips[0][0], inbox=inbox)
+        instruction = join(story, head, reqs(rng, rules, lead=expand("[Rules:|How to judge:|Criteria:|]", rng)),
                            aside(rng, ctx.persona))
         checks = [
             Check("every_message_listed", "docs_records", {"path": out, "key": fk, "records": records,
