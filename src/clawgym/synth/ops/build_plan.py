@@ -214,9 +214,16 @@ class BuildPlan:
             phrase(rng, ["each task starts on the first working day after all the tasks it depends on (`{de}`) have "
                          "ended (tasks without dependencies start on the start date)",
                          "a task [begins|can start] on the first working day after [every task|all tasks] in its "
-                         "`{de}` [has|have] [ended|finished]; tasks with none start on the start date"], **slots),
+                         "`{de}` [has|have] [ended|finished]; tasks with none start on the start date",
+                         "nothing starts before [its|all its] `{de}` [are|is] done: the next working day after the "
+                         "last of them ends (no `{de}` = the start date)",
+                         "[respect|honour] `{de}`: start on the working day after the latest one finishes, or on the "
+                         "start date if there are none"], **slots),
             phrase(rng, ["it takes its `{du}` in working days (Mon-Fri, the start day counts)",
-                         "`{du}` [is|counts] working days (Mon-Fri), counting the start day"], **slots),
+                         "`{du}` [is|counts] working days (Mon-Fri), counting the start day",
+                         "a task lasts `{du}` weekdays, its first day included",
+                         "[weekends don't count|no work on Saturdays or Sundays]: `{du}` is in working days, "
+                         "start day included"], **slots),
             phrase(rng, ["dates as YYYY-MM-DD", "[all|every] date[s|] [in the form|written] YYYY-MM-DD"]),
             phrase(rng, ["rows sorted by `{s}`, ties in the order of the task list below",
                          "[order|sort] the rows by `{s}` (ties: [task list order|as in the list below])"], **slots),
@@ -232,6 +239,13 @@ class BuildPlan:
             "{start}. [Put|Write] the schedule in `{out}` ({fmt}).",
             "`{inp}` [lists|has] the tasks ([`{ti}`, `{du}`, `{de}`, `{ow}`|name, duration, dependencies, owner]); "
             "[schedule|plan] them from {start} into `{out}`, {fmt}.",
+            "[What would the calendar look like|When does each step happen] if we [start|kick off] on {start}? The "
+            "tasks are in `{inp}`; [give me|I'd like] `{out}` as {fmt}.",
+            "[Work out|Figure out] start and end dates for [every|each] task in `{inp}` (first day: {start}) and "
+            "[record|write] them in `{out}` - {fmt}.",
+            "[A Gantt-style|A simple] schedule, please: input `{inp}`, output `{out}` ({fmt}), starting {start}.",
+            "[From|Beginning] {start}, [how do|how would] the tasks in `{inp}` [fall|line up]? [Answer with|Write] "
+            "`{out}`: {fmt}.",
         ], fmt=fmt, **slots)
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
         story = ""

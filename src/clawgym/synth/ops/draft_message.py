@@ -241,6 +241,9 @@ class DraftMessage:
             "[Can you|Could you|Please] [answer|reply to|deal with] {first}'s [email|question|message] (`{ask}`)?",
             "`{ask}` is a question from {asker} about our {cat} [spending|costs|orders] in {month}.",
             "I owe {asker} [an answer|a reply|some numbers] - [see|the question is in|read] `{ask}`.",
+            "[A reply is overdue|I still haven't replied] to {asker} ({org}), who asked about {cat} in {month}: "
+            "`{ask}`.",
+            "[Budget season|The {purpose}] again: {first} [needs|asked for] our {month} {cat} figures (`{ask}`).",
         ], **slots)
         data = one_of(rng, [
             "The figures are in `{data}` (one row per order: `{d}`, `{s}`, `{c}`, `{a}`).",
@@ -347,6 +350,9 @@ class DraftMessage:
             "[I need to|Time to|Help me] [invite people to|announce] the {event}: [put|save] the email in `{out}`.",
             "[Could you|Can you|Please] [write|draft] an invitation email (`{out}`) for the {event}?",
             "The {event} [is coming up|needs an invite|is set] - [draft|prepare] the mail as `{out}`.",
+            "[Invites|Invitations] for the {event} [haven't gone out yet|are still to do]: [write|draft] one email, "
+            "`{out}`.",
+            "[Let's get people to|Time to invite the team to] the {event} - one [mail|email] as `{out}`.",
         ], **slots)
         who = one_of(rng, [
             "[Send it|It goes] from {me} to every person in `{team}` whose `{s}` is \"{v}\" (not {gone}); "

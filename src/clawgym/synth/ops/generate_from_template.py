@@ -278,6 +278,10 @@ class GenerateFromTemplate:
             "[I have|There are] {n} [rows|entries] in `{d}` and [a template|the template] in `{t}` (placeholders "
             "like `{ph}`); [I need|make] the {what} [from them|out of them].",
             "The {what} [are due|need to go out|have to be ready] - `{t}` is the template, `{d}` the data.",
+            "[Merge|Combine] `{d}` [into|with] the template `{t}` (its placeholders look like `{ph}`) to [produce|get] "
+            "the {what}.",
+            "[One per person|A personalised copy for each row]: the {what}, from `{t}` filled with `{d}`.",
+            "[Can you|Could you] [produce|churn out] the {what}? Data: `{d}` ({n} rows). Template: `{t}`.",
         ], **slots)
         lead = expand("[Output|What I need|The result|How]:", rng)
         story = ""

@@ -166,6 +166,8 @@ class OrganizeNotes:
             "[I have|There are] {n} notes in `{root}/` and [no structure|no order|they're all in one pile].",
             "[Please|Could you] [file|sort|organise] the notes in `{root}/` by tag[.|?]",
             "`{root}/` [has grown|got out of hand|is a flat heap of {n} files].",
+            "[Time to|Let's] [tidy|clean up|restructure] `{root}/`: {n} notes, [no folders|one flat list].",
+            "[Could|Can] you [give|bring] `{root}/` some [structure|order] - a folder per tag?",
         ], **slots)
         items = [
             clause(rng, "move every note into a sub-folder named after its first tag (in lower case, e.g. "
@@ -220,6 +222,8 @@ class OrganizeNotes:
             "[Please|Could you] merge the {n} notes in `{root}/` by topic[.|?]",
             "[I'd rather read|I want] one page per topic instead of {n} [small files|scattered notes] in `{root}/`.",
             "The notes in `{root}/` [need merging|should be combined] by topic.",
+            "[Too many|{n}] [small|scattered] notes in `{root}/`: [build|write] topic pages [from them|out of them].",
+            "[Turn|Fold] `{root}/` into [a handful of|a few] topic pages, one per tag.",
         ], **slots)
         items = [
             clause(rng, "[topic = the note's first tag in lower case|the topic is the first tag, lower-cased]"),

@@ -215,6 +215,12 @@ class SummarizeDocuments:
             "[I'm behind on|I need the gist of|Catch me up on] the {project}: {srcs}. [A markdown summary in|Write up] "
             "`{out}`, [at most|no more than|under] {limit} words.",
             "`{out}` should [become|be] a [one-page|short|tight] summary (under {limit} words) of {srcs}.",
+            "[What do|What's in] {srcs} [say|actually]? [Give me the essentials|Condense it] in `{out}`, {limit} words "
+            "[tops|at most].",
+            "[Read|Go through] {srcs} [for me|on my behalf] and [write up|produce] the [key points|essentials] as "
+            "`{out}` ([max.|at most] {limit} words).",
+            "[Prepare|Draft] a [briefing note|status brief] `{out}` [from|based on] {srcs} - [no longer than|under] "
+            "{limit} words.",
         ], **slots)
         lead = one_of(rng, ["[Structure|Layout]:", "[It needs|I need]:", "[What goes in|Contents]:",
                             "[Put in|Include]:"])

@@ -189,6 +189,12 @@ class TrackTasks:
             + ". [Put|Get] it all into `{tracker}`.",
             "`{tracker}` is [behind|out of date|stale] - [the notes|the minutes] in `{notes}`" + mail_txt
             + " [have|contain] [the new items and some updates|what changed].",
+            "[Can you|Could you] [sync|reconcile] `{tracker}` with [what was said in|the minutes,] `{notes}`" + mail_txt
+            + "?",
+            "[New actions|Action items] and [status changes|a few updates] [came out of|are recorded in] `{notes}`"
+            + mail_txt + "; [my tracker|the task list] `{tracker}` [doesn't have them yet|needs them].",
+            "[Transfer|Copy over] the [actions|to-dos] from `{notes}`" + mail_txt + " to `{tracker}` and [apply|"
+            "record] the updates [while you're at it|too].",
         ], **slots)
         items = [
             clause(rng, "[add one row per new action item|each new action item becomes a row]: `{t}` in the notes' "

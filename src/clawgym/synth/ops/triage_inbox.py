@@ -223,6 +223,10 @@ class TriageInbox:
             "[I've got|There are] {n} [unread|unsorted] mails in `{inbox}/`. [Triage them|Go through them] into "
             "`{out}`: {fmt}.",
             "[Could you|Can you] [triage|sort] `{inbox}/`? [Output|Result]: `{out}`, {fmt}.",
+            "[Label|Classify] every [mail|message] in `{inbox}/` ({n} of them) and [record|put] the result in "
+            "`{out}` as {fmt}.",
+            "[Help me|I need to] [get to inbox zero|dig out of my inbox]: `{inbox}/` has {n} messages; [write|make] "
+            "`{out}`, {fmt}.",
         ], fmt=fmt, **slots)
         story = ""
         if rng.random() < 0.6:
