@@ -255,8 +255,8 @@ class BuildPlan:
                 "[The|Our] {project} [has|comes down to] {n} [steps|tasks|work packages], from {first} to {last}, "
                 "[and nobody has put dates on them yet|and {o1} keeps asking when {last} will happen|and the {last} "
                 "date is what everyone asks about].",
-                "{o1} and {o2} [share|split] the {project} work; [I promised them|they want|the board wants] a "
-                "[dated plan|timeline|schedule] [before|by] {day}.",
+                "[The {project} work is split between|Most of the {project} falls on] {o1} and {o2}; [I promised "
+                "them|they want|the board wants] a [dated plan|timeline|schedule] [before|by] {day}.",
                 "[We're about to start|Kick-off is close for] the {project}: {n} tasks, [some waiting on others|with "
                 "dependencies between them|a few that can run in parallel].",
                 "[Before I|I can't] [commit to a date for|promise anything about] {last} [I need to|until I] see how "

@@ -207,7 +207,7 @@ class SummarizeDocuments:
             clause(rng, "[every date|all dates|dates] [written as|in the form|as] YYYY-MM-DD"),
         ]
         head = one_of(rng, [
-            "I haven't had time to read {srcs}. [Write|Put together] [me |]a summary at `{out}` (markdown, under "
+            "I haven't had time to read {srcs}. [Write me|Put together|Write] a summary at `{out}` (markdown, under "
             "{limit} words).",
             "[Please|Could you] [summarise|digest|condense] these {n} documents - {srcs} - into `{out}`[?|.] "
             "[Keep it|Stay] under [about |roughly |]{limit} words.",
