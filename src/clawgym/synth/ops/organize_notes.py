@@ -9,7 +9,7 @@ import datetime as dt
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
-from clawgym.synth.ops._docs_common import aside, clause, digest, join, long_date, reqs, wfolder
+from clawgym.synth.ops._docs_common import aside, clause, digest, join, long_date, phrase, reqs, wfolder
 from clawgym.synth.ops.base import DOCUMENT, Artifact, Check, OpContext, StepPlan, exec_, ls, read, write
 
 # tag -> (title templates, body sentence templates)
@@ -170,8 +170,12 @@ class OrganizeNotes:
             "[Could|Can] you [give|bring] `{root}/` some [structure|order] - a folder per tag?",
         ], **slots)
         items = [
-            clause(rng, "move every note into a sub-folder named after its first tag (in lower case, e.g. "
-                        "`{root}/{ex}/`), keeping the file names", **slots),
+            phrase(rng, ["move every note into a sub-folder named after its first tag (in lower case, e.g. "
+                         "`{root}/{ex}/`), keeping the file names",
+                         "[each|every] note [goes|moves] to `{root}/<its first tag, lower-case>/` (e.g. `{root}/{ex}/`), "
+                         "[same file name|file name unchanged]",
+                         "[file|sort] [the notes|each note] into [folders|sub-folders] by first tag (lower case, like "
+                         "`{root}/{ex}/`) without renaming them"], **slots),
             clause(rng, "[then|afterwards|finally] write `{index}` with one `## <tag>` section per folder, listing "
                         "each note as a markdown link [whose text is the note's title|`\\[title\\](path)`] to its new "
                         "location (relative paths are fine)", **slots),

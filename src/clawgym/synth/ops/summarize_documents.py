@@ -18,6 +18,7 @@ from clawgym.synth.ops._docs_common import (
     aside,
     clause,
     join,
+    phrase,
     reqs,
     short_slug,
     wpath,
@@ -195,15 +196,30 @@ class SummarizeDocuments:
         slots = dict(first=names[next(iter(facts))], dec=dec_h, act=act_h, me=ctx.persona.name, label=label,
                      srcs=src_list, out=out, limit=limit, n=len(facts), project=project)
         items = [
-            clause(rng, "one `## <file name>` section per source (e.g. `## {first}`) with its main points, keeping "
-                        "every figure ([amounts, counts, percentages|money, counts and percentages]) [exactly as "
-                        "written|as it appears|unchanged]", **slots),
-            clause(rng, "a `## {dec}` section [listing|with] every decision [taken|made] (with its amount or "
-                        "date)", **slots),
-            clause(rng, "a `## {act}` section with one line per action item: owner ([my own items under my name, "
-                        "{me}|{me} for the ones that are mine]), task and due date", **slots),
-            clause(rng, "a [final|closing|last] line `{label}: <amount>` [adding up|with the sum of|totalling] "
-                        "every amount approved in the sources", **slots),
+            phrase(rng, ["one `## <file name>` section per source (e.g. `## {first}`) with its main points, keeping "
+                         "every figure ([amounts, counts, percentages|money, counts and percentages]) [exactly as "
+                         "written|as it appears|unchanged]",
+                         "a section per document, headed `## <its file name>` (like `## {first}`), [with|giving] its "
+                         "main points and [all|every one of] its numbers [verbatim|copied exactly]",
+                         "[for each|per] file a `##` heading [with|that is] its name (`## {first}` and so on) and "
+                         "[the gist|the main points], [figures kept as they are|no figure rounded or changed]"],
+                   **slots),
+            phrase(rng, ["a `## {dec}` section [listing|with] every decision [taken|made] (with its amount or date)",
+                         "[under|in] `## {dec}`: [each|every] decision, [with|plus] its amount or date",
+                         "[the decisions|what was decided] [go|goes] under `## {dec}`, [amounts and dates "
+                         "included|each with its amount or date]"], **slots),
+            phrase(rng, ["a `## {act}` section with one line per action item: owner ([my own items under my name, "
+                         "{me}|{me} for the ones that are mine]), task and due date",
+                         "`## {act}`: [one line per action|a line for each action item] - who ({me} for mine), "
+                         "what, [and when|and by when]",
+                         "[every|each] action item [in|under] `## {act}` with [its owner|who owns it] ([{me} if "
+                         "it's mine|mine under {me}]), the task and the due date"], **slots),
+            phrase(rng, ["a [final|closing|last] line `{label}: <amount>` [adding up|with the sum of|totalling] "
+                         "every amount approved in the sources",
+                         "[end with|finish with] `{label}: <amount>`, the sum of [everything|all amounts] approved "
+                         "[across|in] the documents",
+                         "[add up|total] the approved amounts [in all the sources|across the files] [and put|on] "
+                         "a last line `{label}: <amount>`"], **slots),
             clause(rng, "[every date|all dates|dates] [written as|in the form|as] YYYY-MM-DD"),
         ]
         head = one_of(rng, [
