@@ -197,12 +197,23 @@ class TrackTasks:
             "record] the updates [while you're at it|too].",
         ], **slots)
         items = [
-            clause(rng, "[add one row per new action item|each new action item becomes a row]: `{t}` in the notes' "
-                        "words, `{o}`, `{d}` as YYYY-MM-DD, `{s}` \"{new}\"", **slots),
-            clause(rng, "[apply|carry over] the updates the notes mention to the existing rows (`{s}` \"{done}\" "
-                        "[when finished|for finished ones], \"{blocked}\" [when blocked|for blocked ones], or the "
-                        "new `{d}`)", **slots),
-            clause(rng, "[keep|same] columns ({cols}) and [all|every one of the] existing rows", **slots),
+            phrase(rng, ["[add one row per new action item|each new action item becomes a row]: `{t}` in the notes' "
+                         "words, `{o}`, `{d}` as YYYY-MM-DD, `{s}` \"{new}\"",
+                         "new actions [go in|are added] as new rows - `{t}` worded as in the notes, `{o}`, `{d}` "
+                         "(YYYY-MM-DD) and `{s}` set to \"{new}\"",
+                         "[a row for every|one line per] new action item with its `{t}` (the notes' wording), `{o}`, "
+                         "`{d}` in YYYY-MM-DD form and `{s}` \"{new}\""], **slots),
+            phrase(rng, ["[apply|carry over] the updates the notes mention to the existing rows (`{s}` \"{done}\" "
+                         "[when finished|for finished ones], \"{blocked}\" [when blocked|for blocked ones], or the "
+                         "new `{d}`)",
+                         "[existing rows|rows already there] [change|get updated] as the notes say: finished -> "
+                         "`{s}` \"{done}\", blocked -> \"{blocked}\", [moved deadlines|a moved deadline] -> the "
+                         "new `{d}`",
+                         "where the notes report progress on an existing task, [update|change] it: \"{done}\" or "
+                         "\"{blocked}\" in `{s}`, or the new `{d}`"], **slots),
+            phrase(rng, ["[keep|same] columns ({cols}) and [all|every one of the] existing rows",
+                         "don't drop [any|a single] existing row or change the columns ({cols})",
+                         "the columns stay {cols}; [no existing row disappears|nothing gets deleted]"], **slots),
         ]
         story = ""
         if rng.random() < 0.6:
