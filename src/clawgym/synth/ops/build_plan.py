@@ -249,7 +249,7 @@ class BuildPlan:
         ], fmt=fmt, **slots)
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
         story = ""
-        if rng.random() < 0.6:
+        if rng.random() < 0.8:
             owners_in = list(dict.fromkeys(t["owner"] for t in tasks))
             story = one_of(rng, [
                 "[The|Our] {project} [has|comes down to] {n} [steps|tasks|work packages], from {first} to {last}, "

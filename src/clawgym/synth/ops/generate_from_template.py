@@ -285,7 +285,7 @@ class GenerateFromTemplate:
         ], **slots)
         lead = expand("[Output|What I need|The result|How]:", rng)
         story = ""
-        if rng.random() < 0.6:
+        if rng.random() < 0.8:
             story = one_of(rng, [
                 "[Every {month}|Once a term|Each quarter] I [send|prepare|print] the {what} for {org} by hand, and it "
                 "[takes hours|eats an afternoon|is error-prone].",

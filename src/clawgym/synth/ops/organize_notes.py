@@ -63,7 +63,7 @@ BOOKS = ["Deep Work", "The Checklist Manifesto", "Atomic Habits", "Thinking in S
 
 def _story(rng, notes: list[dict], root: str) -> str:
     """A drawn sentence about the notes themselves (their topics, the oldest title), or nothing."""
-    if rng.random() < 0.4:
+    if rng.random() < 0.2:
         return ""
     tags = sorted({n["primary"] for n in notes if n["primary"] != "misc"})
     oldest = min(notes, key=lambda n: (n["date"], n["title"]))

@@ -241,7 +241,7 @@ class SummarizeDocuments:
         lead = one_of(rng, ["[Structure|Layout]:", "[It needs|I need]:", "[What goes in|Contents]:",
                             "[Put in|Include]:"])
         story = ""
-        if rng.random() < 0.6:
+        if rng.random() < 0.8:
             story = one_of(rng, [
                 "[The|Our] {project} [produced|generated|left me with] {n} documents [this month|last week|since "
                 "{month}] and I [was away|was off sick|missed the meeting].",

@@ -216,7 +216,7 @@ class TrackTasks:
                          "the columns stay {cols}; [no existing row disappears|nothing gets deleted]"], **slots),
         ]
         story = ""
-        if rng.random() < 0.6:
+        if rng.random() < 0.8:
             story = one_of(rng, [
                 "[At|After] the {project} [sync|meeting] on {date}, {who} [and|plus] {n} others [took on|picked up] "
                 "[new actions|work].",

@@ -229,7 +229,7 @@ class TriageInbox:
             "`{out}`, {fmt}.",
         ], fmt=fmt, **slots)
         story = ""
-        if rng.random() < 0.6:
+        if rng.random() < 0.8:
             story = one_of(rng, [
                 "[I was away|I've been offline|I was at a conference] [since|from] {day} and {n} mails [piled up|came "
                 "in].",
