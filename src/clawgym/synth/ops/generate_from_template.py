@@ -393,7 +393,7 @@ class GenerateFromTemplate:
             "and so on, numbered {order}.",
             "[turn|make] {rows} of `{src}` into one {h} [each|per row] [using|from] `{t}` ({map}); number the "
             "files `{dir}/01.md`, `{dir}/02.md`, ... {order}.",
-            "[now|next], one {h} per row: [fill|complete] `{t}` ({map}) for {rows} of {desc}, saved as "
+            "one {h} per row: [fill|complete] `{t}` ({map}) for {rows} of {desc}, saved as "
             "`{dir}/NN.md` starting at `{dir}/01.md`, {order}.",
         ], t=tpath, rows=rows_note, desc=source.description, src=source.path, order=order_txt, dir=out_dir,
             map=mapping, h=heading.lower())

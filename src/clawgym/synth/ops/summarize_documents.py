@@ -206,7 +206,7 @@ class SummarizeDocuments:
                    **slots),
             phrase(rng, ["a `## {dec}` section [listing|with] every decision [taken|made] (with its amount or date)",
                          "[under|in] `## {dec}`: [each|every] decision, [with|plus] its amount or date",
-                         "[the decisions|what was decided] [go|goes] under `## {dec}`, [amounts and dates "
+                         "[the decisions go|what was decided goes] under `## {dec}`, [amounts and dates "
                          "included|each with its amount or date]"], **slots),
             phrase(rng, ["a `## {act}` section with one line per action item: owner ([my own items under my name, "
                          "{me}|{me} for the ones that are mine]), task and due date",
