@@ -212,3 +212,111 @@ def pick_name(rng: random.Random, exclude: tuple[str, ...] = ()) -> str:
         p = flavor.person(rng)
         if p not in exclude:
             return p
+
+
+# ------------------------------------------------------------------------------------------ variety (issue #20)
+# Names and small phrasings shared by the docs generators, so that their requests, files and folders differ from
+# task to task: workspace names mix the persona's own world (synth/world.py) with each operation's own pools.
+
+_UNSAFE = re.compile(r"[^a-z0-9_./-]+")
+
+
+def _safe(name: str) -> str:
+    return _UNSAFE.sub("_", name.strip().lower()).strip("_./") or "files"
+
+
+def wfolder(ctx, fallback, p_world: float = 0.5) -> str:
+    """A lower-case folder name: the persona's own (see world.py) or one of `fallback`."""
+    from clawgym.synth import world
+
+    return _safe(world.folder(ctx.persona, ctx.rng, list(fallback), p_world))
+
+
+def wpath(ctx, stems, ext: str, folders=(), p_folder: float = 0.6, p_world_folder: float = 0.45,
+          p_world_stem: float = 0.0, suffix: str = "") -> str:
+    """A unique lower-case workspace path `[folder/]stem[suffix].ext`: the stem from `stems` (or, with
+    `p_world_stem`, one of the persona's own file stems), the folder (with probability `p_folder`) from the
+    persona's folders or `folders`. Always draws the same number of random values."""
+    from clawgym.synth import world
+
+    rng = ctx.rng
+    stem = _safe(world.stem(ctx.persona, rng, list(stems), p_world_stem)) + suffix
+    folder = wfolder(ctx, list(folders) or ["docs"], p_world_folder)
+    use_folder = rng.random() < p_folder
+    name = f"{stem}.{ext}" if ext else stem
+    return ctx.path(f"{folder}/{name}" if use_folder else name)
+
+
+WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
+
+
+def aside(rng: random.Random, persona: Persona | None = None) -> str:
+    """A by-the-way sentence a person adds to a request (a deadline, a reason, a place) that changes nothing the
+    checks look at; "" about a third of the time."""
+    if rng.random() < 0.35:
+        return ""
+    from clawgym.synth.grammar import one_of
+
+    city = persona.location.split(",")[0].strip() if persona is not None and persona.location else rng.choice(
+        flavor.CITIES)
+    return one_of(rng, [
+        "[No rush, but|Ideally] I'd like [this|it] [done|sorted] [before|by] {day}[ {time}|].",
+        "I'm [travelling|out of the office|in meetings] [on {day}|until {day}|most of {day}], so [this|it] "
+        "[would really help|saves me an evening|is a big help].",
+        "[For context|Background]: [this goes to|I need it for] [the {day} meeting|a call with {name} on {day}|"
+        "{name}, who asked on {day}].",
+        "{name} [will read|is going to look at|reviews] [it|the result] [after me|on {day}|before it goes out].",
+        "[I'll be|I'm] [working from|back in] {city} [on {day}|from {day}|this week][, in case that matters|].",
+        "[Thanks in advance|Many thanks|Cheers] - [this has been on my list since {day}|I've put it off since "
+        "{day}|{n} other things are waiting].",
+    ], day=rng.choice(WEEKDAYS), time=rng.choice(["noon", "10am", "3pm", "end of day", "lunchtime"]),
+        name=flavor.person(rng), city=city, n=rng.randint(3, 12))
+
+
+def join(*parts: str) -> str:
+    """Sentences joined with one space (a new line after a part that ends in a list), the empty ones left out."""
+    out = ""
+    for p in parts:
+        p = (p or "").strip()
+        if not p:
+            continue
+        last = out.rsplit("\n", 1)[-1]
+        sep = "\n" if re.match(r"(- |\* |\d+\. )", last) else " "
+        out = p if not out else out + sep + p
+    return out
+
+
+def clause(rng: random.Random, template: str, **slots: Any) -> str:
+    """A requirement clause: :func:`grammar.expand` without its capital first letter."""
+    from clawgym.synth.grammar import expand
+
+    text = expand(template, rng, **slots)
+    return text[:1].lower() + text[1:] if text[:1].isupper() and not text[1:2].isupper() else text
+
+
+def reqs(rng: random.Random, items: list[str], lead: str = "", fixed_order: bool = False) -> str:
+    """:func:`grammar.requirements` where a lead that ends a sentence part keeps its own case, and a lead is never
+    followed by a second heading (no "block" style with a lead)."""
+    from clawgym.synth.grammar import requirements
+
+    style = rng.choice(["sentence", "bullets", "numbered"] if lead else ["sentence", "bullets", "numbered", "block"])
+    text = requirements(rng, items, lead=lead, fixed_order=fixed_order, style=style)
+    if lead and lead[:1].islower():
+        text = lead[:1] + text[1:]
+    return text
+
+
+def short_slug(text: str, words: int = 2) -> str:
+    """The first `words` words of `text` as a file-name part."""
+    return "_".join([w for w in flavor.slug(text).split("_") if w][:words]) or "item"
+
+
+def phrase(rng: random.Random, templates: list[str], **slots: Any) -> str:
+    """:func:`grammar.one_of` for a clause inside a sentence or list: lower-case first letter, unless the text
+    starts with a slot's value (a name, a path)."""
+    from clawgym.synth.grammar import one_of
+
+    text = one_of(rng, templates, **slots)
+    if any(str(v) and text.startswith(str(v)) for v in slots.values()):
+        return text
+    return text[:1].lower() + text[1:]

@@ -10,8 +10,15 @@ import json
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops._docs_common import (
     add_workdays,
+    aside,
+    clause,
+    join,
+    phrase,
+    reqs,
+    wpath,
     date_col,
     dated,
     digest,
@@ -46,17 +53,38 @@ PHASES = {
                   "Assessment design", "Event day"],
     "health": ["Needs assessment", "Staff rota", "Stock order", "Training", "Patient letters", "Pilot clinic",
                "Audit", "Go-live"],
+    "finance": ["Data collection", "Reconciliation", "Draft accounts", "Partner review", "Client sign-off",
+                "Filing", "Archive"],
+    "farm": ["Soil test", "Seed order", "Field prep", "Planting", "Irrigation check", "Fencing", "Harvest plan",
+             "Market prep"],
+    "creative": ["Concept", "Mood board", "Client approval", "Shoot", "Editing", "Print proofs", "Framing",
+                 "Opening night"],
+    "legal": ["Intake", "Conflict check", "Document review", "Research memo", "Draft filing", "Partner review",
+              "Filing", "Client update"],
     "general": ["Scope", "Budget approval", "Vendor selection", "Procurement", "Setup", "Training", "Testing",
                 "Communication", "Launch"],
 }
+# input columns (task, duration in working days, dependencies, owner) and output columns (task, owner, start, end)
+IN_COLS = [("task", "duration_days", "depends_on", "owner"), ("step", "days", "after", "owner"),
+           ("activity", "working_days", "needs", "lead"), ("task", "effort_days", "prerequisites", "assignee"),
+           ("name", "duration", "depends_on", "who")]
+OUT_COLS = [("task", "owner", "start", "end"), ("step", "who", "begins", "ends"), ("task", "lead", "start_date", "end_date"),
+            ("activity", "owner", "from", "to"), ("task", "owner", "starts", "finishes")]
+FINISH = ["Project finish", "Finish", "Planned finish", "Estimated finish", "Expected finish"]
+# funding plan columns and the two status words
+FUND_COLS = [("item", "amount", "status", "pay_date", "running_total"), ("item", "cost", "decision", "paid_on", "cumulative"),
+             ("entry", "amount", "status", "payment_date", "total_so_far"), ("what", "sum", "outcome", "date", "running")]
+FUND_WORDS = [("funded", "deferred"), ("paid", "postponed"), ("approved", "waitlisted"), ("yes", "later")]
 
 
 # The program solution of a project plan: the dates are the request's own words (any of the ways
 # _docs_common.dated writes them), the task list order is copied from the request and is the dependency order.
-PROGRAM = """import csv, json, datetime as dt
+PROGRAM = """import csv, json, os, datetime as dt
 SRC, OUT = {src!r}, {out!r}
 START, HOLIDAYS = {start!r}, {holidays!r}
 ORDER = {order!r}.split(', ')
+TASK, DUR, DEPS, OWNER = {incols!r}
+HEADER, FINISH = {outcols!r}, {finish!r}
 def day(s):
     for f in ('%Y-%m-%d', '%A %d %B %Y', '%d %B %Y', '%B %d, %Y', '%a %d/%m/%Y'):
         try:
@@ -69,20 +97,21 @@ def work(d, n):
         n -= d.weekday() < 5 and d not in off and n > 0
         d += dt.timedelta(1)
     return d
-tasks = {{t['task']: t for t in (json.load(open(SRC)) if SRC.endswith('.json') else csv.DictReader(open(SRC)))}}
+tasks = {{t[TASK]: t for t in (json.load(open(SRC)) if SRC.endswith('.json') else csv.DictReader(open(SRC)))}}
 end, rows = {{}}, []
 for n in ORDER:
     t = tasks[n]
-    deps = t['depends_on'] if SRC.endswith('.json') else [x for x in t['depends_on'].split('; ') if x]
+    deps = t[DEPS] if SRC.endswith('.json') else [x for x in t[DEPS].split('; ') if x]
     s = max([work(day(START), 0)] + [work(end[d], 1) for d in deps])
-    end[n] = work(s, int(t['duration_days']) - 1)
-    rows.append([n, t['owner'], str(s), str(end[n])])
+    end[n] = work(s, int(t[DUR]) - 1)
+    rows.append([n, t[OWNER], str(s), str(end[n])])
 rows.sort(key=lambda r: r[2])
 if OUT.endswith('.csv'):
-    text = ''.join(','.join(r) + '\\n' for r in [['task', 'owner', 'start', 'end']] + rows)
+    text = ''.join(','.join(r) + '\\n' for r in [HEADER] + rows)
 else:
-    text = '# Project plan\\n\\nStart: %s\\n\\n| task | owner | start | end |\\n|---|---|---|---|\\n' % day(START)
-    text += ''.join('| ' + ' | '.join(r) + ' |\\n' for r in rows) + '\\nProject finish: %s\\n' % max(end.values())
+    text = '# Project plan\\n\\nStart: %s\\n\\n| ' % day(START) + ' | '.join(HEADER) + ' |\\n|---|---|---|---|\\n'
+    text += ''.join('| ' + ' | '.join(r) + ' |\\n' for r in rows) + '\\n%s: %s\\n' % (FINISH, max(end.values()))
+os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
 open(OUT, 'w').write(text)
 print('wrote', len(rows), 'tasks to', OUT)
 """
@@ -143,59 +172,122 @@ class BuildPlan:
         finish = max(e for _, e in sched.values())
         rows = [[t["name"], t["owner"], sched[t["name"]][0].isoformat(), sched[t["name"]][1].isoformat()]
                 for t in order]
-        header = ["task", "owner", "start", "end"]
+        incols = rng.choice(IN_COLS)
+        header = list(rng.choice(OUT_COLS))
+        fin_l = rng.choice(FINISH)
+        tc, oc, sc, ec = header
         shuffled = list(tasks)
         rng.shuffle(shuffled)
+        in_stems = ["tasks", "plan_input", "work_breakdown", "project_tasks", "milestones", "todo_with_durations",
+                    f"{flavor.slug(chosen[-1])}_plan"]
         if rng.random() < 0.5:
-            in_path = ctx.path(rng.choice(["tasks.csv", "project/tasks.csv", "plan_input.csv"]))
-            in_text = to_csv(["task", "duration_days", "depends_on", "owner"],
+            in_path = wpath(ctx, in_stems, "csv", ["project", "planning", "plans"], p_folder=0.5)
+            in_text = to_csv(list(incols),
                              [[t["name"], str(t["days"]), "; ".join(t["deps"]), t["owner"]] for t in shuffled])
         else:
-            in_path = ctx.path(rng.choice(["tasks.json", "project/tasks.json"]))
-            in_text = json.dumps([{"task": t["name"], "duration_days": t["days"], "depends_on": t["deps"],
-                                   "owner": t["owner"]} for t in shuffled], indent=2) + "\n"
+            in_path = wpath(ctx, in_stems, "json", ["project", "planning", "plans"], p_folder=0.5)
+            in_text = json.dumps([dict(zip(incols, (t["name"], t["days"], t["deps"], t["owner"]), strict=True))
+                                  for t in shuffled], indent=2) + "\n"
         as_md = rng.random() < 0.6
-        out = ctx.path(rng.choice(["plan.md", "project_plan.md", "schedule.md"]) if as_md else
-                       rng.choice(["plan.csv", "schedule.csv"]))
+        out = wpath(ctx, ["plan", "project_plan", "schedule", "timeline", "gantt", "dated_plan", "rollout"],
+                    "md" if as_md else "csv", ["project", "planning", "plans"], p_folder=0.4)
         if as_md:
             text = (f"# Project plan\n\nStart: {start.isoformat()}\n\n" + md_table(header, rows) +
-                    f"\nProject finish: {finish.isoformat()}\n")
+                    f"\n{fin_l}: {finish.isoformat()}\n")
         else:
             text = to_csv(header, rows)
         hol, hol_words = "", []
         if holidays:
             hd = sorted(holidays)[0]
             hol_words = [dated(rng, hd)]
-            hol = f" {hol_words[0]} is a public holiday (no work that day)."
-        fmt = (f"a markdown table with the columns {' | '.join(header)} followed by a line `Project finish: "
-               "YYYY-MM-DD`" if as_md else f"a CSV with the columns {','.join(header)}")
-        rules = ("Each task starts on the first working day after all the tasks it depends on have ended (tasks "
-                 "without dependencies start on the start date) and takes its duration in working days (Mon-Fri, "
-                 f"the start day counts).{hol} Dates as YYYY-MM-DD; rows sorted by start date, ties in the order of "
-                 "the task list below.")
-        order_hint = ", ".join(chosen)
+        hol_clause = ""
+        slots = dict(inp=in_path, out=out, cols=" | ".join(header), csvcols=",".join(header), fin=fin_l, t=tc, o=oc,
+                     s=sc, e=ec, ti=incols[0], du=incols[1], de=incols[2], ow=incols[3],
+                     hol=hol_words[0] if hol_words else "", order=", ".join(chosen))
+        if holidays:
+            hol_clause = phrase(rng, ["{hol} is a public holiday (no work that day)",
+                                      "nobody works on {hol} ([public holiday|bank holiday|the office is closed])",
+                                      "skip {hol} as well, it's a holiday"], **slots)
+        fmt = (clause(rng, "a markdown table with the columns {cols} followed by a line `{fin}: YYYY-MM-DD`", **slots)
+               if as_md else clause(rng, "a CSV with the columns {csvcols}", **slots))
+        rules = [
+            phrase(rng, ["each task starts on the first working day after all the tasks it depends on (`{de}`) have "
+                         "ended (tasks without dependencies start on the start date)",
+                         "a task [begins|can start] on the first working day after [every task|all tasks] in its "
+                         "`{de}` [has|have] [ended|finished]; tasks with none start on the start date",
+                         "nothing starts before [its|all its] `{de}` [are|is] done: the next working day after the "
+                         "last of them ends (no `{de}` = the start date)",
+                         "[respect|honour] `{de}`: start on the working day after the latest one finishes, or on the "
+                         "start date if there are none"], **slots),
+            phrase(rng, ["it takes its `{du}` in working days (Mon-Fri, the start day counts)",
+                         "`{du}` [is|counts] working days (Mon-Fri), counting the start day",
+                         "a task lasts `{du}` weekdays, its first day included",
+                         "[weekends don't count|no work on Saturdays or Sundays]: `{du}` is in working days, "
+                         "start day included"], **slots),
+            phrase(rng, ["dates as YYYY-MM-DD", "[all|every] date[s|] [in the form|written] YYYY-MM-DD"]),
+            phrase(rng, ["rows sorted by `{s}`, ties in the order of the task list below",
+                         "[order|sort] the rows by `{s}` (ties: [task list order|as in the list below])"], **slots),
+            phrase(rng, ["keep [each|every] task's `{ow}` as `{o}`", "`{o}` = the task's `{ow}`"], **slots),
+        ] + ([hol_clause] if hol_clause else [])
         starts = [dated(rng, start), dated(rng, start)]  # drawn in this order, as before (same tasks per seed)
         k = rng.choice([0, 1])
-        instruction = [
-            f"Turn `{in_path}` into a schedule starting {starts[0]}: write `{out}` as {fmt}. {rules} "
-            f"(Task list order: {order_hint}.)",
-            f"Please plan the project in `{in_path}` from {starts[1]} onwards and save it as `{out}` - "
-            f"{fmt}. {rules} (Task list order: {order_hint}.)",
-        ][k] + from_source
-        program = PROGRAM.format(src=in_path, out=out, start=starts[k], holidays=hol_words, order=order_hint)
+        slots["start"] = starts[k]
+        head = one_of(rng, [
+            "Turn `{inp}` into a schedule starting {start}: write `{out}` as {fmt}.",
+            "Please plan the project in `{inp}` from {start} onwards and save it as `{out}` - {fmt}.",
+            "[I need|Can I get] [dates|a dated plan] for the tasks in `{inp}`: [we start|work starts|kick-off is] "
+            "{start}. [Put|Write] the schedule in `{out}` ({fmt}).",
+            "`{inp}` [lists|has] the tasks ([`{ti}`, `{du}`, `{de}`, `{ow}`|name, duration, dependencies, owner]); "
+            "[schedule|plan] them from {start} into `{out}`, {fmt}.",
+            "[What would the calendar look like|When does each step happen] if we [start|kick off] on {start}? The "
+            "tasks are in `{inp}`; [give me|I'd like] `{out}` as {fmt}.",
+            "[Work out|Figure out] start and end dates for [every|each] task in `{inp}` (first day: {start}) and "
+            "[record|write] them in `{out}` - {fmt}.",
+            "[A Gantt-style|A simple] schedule, please: input `{inp}`, output `{out}` ({fmt}), starting {start}.",
+            "[From|Beginning] {start}, [how do|how would] the tasks in `{inp}` [fall|line up]? [Answer with|Write] "
+            "`{out}`: {fmt}.",
+        ], fmt=fmt, **slots)
+        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
+        story = ""
+        if rng.random() < 0.8:
+            owners_in = list(dict.fromkeys(t["owner"] for t in tasks))
+            story = one_of(rng, [
+                "[The|Our] {project} [has|comes down to] {n} [steps|tasks|work packages], from {first} to {last}, "
+                "[and nobody has put dates on them yet|and {o1} keeps asking when {last} will happen|and the {last} "
+                "date is what everyone asks about].",
+                "[The {project} work is split between|Most of the {project} falls on] {o1} and {o2}; [I promised "
+                "them|they want|the board wants] a [dated plan|timeline|schedule] [before|by] {day}.",
+                "[We're about to start|Kick-off is close for] the {project}: {n} tasks, [some waiting on others|with "
+                "dependencies between them|a few that can run in parallel].",
+                "[Before I|I can't] [commit to a date for|promise anything about] {last} [I need to|until I] see how "
+                "the {n} tasks of the {project} line up.",
+            ], project=rng.choice(voc["projects"]), n=len(tasks), first=chosen[0], last=chosen[-1],
+                o1=owners_in[0], o2=owners_in[-1] if len(owners_in) > 1 else "me",
+                day=rng.choice(["Friday", "Monday", "the next meeting", "month end"]))
+        order_note = one_of(rng, ["(Task list order: {order}.)", "Task list, in order: {order}.",
+                                  "[The|My] task list [order|sequence] is: {order}."], **slots)
+        if rng.random() < 0.25:  # terse, as a note to oneself
+            head = one_of(rng, ["`{inp}` -> `{out}` ({fmt}), start {start}.", "Schedule: `{inp}` in, `{out}` out; "
+                                "start {start}; {fmt}.", "[plan|dates] for `{inp}` from {start} -> `{out}`, {fmt}."],
+                          fmt=fmt, **slots)
+        instruction = join(story, head, reqs(rng, rules, lead=expand("[Rules:|How to schedule:|Scheduling rules:|]",
+                                                                      rng)),
+                           order_note, from_source.strip(), aside(rng, ctx.persona))
+        program = PROGRAM.format(src=in_path, out=out, start=starts[k], holidays=hol_words, order=", ".join(chosen),
+                                 incols=list(incols), outcols=list(header), finish=fin_l if as_md else "")
         pairs = [[d, t["name"]] for t in tasks for d in t["deps"]]
-        dates = [Check("dates_correct", "docs_table_rows", {"path": out, "header": ["task", "start", "end"],
+        dates = [Check("dates_correct", "docs_table_rows", {"path": out, "header": [tc, sc, ec],
                                                             "rows": [[r[0], r[2], r[3]] for r in rows]}),
-                 Check("dependencies_respected", "docs_table_before", {"path": out, "column": "task", "pairs": pairs,
-                                                                       "start_col": "start", "end_col": "end"})]
+                 Check("dependencies_respected", "docs_table_before", {"path": out, "column": tc, "pairs": pairs,
+                                                                       "start_col": sc, "end_col": ec})]
         scheduled = Check("", "mean_of", parts=[Check("", c.fn, c.args) for c in dates])
         # owners and order count as far as the tasks are scheduled: the task list copied as it is keeps its owners
         checks = [
             *dates,
             Check("owners_kept", "gated", parts=[Check("", "docs_table_rows", {
-                "path": out, "header": ["task", "owner"], "rows": [[r[0], r[1]] for r in rows]}), scheduled]),
+                "path": out, "header": [tc, oc], "rows": [[r[0], r[1]] for r in rows]}), scheduled]),
             Check("sorted_by_start", "gated", parts=[Check("", "docs_table_rows", {
-                "path": out, "header": ["task"], "rows": [[r[0]] for r in rows], "ordered": True}), scheduled]),
+                "path": out, "header": [tc], "rows": [[r[0]] for r in rows], "ordered": True}), scheduled]),
         ]
         if as_md:
             checks.append(Check("finish_date", "docs_regex", {"path": out,
@@ -252,64 +344,81 @@ class BuildPlan:
         total = sum(v for *_, v in items)
         budget = round(total * rng.uniform(0.55, 0.8) / 10) * 10
         start = next_weekday(dt.date(2026, rng.randint(1, 12), rng.randint(1, 20)))
+        header_out = list(rng.choice(FUND_COLS))
+        w_yes, w_no = rng.choice(FUND_WORDS)
+        tot_l = rng.choice(["Total funded", "Total paid", "Funded in total", "Total committed"])
         funded, running, day = [], 0.0, start
         rows_out = []
         for _, _, name, v in items:
             if running + v <= budget + 1e-9:
                 running = round(running + v, 2)
-                rows_out.append([name, f"{v:.2f}", "funded", day.isoformat(), f"{running:.2f}"])
+                rows_out.append([name, f"{v:.2f}", w_yes, day.isoformat(), f"{running:.2f}"])
                 funded.append((name, v, day))
                 day = add_workdays(day, 1)
             else:
-                rows_out.append([name, f"{v:.2f}", "deferred", "", ""])
+                rows_out.append([name, f"{v:.2f}", w_no, "", ""])
         if not funded or len(funded) == len(items):
             return None
-        header_out = ["item", "amount", "status", "pay_date", "running_total"]
+        hi, ha, hs, hd, hr = header_out
         as_md = rng.random() < 0.5
-        out = ctx.path(rng.choice(["funding_plan.md", "payment_plan.md"]) if as_md else
-                       rng.choice(["funding_plan.csv", "payment_plan.csv"]))
+        out = wpath(ctx, ["funding_plan", "payment_plan", "spend_plan", "what_we_can_afford", "budget_plan",
+                          "payment_schedule"], "md" if as_md else "csv", ["finance", "budget", "plans"], p_folder=0.4)
         text = ((f"# Payment plan\n\nBudget: {budget:.2f}\n\n" + md_table(header_out, rows_out) +
-                 f"\nTotal funded: {running:.2f}\n") if as_md else to_csv(header_out, rows_out))
+                 f"\n{tot_l}: {running:.2f}\n") if as_md else to_csv(header_out, rows_out))
         order = (f"by `{header[di]}` (oldest first; ties by `{header[ni]}` A-Z, then smallest amount)" if di is not None
                  else f"from the largest `{header[vi]}` to the smallest (ties by `{header[ni]}` A-Z)")
-        fmt = (f"a markdown table with the columns {' | '.join(header_out)} and a final line `Total funded: <amount>`"
-               if as_md else f"a CSV with the columns {','.join(header_out)}")
-        instruction = rng.choice([
-            f"I only have {budget:.2f} to spend. Using {source.description}, go through the entries {order} and "
-            f"fund each one (`{header[ni]}` as the item, `{header[vi]}` as the amount) if it still fits in what is "
-            "left of the budget, otherwise mark it deferred and carry on with the next. Funded items are paid one "
-            f"per working day (Mon-Fri) starting {start.isoformat()}. Write `{out}` as {fmt}, one row per entry in "
-            "that order (pay_date and running_total empty for deferred ones, amounts with two decimals).",
-            f"make a payment plan in `{out}` ({fmt}) for the entries of `{source.path}` taken {order}: budget "
-            f"{budget:.2f}; an entry (item = `{header[ni]}`, amount = `{header[vi]}`) is funded when it fits in "
-            "the remaining budget, else deferred (keep going with the later ones). Funded payments go on "
-            f"consecutive working days from {start.isoformat()}. One row per entry in that order; leave pay_date "
-            "and running_total blank when deferred; two decimals for money.",
-        ])
+        slots = dict(budget=f"{budget:.2f}", desc=source.description, src=source.path, order=order, n=header[ni],
+                     v=header[vi], out=out, start=start.isoformat(), cols=" | ".join(header_out),
+                     csvcols=",".join(header_out), tot=tot_l, yes=w_yes, no=w_no, i=hi, a=ha, s=hs, d=hd, r=hr)
+        fmt = (clause(rng, "a markdown table with the columns {cols} and a final line `{tot}: <amount>`", **slots)
+               if as_md else clause(rng, "a CSV with the columns {csvcols}", **slots))
+        head = one_of(rng, [
+            "I only have {budget} to spend. Using {desc}, go through the entries {order}.",
+            "make a payment plan in `{out}` for the entries of `{src}` taken {order}: budget {budget}.",
+            "[the budget is|there's only|we have] {budget} [for this|left|in total]; [plan|work out] what we can pay "
+            "from `{src}`, [going|taking the entries] {order}.",
+            "[decide|work out] which entries of {desc} fit in a budget of {budget}, [in order|going] {order}.",
+        ], **slots)
+        rules = [
+            phrase(rng, ["an entry (`{i}` = `{n}`, `{a}` = `{v}`) is {yes} when it fits in what is left of the "
+                         "budget, otherwise {no} - and carry on with the next",
+                         "fund each entry (`{n}` as the `{i}`, `{v}` as the `{a}`) if it still fits, `{s}` {yes}; "
+                         "if not, `{s}` {no} and [keep going|go on] with the later ones"], **slots),
+            phrase(rng, ["{yes} payments go on consecutive working days (Mon-Fri) from {start}, one per day, in `{d}`",
+                         "[pay|schedule] one {yes} entry per working day starting {start} (`{d}`, Mon-Fri)"], **slots),
+            phrase(rng, ["`{r}` is the running total of what is {yes}",
+                         "[keep|give] a running total in `{r}`"], **slots),
+            phrase(rng, ["leave `{d}` and `{r}` [empty|blank] for {no} entries",
+                         "{no} rows get no `{d}` and no `{r}`"], **slots),
+            phrase(rng, ["one row per entry in that order", "[every|each] entry gets a row, [same|in that] order"]),
+            phrase(rng, ["money with two decimals", "amounts to 2 decimals"]),
+        ]
+        instruction = join(head, phrase(rng, ["[write|save] `{out}` as {fmt}.", "the plan goes in `{out}`, {fmt}."],
+                                        fmt=fmt, **slots), reqs(rng, rules))
         checks = [
-            Check("funding_decisions", "docs_table_rows", {"path": out, "header": ["item", "amount", "status"],
+            Check("funding_decisions", "docs_table_rows", {"path": out, "header": [hi, ha, hs],
                                                            "rows": [r[:3] for r in rows_out]}),
             Check("pay_dates_and_running_totals", "docs_table_rows", {"path": out, "header": header_out,
                                                                       "rows": rows_out}),
-            Check("order_kept", "docs_table_rows", {"path": out, "header": ["item", "amount"],
+            Check("order_kept", "docs_table_rows", {"path": out, "header": [hi, ha],
                                                     "rows": [r[:2] for r in rows_out], "ordered": True}),
         ]
         if as_md:
-            checks.append(Check("total_funded", "docs_line_number", {"path": out, "label": "Total funded",
+            checks.append(Check("total_funded", "docs_line_number", {"path": out, "label": tot_l,
                                                                      "value": running}))
         # partial: stops at the first item that does not fit (no skipping), dates on calendar days
         bad_rows, run, stop, d = [], 0.0, False, start
         for _, _, name, v in items:
             if not stop and run + v <= budget:
                 run = round(run + v, 2)
-                bad_rows.append([name, f"{v:.2f}", "funded", d.isoformat(), f"{run:.2f}"])
+                bad_rows.append([name, f"{v:.2f}", w_yes, d.isoformat(), f"{run:.2f}"])
                 d += dt.timedelta(days=1)
             else:
                 stop = True
-                bad_rows.append([name, f"{v:.2f}", "deferred", "", ""])
+                bad_rows.append([name, f"{v:.2f}", w_no, "", ""])
         if bad_rows == rows_out:
             bad_rows = bad_rows[::-1]
-        bad_text = ((md_table(header_out, bad_rows) + f"\nTotal funded: {run + 1:.2f}\n") if as_md
+        bad_text = ((md_table(header_out, bad_rows) + f"\n{tot_l}: {run + 1:.2f}\n") if as_md
                     else to_csv(header_out, bad_rows))
         events = [{"summary": f"Pay {name}", "start": d.isoformat(), "end": d.isoformat(), "location": ""}
                   for name, _, d in funded]

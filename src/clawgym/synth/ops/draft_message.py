@@ -11,8 +11,16 @@ from collections import Counter, defaultdict
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops._docs_common import (
     add_workdays,
+    aside,
+    clause,
+    join,
+    phrase,
+    reqs,
+    short_slug,
+    wpath,
     digest,
     email_addr,
     eml_text,
@@ -39,24 +47,38 @@ from clawgym.synth.ops.base import (
     write,
 )
 
+DATE_COLS = ["date", "order_date", "ordered_on", "booked", "invoice_date", "day"]
+SUP_COLS = ["supplier", "vendor", "payee", "merchant", "seller", "paid_to"]
+CAT_COLS = ["category", "cost_type", "type", "budget_line", "kind", "account"]
+AMT_COLS = ["amount", "cost", "total", "price", "net_amount", "value"]
+ROLES = ["my manager", "the treasurer", "our accountant", "the committee chair", "my co-founder", "the auditor",
+         "our funder", "the team lead", "my business partner", "the board secretary"]
+EMAIL_COLS = ["email", "e_mail", "address", "mail", "email_address"]
+# (status column, the value of the people still there, the values of the others)
+STATUS_SCHEMES = [("status", "active", ["left", "on leave"]), ("state", "current", ["former", "on leave"]),
+                  ("membership", "member", ["lapsed", "resigned"]), ("active", "yes", ["no"]),
+                  ("status", "in", ["out", "away"]), ("roster", "on", ["off", "leaver"])]
+
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
           "November", "December"]
 
 
-# The program solution of a reply with figures: addresses, subject, category and month copied from the request
-# and the question; the figures computed from the order sheet.
+# The program solution of a reply with figures: addresses, subject, column names, category, month and the
+# supplier to leave out copied from the request and the question; the figures computed from the order sheet.
 REPLY_PROGRAM = """import csv, os, datetime as dt
 DATA, OUT = %r, %r
 FROM, TO, CC = %r, %r, %r
 SUBJECT = %r
-CATEGORY, MONTH = %r, %r
+DATE, SUPPLIER, CAT, AMOUNT = %r, %r, %r, %r
+CATEGORY, MONTH, EXCLUDE = %r, %r, %r
 m = dt.datetime.strptime(MONTH, '%%B %%Y').strftime('%%Y-%%m')
-rows = [r for r in csv.DictReader(open(DATA)) if r['category'] == CATEGORY and r['date'].startswith(m)]
+rows = [r for r in csv.DictReader(open(DATA)) if r[CAT] == CATEGORY and r[DATE].startswith(m)
+        and r[SUPPLIER] != EXCLUDE]
 by = {}
 for r in rows:
-    by[r['supplier']] = by.get(r['supplier'], 0) + float(r['amount'])
+    by[r[SUPPLIER]] = by.get(r[SUPPLIER], 0) + float(r[AMOUNT])
 top = min(by, key=lambda k: (-by[k], k))
-total = sum(float(r['amount']) for r in rows)
+total = sum(float(r[AMOUNT]) for r in rows)
 os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
 text = 'From: %%s\\nTo: %%s\\n' %% (FROM, TO) + ('Cc: %%s\\n' %% CC if CC else '') + 'Subject: %%s\\n\\n' %% SUBJECT
 text += 'Hello,\\n\\nIn %%s we spent %%.2f on %%s, across %%d orders. The biggest supplier was %%s (%%.2f).\\n' %% (
@@ -71,7 +93,8 @@ print('wrote', OUT)
 ANNOUNCE_PROGRAM = """import csv, os
 NOTES, TEAM, OUT = %r, %r, %r
 FROM, EVENT = %r, %r
-to = [r['email'] for r in csv.DictReader(open(TEAM)) if r['status'] == 'active']
+EMAIL, STATUS, ACTIVE = %r, %r, %r
+to = [r[EMAIL] for r in csv.DictReader(open(TEAM)) if r[STATUS] == ACTIVE]
 os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
 text = 'From: %%s\\nTo: %%s\\nSubject: Invitation: %%s\\n\\n' %% (FROM, ', '.join(to), EVENT) + open(NOTES).read()
 open(OUT, 'w').write(text)
@@ -131,11 +154,14 @@ class DraftMessage:
         rng = ctx.rng
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
         me, my_addr = ctx.persona.name, persona_email(ctx.persona)
-        suppliers = flavor.orgs(rng, 4)
+        suppliers = flavor.orgs(rng, rng.randint(3, 5))
         cats = rng.sample(voc["categories"], 3)
+        dcol, scol, ccol, acol = (rng.choice(DATE_COLS), rng.choice(SUP_COLS), rng.choice(CAT_COLS),
+                                  rng.choice(AMT_COLS))
+        extra = rng.choice([None, "ref", "notes", "paid_by", "invoice_no"])
         m1 = rng.randint(1, 11)
         rows = []
-        for _ in range(rng.randint(12, 20)):
+        for _ in range(rng.randint(12, 22)):
             d = flavor.date_in(rng, 2026, rng.choice([m1, m1 + 1]))
             rows.append([d.isoformat(), rng.choice(suppliers), rng.choice(cats), f"{flavor.amount(rng, 15, 900):.2f}"])
         rows.sort()
@@ -147,6 +173,12 @@ class DraftMessage:
                 rows.append([d.isoformat(), rng.choice(suppliers), cat, f"{flavor.amount(rng, 15, 900):.2f}"])
             rows.sort()
             sel = [r for r in rows if r[2] == cat and int(r[0][5:7]) == month]
+        # sometimes one supplier's orders do not count (a closed account, a refund): the request says so
+        exclude = ""
+        sups_in = sorted({r[1] for r in sel})
+        if len(sups_in) >= 2 and rng.random() < 0.35:
+            exclude = rng.choice(sups_in)
+            sel = [r for r in sel if r[1] != exclude]
         total = round(sum(float(r[3]) for r in sel), 2)
         by_sup: dict[str, float] = defaultdict(float)
         for r in sel:
@@ -157,20 +189,39 @@ class DraftMessage:
         asker_org = flavor.org(rng)
         asker_addr = email_addr(asker, asker_org)
         mname = MONTHS[month - 1]
-        subject = rng.choice([f"{cat} spend in {mname}?", f"Quick question - {cat} costs", f"Numbers for {mname}"])
-        body = (f"Hi {me.split()[0]},\n\nFor the budget review, could you tell me how much we spent on {cat} in "
+        subject = rng.choice([f"{cat} spend in {mname}?", f"Quick question - {cat} costs", f"Numbers for {mname}",
+                              f"{mname} {cat.lower()} figures", f"Re budget: {cat}", f"Question on {cat} ({mname})",
+                              f"{cat} - how much?", f"Before the review: {cat}"])
+        purpose = rng.choice(["the budget review", "the board pack", "our quarterly check-in", "the audit file",
+                              "the funding report", "next week's planning call"])
+        body = (f"Hi {me.split()[0]},\n\nFor {purpose}, could you tell me how much we spent on {cat} in "
                 f"{mname} 2026, across how many orders, and which supplier got the most of it?\n\n"
                 f"Thanks,\n{asker}\n")
-        ask_path = ctx.path(rng.choice(["inbox/question.eml", "inbox/budget_question.eml", "mail/request.eml"]))
-        data_path = ctx.path(rng.choice(["orders.csv", "purchases_2026.csv", "data/orders.csv"]))
-        out = ctx.path(rng.choice(["outbox/reply.eml", "drafts/reply_budget.eml", "outbox/re_question.eml"]))
+        ask_path = wpath(ctx, ["question", "budget_question", "request", f"from_{flavor.slug(asker.split()[0])}",
+                               f"{flavor.slug(cat)}_query", "unanswered"], "eml", ["inbox", "mail", "mail/inbox"],
+                         p_folder=0.85)
+        data_path = wpath(ctx, ["orders", "purchases_2026", "spend_log", f"{flavor.slug(cat)}_and_more",
+                                "order_book", "invoices_2026", "expenses"], "csv", ["data", "finance", "records"],
+                          p_world_stem=0.1)
+        out = wpath(ctx, ["reply", "reply_budget", "re_question", f"re_{flavor.slug(cat)}",
+                          f"answer_{flavor.slug(asker.split()[0])}", "draft_reply"], "eml",
+                    ["outbox", "drafts", "mail/drafts", "outgoing"], p_folder=0.85, p_world_folder=0.0)
         cc = None
         if rng.random() < 0.5:
             boss = pick_name(rng, (me, asker))
             cc = (boss, email_addr(boss, flavor.org(rng)))
         sent = dt.datetime(2026, month, 28, 9, 30) + dt.timedelta(days=rng.randint(3, 20))
+        header = [dcol, scol, ccol, acol]
+        file_rows = [list(r) for r in rows]
+        if extra:
+            header.append(extra)
+            for k, r in enumerate(file_rows):
+                r.append({"ref": f"PO-{rng.randint(1000, 9999)}", "notes": rng.choice(["", "", "late", "split",
+                                                                                      "partial delivery"]),
+                          "paid_by": rng.choice(["card", "transfer", "invoice"]),
+                          "invoice_no": f"INV{2026}{k + 1:03d}"}[extra])
         files = [
-            WorkspaceFile(path=data_path, content=to_csv(["date", "supplier", "category", "amount"], rows)),
+            WorkspaceFile(path=data_path, content=to_csv(header, file_rows)),
             WorkspaceFile(path=ask_path, generate=GeneratedContent(kind="eml", params={
                 "from": f"{asker} <{asker_addr}>", "to": my_addr, "subject": subject, "date": sent.isoformat(),
                 "body": body})),
@@ -179,16 +230,48 @@ class DraftMessage:
                       f"orders. The biggest supplier was {top} ({ranked[0][1]:.2f}).\n\nBest,\n{me}\n")
         to = [asker_addr]
         text = eml_text(f"{me} <{my_addr}>", to, f"Re: {subject}", reply_body, cc=[f"{cc[0]} <{cc[1]}>"] if cc else None)
-        cc_txt = f", with {cc[0]} ({cc[1]}) in Cc" if cc else ""
-        instruction = rng.choice([
-            f"{asker} emailed me a question (`{ask_path}`). Work out the answer from `{data_path}` and draft my "
-            f"reply as `{out}`: From {my_addr}, To {asker_addr}{cc_txt}, Subject \"Re: <their subject>\", and a "
-            "short plain-text body giving the total (two decimals), the number of orders and the top supplier.",
-            f"Please answer the email in `{ask_path}` using the figures in `{data_path}`. Save the reply as an .eml "
-            f"file at `{out}` addressed to {asker_addr}{cc_txt} (from {my_addr}), subject 'Re: ' plus the original "
-            "subject; in the body state the amount spent (2 decimals), how many orders and which supplier was "
-            "the largest.",
-        ])
+        slots = dict(asker=asker, first=asker.split()[0], ask=ask_path, data=data_path, out=out, me=my_addr,
+                     to=asker_addr, cat=cat, org=asker_org, month=mname, d=dcol, s=scol, c=ccol, a=acol,
+                     ex=exclude, cc=cc[1] if cc else "", ccn=cc[0] if cc else "", purpose=purpose)
+        intro = one_of(rng, [
+            "[I got|There's] a [question|quick question|query] from {asker} [about {cat}|for {purpose}|] - it's in "
+            "`{ask}`.",
+            "There's [an email|a message|a mail] from {asker} [at {org}|] in `{ask}` [that needs an answer|"
+            "I haven't answered yet|waiting for a reply].",
+            "[Can you|Could you|Please] [answer|reply to|deal with] {first}'s [email|question|message] (`{ask}`)?",
+            "`{ask}` is a question from {asker} about our {cat} [spending|costs|orders] in {month}.",
+            "I owe {asker} [an answer|a reply|some numbers] - [see|the question is in|read] `{ask}`.",
+            "[A reply is overdue|I still haven't replied] to {asker} ({org}), who asked about {cat} in {month}: "
+            "`{ask}`.",
+            "[Budget season|The {purpose}] again: {first} [needs|asked for] our {month} {cat} figures (`{ask}`).",
+        ], **slots)
+        data = one_of(rng, [
+            "The figures are in `{data}` (one row per order: `{d}`, `{s}`, `{c}`, `{a}`).",
+            "[Work out|Calculate|Get] the answer from `{data}`: [use|go by] `{a}` for the money, `{s}` for the "
+            "supplier, `{d}` for the date and `{c}` for the category.",
+            "[Everything you need|All the numbers|The data] [is|sits] in `{data}`[, one line per order|]; the "
+            "columns [that matter|you need] are `{c}`, `{d}`, `{s}` and `{a}`.",
+            "[Use|Take] `{data}` - `{a}` is what we paid, `{s}` who we paid, `{c}` the budget line and `{d}` "
+            "the order date.",
+        ], **slots)
+        excl = ""
+        if exclude:
+            excl = one_of(rng, [
+                "[Leave out|Don't count|Skip|Ignore] [the orders from|anything from] {ex}[: that account is closed|"
+                " - those were refunded|, they're billed to another budget|: we cancelled that contract].",
+                "[One thing:|Note:|Careful:] {ex} [doesn't count|must not be included|is excluded] "
+                "([it was refunded|the account is closed|it goes through a different budget]).",
+            ], **slots)
+        items = [clause(rng, "[from|sent from] {me}", me=my_addr),
+                 clause(rng, "[to|addressed to] {to}", to=asker_addr)
+                 + (" " + clause(rng, "[with|and] {ccn} ({cc}) [in Cc|on copy|cc'd]", **slots) if cc else ""),
+                 clause(rng, '[the subject|subject] "Re: " [followed by|plus|and then] [their|the original] subject'),
+                 clause(rng, "[the total|the amount spent|how much we spent] [with|to] two decimals"),
+                 clause(rng, "[the number of orders|how many orders there were|the order count]"),
+                 clause(rng, "[the top supplier|which supplier got the most|the biggest supplier by amount]")]
+        lead = expand("[Draft|Write|Save|Put] [my reply|the answer|a reply] [as|in|into] `{out}`[ (an email file)|"
+                      " as a plain-text email|]:", rng, out=out)
+        instruction = join(intro, data, excl, reqs(rng, items, lead=lead), aside(rng, ctx.persona))
         checks = _checks(out, to + ([cc[1]] if cc else []), ["Re:", subject], [f"{total:.2f}", str(len(sel)), top])
         wrong_total = round(sum(float(r[3]) for r in rows if r[2] == cat), 2)  # forgot the month filter
         partial_body = (f"Hi {asker.split()[0]},\n\nWe spent {wrong_total:.2f} on {cat}. The biggest supplier was "
@@ -199,10 +282,11 @@ class DraftMessage:
             steps=[read(ask_path), read(data_path), write(out, text)],
             partial=[write(out, partial)],
             program=[read(ask_path), read(data_path), python(REPLY_PROGRAM % (
-                data_path, out, my_addr, asker_addr, cc[1] if cc else "", f"Re: {subject}", cat, f"{mname} 2026"))],
+                data_path, out, my_addr, asker_addr, cc[1] if cc else "", f"Re: {subject}", dcol, scol, ccol, acol,
+                cat, f"{mname} 2026", exclude))],
             outputs=[],
             summary=f"draft a reply to {ask_path} with the {cat} figures",
-            fingerprint=digest(rows, cat, month),
+            fingerprint=digest(rows, cat, month, exclude),
         )
 
     # ------------------------------------------------------------------ standalone: announcement
@@ -211,64 +295,95 @@ class DraftMessage:
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
         me, my_addr = ctx.persona.name, persona_email(ctx.persona)
         org = flavor.org(rng)
-        team = flavor.people(rng, rng.randint(5, 8))
+        team = flavor.people(rng, rng.randint(5, 9))
         team = [p for p in team if p != me]
-        status = ["active"] * len(team)
+        ecol = rng.choice(EMAIL_COLS)
+        scol, active_v, gone_vals = rng.choice(STATUS_SCHEMES)
+        status = [active_v] * len(team)
         gone = rng.sample(range(len(team)), rng.randint(1, 2))
         for i in gone:
-            status[i] = rng.choice(["left", "on leave", "left"])
+            status[i] = rng.choice(gone_vals)
         emails = [email_addr(p, org) for p in team]
         project = rng.choice(voc["projects"])
         event = rng.choice([f"{project} workshop", f"{project} kick-off", f"{project} review meeting",
-                            f"{project} planning session"])
+                            f"{project} planning session", f"{project} retrospective", f"{project} drop-in",
+                            f"{project} briefing", f"{project} lunch-and-learn"])
         day = add_workdays(flavor.date_in(rng, 2026), rng.randint(0, 3))
         rsvp = day - dt.timedelta(days=rng.randint(3, 6))
-        start = rng.choice(["09:30", "10:00", "13:30", "14:00", "15:00"])
+        start = rng.choice(["08:30", "09:00", "09:30", "10:00", "11:00", "13:30", "14:00", "15:00", "16:00"])
         end_h = int(start[:2]) + rng.choice([1, 2])
         end = f"{end_h:02d}:{start[3:]}"
         room = rng.choice(["Room 2.14", "the main meeting room", "Studio B", f"{org} office, 3rd floor",
-                           "the library annex"])
+                           "the library annex", f"Room {rng.randint(1, 4)}.{rng.randint(1, 30):02d}",
+                           "the staff room", f"the {rng.choice(['Oak', 'Cedar', 'Harbour', 'Garden'])} room",
+                           f"{rng.choice(flavor.CITIES)} hub, ground floor"])
         agenda = rng.sample([f"status of the {rng.choice(voc['items'])} order", "budget for next quarter",
                              "who covers the holidays", f"lessons from the last {rng.choice(voc['projects'])}",
-                             "open questions"], 3)
+                             "open questions", f"{rng.choice(voc['categories']).lower()} costs so far",
+                             f"new rota from {MONTHS[day.month % 12]}", f"feedback from {flavor.org(rng)}",
+                             f"timeline for the {project}"], rng.randint(3, 4))
         notes = "\n".join([
-            f"# {event[0].upper() + event[1:]} - planning notes", "",
+            f"# {event[0].upper() + event[1:]} - {rng.choice(['planning notes', 'notes', 'prep', 'plan'])}", "",
             f"- when: {human_date(rng, day)}, {start}-{end}", f"- where: {room}",
             f"- RSVP by {human_date(rng, rsvp)} (to me)", "- agenda:", *(f"  - {a}" for a in agenda),
-            "- invite: everyone on the team list who is still active", "",
+            f"- invite: everyone on the team list who is still {active_v}", "",
         ])
-        notes_path = ctx.path(rng.choice(["notes/event_plan.md", "event_notes.md", "planning/meeting.md"]))
-        team_path = ctx.path(rng.choice(["team.csv", "contacts/team_list.csv", "members.csv"]))
-        out = ctx.path(rng.choice(["outbox/announcement.eml", "drafts/invite.eml", "outbox/invitation.eml"]))
-        active = [e for e, s in zip(emails, status, strict=False) if s == "active"]
-        inactive = [e for e, s in zip(emails, status, strict=False) if s != "active"]
+        notes_path = wpath(ctx, ["event_plan", "event_notes", "meeting", f"{flavor.slug(project)}_prep",
+                                 "invite_notes", "plan"], "md", ["notes", "planning", "events"])
+        team_path = wpath(ctx, ["team", "team_list", "members", "staff", "distribution_list", "people"], "csv",
+                          ["contacts", "admin", "lists"])
+        out = wpath(ctx, ["announcement", "invite", "invitation", f"invite_{short_slug(event)}",
+                          "save_the_date"], "eml", ["outbox", "drafts", "mail/drafts", "outgoing"], p_folder=0.8,
+                    p_world_folder=0.0)
+        active = [e for e, s in zip(emails, status, strict=False) if s == active_v]
+        inactive = [e for e, s in zip(emails, status, strict=False) if s != active_v]
         title = event[0].upper() + event[1:]
         body = (f"Hi all,\n\nYou are invited to the {event} on {long_date(day)}, {start}-{end}, in {room}.\n\n"
                 "Agenda:\n" + "".join(f"- {a}\n" for a in agenda) +
                 f"\nPlease RSVP by {long_date(rsvp)}.\n\nThanks,\n{me}\n")
         subject = f"Invitation: {title} on {long_date(day)}"
         text = eml_text(f"{me} <{my_addr}>", active, subject, body)
-        instruction = rng.choice([
-            f"Draft the announcement for the {event} as `{out}`: from {my_addr} to every active person in "
-            f"`{team_path}` (not the ones who left or are on leave), with the event name in the subject, and a "
-            f"body giving the date, time, place, agenda and RSVP date from `{notes_path}`.",
-            f"Using `{notes_path}`, write the invitation email `{out}` (an .eml). Send it from {my_addr} to the "
-            f"active members listed in `{team_path}`; subject must mention the {event}; body must include when "
-            "(date and time), where, the agenda points and the RSVP deadline.",
-        ])
+        slots = dict(event=event, out=out, team=team_path, notes=notes_path, me=my_addr, e=ecol, s=scol,
+                     v=active_v, gone=" or ".join(f'"{g}"' for g in gone_vals))
+        head = one_of(rng, [
+            "[Draft|Write|Prepare] the [announcement|invitation|invite] for the {event} as `{out}`.",
+            "[I need to|Time to|Help me] [invite people to|announce] the {event}: [put|save] the email in `{out}`.",
+            "[Could you|Can you|Please] [write|draft] an invitation email (`{out}`) for the {event}?",
+            "The {event} [is coming up|needs an invite|is set] - [draft|prepare] the mail as `{out}`.",
+            "[Invites|Invitations] for the {event} [haven't gone out yet|are still to do]: [write|draft] one email, "
+            "`{out}`.",
+            "[Let's get people to|Time to invite the team to] the {event} - one [mail|email] as `{out}`.",
+        ], **slots)
+        who = one_of(rng, [
+            "[Send it|It goes] from {me} to every person in `{team}` whose `{s}` is \"{v}\" (not {gone}); "
+            "their address is in `{e}`.",
+            "Recipients: [the people|everyone] in `{team}` with `{s}` = {v}[, nobody else|; skip the rest] "
+            "(addresses in the `{e}` column); sender {me}.",
+            "[Address|Send] it to the people listed in `{team}` whose `{s}` [is|says] \"{v}\" (emails under "
+            "`{e}`), from {me}.",
+        ], **slots)
+        items = [clause(rng, "[the event name|the words \"{event}\"] in the subject", event=event),
+                 clause(rng, "the date and [the time|start time]"), clause(rng, "[the place|where it is]"),
+                 clause(rng, "[the agenda points|every agenda item|the agenda]"),
+                 clause(rng, "[the RSVP date|the RSVP deadline|when to reply by]")]
+        lead = expand("[Everything comes|The details come|Take the details] from `{notes}`[; include|. Include|, "
+                      "and the mail needs]:", rng, notes=notes_path)
+        instruction = join(head, who, reqs(rng, items, lead=lead), aside(rng, ctx.persona))
         checks = _checks(out, active, [event], [f"date:{day.isoformat()}", f"time:{start}", room,
                                                 f"date:{rsvp.isoformat()}", *agenda], not_to=inactive)
         partial = eml_text(f"{me} <{my_addr}>", emails, f"Invitation: {title}",
                            f"Hi all,\n\nYou are invited to the {event} on {long_date(day)} in {room}.\n\n{me}\n")
+        name_col = rng.choice(["name", "person", "full_name", "member"])
+        cols = [name_col, ecol, scol]
         return StepPlan(
             operation=self.id, instruction=instruction, checks=checks,
             files=[WorkspaceFile(path=notes_path, content=notes),
-                   WorkspaceFile(path=team_path, content=to_csv(["name", "email", "status"],
+                   WorkspaceFile(path=team_path, content=to_csv(cols,
                                                                 [[p, e, s] for p, e, s in zip(team, emails, status, strict=False)]))],
             steps=[read(notes_path), read(team_path), write(out, text)],
             partial=[write(out, partial)],
             program=[read(notes_path), read(team_path),
-                     python(ANNOUNCE_PROGRAM % (notes_path, team_path, out, my_addr, event))],
+                     python(ANNOUNCE_PROGRAM % (notes_path, team_path, out, my_addr, event, ecol, scol, active_v))],
             outputs=[],
             summary=f"draft the invitation to the {event}",
             fingerprint=digest(notes, active),
@@ -296,12 +411,14 @@ class DraftMessage:
         name, addr = self._recipient(ctx)
         facts = [str(len(rows))]
         said = [f"{len(rows)} rows"]
-        spec = ["the number of entries"]
+        spec = [phrase(rng, ["the number of entries", "how many [rows|entries|lines] there are",
+                             "the [row|entry] count"])]
         if value_i is not None:
             total = round(sum(_f(r[value_i]) for r in rows if value_i < len(r)), 2)
             facts.append(f"{total:.2f}")
             said.append(f"total {header[value_i]} {total:.2f}")
-            spec.append(f"the total of the `{header[value_i]}` column (two decimals)")
+            spec.append(phrase(rng, ["the total of the `{v}` column (two decimals)", "the sum of `{v}` to two "
+                                     "decimals", "the `{v}` total (2 decimals)"], v=header[value_i]))
         if group_i is not None:
             if value_i is not None:
                 sums: dict[str, float] = defaultdict(float)
@@ -309,27 +426,65 @@ class DraftMessage:
                     if value_i < len(r) and group_i < len(r):
                         sums[r[group_i]] += _f(r[value_i])
                 best = sorted(sums.items(), key=lambda kv: (-kv[1], kv[0]))
-                spec.append(f"the `{header[group_i]}` with the highest total")
+                spec.append(phrase(rng, ["the `{g}` with the highest total", "which `{g}` has the largest total",
+                                         "the top `{g}` by total"], g=header[group_i]))
             else:
                 cnt = Counter(r[group_i] for r in rows if group_i < len(r))
                 best = sorted(cnt.items(), key=lambda kv: (-kv[1], kv[0]))
-                spec.append(f"the most common `{header[group_i]}`")
+                spec.append(phrase(rng, ["the most common `{g}`", "which `{g}` comes up most often",
+                                         "the `{g}` that appears most"], g=header[group_i]))
             if len(best) == 1 or best[0][1] != best[1][1]:
                 facts.append(best[0][0])
                 said.append(f"top {header[group_i]}: {best[0][0]}")
             else:
                 spec.pop()
-        subject = rng.choice([f"Update: {source.path.split('/')[-1]}", "Figures you asked for", "Quick numbers update"])
-        out = ctx.path(rng.choice(["outbox/update.eml", "drafts/numbers.eml", "outbox/summary_mail.eml"]))
+        # a few more figures, drawn: each one the request asks for is checked in the body
+        vals = [_f(r[value_i]) for r in rows if value_i is not None and value_i < len(r)]
+        if vals and rng.random() < 0.45:
+            avg = round(sum(vals) / len(vals), 2)
+            facts.append(f"{avg:.2f}")
+            said.append(f"average {header[value_i]} {avg:.2f}")
+            spec.append(phrase(rng, ["the average `{v}` (two decimals)", "the mean of `{v}`, to two decimals",
+                                     "what the average `{v}` per entry is (2 decimals)"], v=header[value_i]))
+        if vals and rng.random() < 0.4:
+            mx = max(vals)
+            facts.append(f"{mx:.2f}")
+            said.append(f"largest {header[value_i]} {mx:.2f}")
+            spec.append(phrase(rng, ["the largest single `{v}`", "the biggest `{v}` of any one entry",
+                                     "the highest `{v}` in a single row"], v=header[value_i]))
+        if group_i is not None and rng.random() < 0.4:
+            ng = len({r[group_i] for r in rows if group_i < len(r)})
+            facts.append(str(ng))
+            said.append(f"{ng} different {header[group_i]} values")
+            spec.append(phrase(rng, ["how many different `{g}` values there are", "the number of distinct `{g}`",
+                                     "how many `{g}` groups"], g=header[group_i]))
+        subject = rng.choice([f"Update: {source.path.split('/')[-1]}", "Figures you asked for", "Quick numbers update",
+                              f"Numbers from {source.path.split('/')[-1]}", "The figures", "Where we stand",
+                              f"Summary for {name.split()[0]}", "Latest totals"])
+        out = wpath(ctx, ["update", "numbers", "summary_mail", "figures", f"to_{flavor.slug(name.split()[0])}",
+                          "status_update"], "eml", ["outbox", "drafts", "mail/drafts", "outgoing"], p_folder=0.8,
+                    p_world_folder=0.0)
         body = f"Hi {name.split()[0]},\n\nHere are the numbers from {source.path}:\n" + "".join(
             f"- {s}\n" for s in said) + f"\nBest,\n{me}\n"
         text = eml_text(f"{me} <{my_addr}>", [addr], subject, body)
-        instruction = rng.choice([
-            f"draft an email to {name} ({addr}) as `{out}`, from {my_addr}, subject \"{subject}\", telling them "
-            f"{_and(spec)} in {source.description}.",
-            f"write `{out}`: an email from {my_addr} to {addr} with the subject \"{subject}\" that reports "
-            f"for `{source.path}`: {'; '.join(spec)}.",
-        ])
+        role = rng.choice(ROLES)
+        slots = dict(name=name, first=name.split()[0], addr=addr, out=out, me=my_addr, subject=subject,
+                     desc=source.description, src=source.path, role=role)
+        head = one_of(rng, [
+            "[{role} {name} ({addr})|{name} ({addr}), {role},] [asked for|wants|needs] [an update|the figures|a "
+            "summary] [on|from] {desc}: [write|draft] `{out}` from {me}, subject \"{subject}\",",
+            "[draft|write|prepare] an email to {name} ({addr}) as `{out}`, from {me}, [with the |]subject "
+            "\"{subject}\",",
+            "[tell {first} ({addr}) [how things stand|where we are]|let {first} ({addr}) know the numbers] by "
+            "email: `{out}`, from {me}, subject \"{subject}\";",
+            "[write|put together] `{out}`, a [short|brief|plain] email from {me} to {addr} [(subject \"{subject}\")|"
+            "under the subject \"{subject}\"] -",
+            "[my colleague|our contact|the person who asked,] {first} ({addr}), [asked about|wants the figures from|"
+            "needs the numbers in] {desc}: [draft|save] the mail as `{out}` (from {me}, subject \"{subject}\"),",
+        ], **slots)
+        instruction = join(head, reqs(rng, spec, lead=clause(
+            rng, "[telling them|reporting|giving|with] [for `{src}`|from {desc}]", src=source.path,
+            desc=source.description)))
         checks = _checks(out, [addr], [subject], facts)
         partial = eml_text(f"{me} <{my_addr}>", [addr], "numbers", f"Hi,\n\n{said[0]}.\n\n{me}\n")
         return self._chained_plan(ctx, source, instruction, checks, out, text, partial, f"email {addr} about {source.path}")
@@ -346,8 +501,10 @@ class DraftMessage:
             only = f" dated up to {cutoff.isoformat()}"
         people = [self._recipient(ctx) for _ in range(rng.randint(1, 3))]
         addrs = [a for _, a in people]
-        out = ctx.path(rng.choice(["outbox/schedule.eml", "drafts/dates.eml", "outbox/calendar_update.eml"]))
-        subject = rng.choice(["Upcoming dates", "Schedule update", "Dates for your calendar"])
+        out = wpath(ctx, ["schedule", "dates", "calendar_update", "upcoming", "dates_for_team", "save_the_dates"],
+                    "eml", ["outbox", "drafts", "mail/drafts", "outgoing"], p_folder=0.8, p_world_folder=0.0)
+        subject = rng.choice(["Upcoming dates", "Schedule update", "Dates for your calendar", "What's coming up",
+                              "Diary dates", "Key dates", "Calendar: the next few weeks", "Please note these dates"])
         lines = []
         needles = []
         for e in evs:
@@ -358,12 +515,19 @@ class DraftMessage:
             needles += [str(e["summary"]), f"date:{d}"]
         body = "Hi all,\n\nHere are the dates:\n" + "\n".join(lines) + f"\n\nBest,\n{me}\n"
         text = eml_text(f"{me} <{my_addr}>", addrs, subject, body)
-        instruction = rng.choice([
-            f"email {', '.join(f'{n} ({a})' for n, a in people)} the dates from {source.description}: write "
-            f"`{out}` from {my_addr}, subject \"{subject}\", listing every event{only} with its name and date.",
-            f"draft `{out}` (from {my_addr}, to {', '.join(addrs)}, subject \"{subject}\") with one line per event "
-            f"in `{source.path}`{only}: the event's name and its date.",
-        ])
+        slots = dict(who=", ".join(f"{n} ({a})" for n, a in people), addrs=", ".join(addrs), out=out, me=my_addr,
+                     subject=subject, desc=source.description, src=source.path, only=only)
+        instruction = one_of(rng, [
+            "email {who} the dates from {desc}: write `{out}` from {me}, subject \"{subject}\", listing every "
+            "event{only} with its name and date.",
+            "draft `{out}` (from {me}, to {addrs}, subject \"{subject}\") with one line per event in `{src}`{only}: "
+            "the event's name and its date.",
+            "[let|make sure] {who} [know|have] the dates: [save|put] an email in `{out}` [sent |]from {me} "
+            "[titled|with the subject] \"{subject}\" [that lists|naming] [each|every] event{only} in `{src}` "
+            "[with|and] its date.",
+            "[send|share] [the schedule in `{src}`|what's in `{src}`] with {addrs} - the mail goes to `{out}`, from {me}, "
+            "subject \"{subject}\"; [one line per event{only}, name and date|each event{only}: what and when].",
+        ], **slots)
         checks = _checks(out, addrs, [subject], needles)
         partial = eml_text(f"{me} <{my_addr}>", addrs[:1], subject, "Hi all,\n\n" + lines[0] + "\n")
         if len(addrs) == 1 and len(evs) == 1:
@@ -377,16 +541,25 @@ class DraftMessage:
         lines = [ln.strip() for ln in doc.splitlines() if ln.strip()]
         title = lines[0].lstrip("#").strip() if lines else source.path
         name, addr = self._recipient(ctx)
-        subject = f"{rng.choice(['For review', 'FYI', 'Please read'])}: {title[:60].strip()}"
-        out = ctx.path(rng.choice(["outbox/share_doc.eml", "drafts/for_review.eml", "outbox/document.eml"]))
+        subject = (f"{rng.choice(['For review', 'FYI', 'Please read', 'Draft', 'For comments', 'Latest version', 'Shared'])}"
+                   f": {title[:60].strip()}")
+        out = wpath(ctx, ["share_doc", "for_review", "document", "fyi", f"to_{flavor.slug(name.split()[0])}",
+                          "doc_mail"], "eml", ["outbox", "drafts", "mail/drafts", "outgoing"], p_folder=0.8,
+                    p_world_folder=0.0)
         body = f"Hi {name.split()[0]},\n\nPlease find the document below.\n\n{doc}\n\nBest,\n{me}\n"
         text = eml_text(f"{me} <{my_addr}>", [addr], subject, body)
-        instruction = rng.choice([
-            f"send {source.description} to {name} ({addr}): draft `{out}` from {my_addr} with the subject "
-            f"\"{subject}\" and the full text of `{source.path}` pasted into the body.",
-            f"draft an email `{out}` to {addr} (from {my_addr}), subject \"{subject}\", whose body contains the "
-            f"whole of `{source.path}`.",
-        ])
+        instruction = one_of(rng, [
+            "send {desc} to {name} ({addr}): draft `{out}` from {me} with the subject \"{subject}\" and the full "
+            "text of `{src}` pasted into the body.",
+            "draft an email `{out}` to {addr} (from {me}), subject \"{subject}\", whose body contains the whole "
+            "of `{src}`.",
+            "[{first} ({addr}) should see|forward|share] [it|the result|`{src}`] - [write|put] the mail in `{out}` "
+            "(from {me}, subject \"{subject}\") with [all of `{src}`|the complete text of `{src}`] [in the body|"
+            "pasted in|inline], [not as an attachment|no attachments|not just a link].",
+            "[paste|put] [the whole of|all of] `{src}` into an email to {name} <{addr}>: file `{out}`, sender {me}, "
+            "subject \"{subject}\".",
+        ], name=name, first=name.split()[0], addr=addr, out=out, me=my_addr, subject=subject,
+            desc=source.description, src=source.path)
         checks = _checks(out, [addr], [subject], [])
         checks[-1] = Check("body_has_document", "gated", parts=[
             Check("", "docs_eml_has_file", {"path": out, "src": source.path}), addressed(out, [addr])])

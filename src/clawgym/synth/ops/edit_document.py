@@ -9,7 +9,20 @@ import re
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.ops._docs_common import add_workdays, digest, human_date, long_date, pick_name
+from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.ops._docs_common import (
+    add_workdays,
+    aside,
+    digest,
+    human_date,
+    join,
+    long_date,
+    phrase as say,
+    pick_name,
+    reqs,
+    short_slug,
+    wpath,
+)
 from clawgym.synth.ops.base import DOCUMENT, Artifact, Check, OpContext, StepPlan, read, write
 
 TYPOS = {
@@ -172,19 +185,34 @@ class EditDocument:
             new_name = pick_name(rng, (meta["lead"], meta["p2"], meta["p3"]))
             while new_name in original:
                 new_name = pick_name(rng, (meta["lead"], meta["p2"], meta["p3"]))
-            asks.append(rng.choice([f"{old_name} has left; {new_name} takes over, so replace every mention of "
-                                    f"{old_name} with {new_name}",
-                                    f"swap {old_name} for {new_name} everywhere (the project was handed over)"]))
+            asks.append(say(rng, [
+                "{old} has [left|moved on|changed roles]; {new} takes over, so replace every mention of {old} with "
+                "{new}",
+                "swap {old} for {new} everywhere (the [project|work] was handed over)",
+                "{new} [replaces|is replacing|now stands in for] {old} - [update|change] [every|each] mention "
+                "[of {old}|of the name]",
+                "[every|each] \"{old}\" [must|should] become \"{new}\" ([new lead|handover on {day}|{old} "
+                "[retired|is on leave]])",
+            ], old=old_name, new=new_name, day=rng.choice(["Monday", "Friday", "the 1st"])))
         else:
             old_name = meta["org"]
             kinds = [k for k in ["Group", "Collective", "Alliance", "Holdings", "Network", "Co-op"]
                      if meta["org"].split()[0] + " " + k not in original]
             new_name = meta["org"].split()[0] + " " + rng.choice(kinds)
-            asks.append(rng.choice([f"{old_name} has been renamed {new_name}: update every mention",
-                                    f"replace the old name {old_name} with {new_name} throughout"]))
-        asks.insert(0, rng.choice([f"the budget figure {meta['cur']}{old_fig} is outdated - it is now "
-                                   f"{meta['cur']}{new_fig}", f"change the approved budget from "
-                                   f"{meta['cur']}{old_fig} to {meta['cur']}{new_fig}"]))
+            asks.append(say(rng, [
+                "{old} has been renamed {new}: update every mention",
+                "replace the old name {old} with {new} throughout",
+                "[the partner|the supplier|our partner] is now called {new}, not {old} - [fix|change] [every "
+                "mention|all mentions|each occurrence]",
+                "{old} -> {new} ([they rebranded|new company name|after the merger]), everywhere in the text",
+            ], old=old_name, new=new_name))
+        asks.insert(0, say(rng, [
+            "the budget figure {o} is outdated - it is now {n}",
+            "change the approved budget from {o} to {n}",
+            "[the budget|the total budget|our budget] [was revised|changed|went] [from {o} to {n}|to {n} (it says "
+            "{o})]",
+            "{o} is the old budget; [the new one is|use] {n}",
+        ], o=f"{meta['cur']}{old_fig}", n=f"{meta['cur']}{new_fig}"))
 
         # 3. two of: drop a paragraph, rename a heading, add a section
         removable = [(n, i) for n, ps in sections for i, p in enumerate(ps)
@@ -198,22 +226,33 @@ class EditDocument:
             phrase = " ".join(para.split()[:7])
             removed = (n, phrase, para)
             final_sections = [(m, [p for j, p in enumerate(ps) if not (m == n and j == i)]) for m, ps in sections]
-            asks.append(rng.choice([f"delete the paragraph under '{n}' that starts \"{phrase}\"",
-                                    f"drop the paragraph beginning \"{phrase}...\" (in the {n} section) - it no "
-                                    "longer applies"]))
+            asks.append(say(rng, [
+                "delete the paragraph under '{n}' that starts \"{p}\"",
+                "drop the paragraph beginning \"{p}...\" (in the {n} section) - it no longer applies",
+                "[cut|remove] the paragraph in '{n}' [starting|that opens with] \"{p}\"[; it's out of date|, "
+                "nobody needs it|]",
+                "the paragraph \"{p}...\" under {n} [goes|has to go|should be deleted] [completely|entirely|]",
+            ], n=n, p=phrase))
         renamed = None
         if "heading" in extras:
             old_h = rng.choice([n for n, _ in final_sections if n != "Overview"])
             renamed = (old_h, rng.choice(HEADING_RENAMES[old_h]))
-            asks.append(rng.choice([f"rename the heading '{old_h}' to '{renamed[1]}'",
-                                    f"the '{old_h}' section should be called '{renamed[1]}'"]))
+            asks.append(say(rng, [
+                "rename the heading '{o}' to '{n}'",
+                "the '{o}' section should be called '{n}'",
+                "[retitle|rename] '{o}' [as|to] '{n}' (just the heading)",
+                "[change|turn] the '{o}' heading [into|to] '{n}'",
+            ], o=old_h, n=renamed[1]))
         new_section = None
         if "section" in extras:
             new_section = self._new_section(ctx, meta, new_fig, (new_name,))
             content = "\n".join(new_section[1])
-            asks.append(rng.choice([
-                f"add a '## {new_section[0]}' section at the end with exactly these lines:\n{content}\n",
-                f"append a new section titled '{new_section[0]}' (level-2 heading) containing:\n{content}\n"]))
+            asks.append(say(rng, [
+                "add a '## {s}' section at the end with exactly these lines:\n{c}\n",
+                "append a new section titled '{s}' (level-2 heading) containing:\n{c}\n",
+                "[finish|end] the document with a [new |]'## {s}' section [holding|with] these lines:\n{c}\n",
+                "[at the bottom|at the end], add '{s}' as a `##` section, [content|lines] as follows:\n{c}\n",
+            ], s=new_section[0], c=content))
         final = self._render(title, final_sections, byline).replace(old_fig, new_fig).replace(old_name, new_name)
         if renamed:
             final = final.replace(f"## {renamed[0]}\n", f"## {renamed[1]}\n")
@@ -235,15 +274,21 @@ class EditDocument:
             contexts.append(m.group(0))
         typos = [TYPOS[w] for w in typo_words]
         if typos and rng.random() < 0.5:
-            asks.insert(2, "fix the misspellings " + ", ".join(f"'{t}'" for t in typos))
+            asks.insert(2, expand("[fix|correct] the [misspellings|spelling mistakes|typos]", rng).lower()
+                        + " " + ", ".join(f"'{t}'" for t in typos))
         elif typos:
-            asks.insert(2, "correct these typos: " + "; ".join(f"{TYPOS[w]} -> {w}" for w in typo_words))
+            asks.insert(2, expand("[correct these typos|typos to fix|spelling]", rng).lower() + ": "
+                        + "; ".join(f"{TYPOS[w]} -> {w}" for w in typo_words))
 
-        voc_doc = rng.choice(["project brief", "working document", "plan", "handbook page"])
-        src = ctx.path(rng.choice(["project_brief.md", "docs/brief.md", "plan_draft.md", "handbook/project.md"]))
+        voc_doc = rng.choice(["project brief", "working document", "plan", "handbook page", "briefing note",
+                              "policy draft", "project charter", "process document", "team guide", "proposal"])
+        pslug = short_slug(meta["project"])
+        src = wpath(ctx, ["project_brief", "brief", "plan_draft", "project", f"{pslug}_brief", f"{pslug}_plan",
+                          flavor.slug(voc_doc), f"{pslug}_{flavor.slug(voc_doc).split('_')[0]}"], "md",
+                    ["docs", "handbook", "drafts", "shared"], p_folder=0.6)
         in_place = rng.random() < 0.5
-        out = src if in_place else ctx.path(re.sub(r"\.md$", "", src) + rng.choice(["_v2.md", "_revised.md",
-                                                                                   "_final.md"]))
+        out = src if in_place else ctx.path(re.sub(r"\.md$", "", src) + rng.choice(
+            ["_v2.md", "_revised.md", "_final.md", "_clean.md", "_reviewed.md", "_v3.md", f"_{meta['start_d'].isoformat()}.md"]))
         # untouched sentences that must survive
         touched = [old_fig, old_name, new_fig, new_name, *typo_words]
         keep_sents = [s for _, ps in final_sections for p in ps for s in re.split(r"(?<=\.)\s+", p)
@@ -281,16 +326,31 @@ class EditDocument:
         checks.append(Check("rest_unchanged", "gated", parts=[keep, Check("", "mean_of", parts=[
             Check("", c.fn, c.args, c.parts) for c in checks])]))
 
-        where = (f"Edit `{src}` in place" if in_place else
-                 f"Take `{src}` and save the edited version as `{out}` (leave the original as it is)")
-        bullets = "\n".join(f"- {a}" for a in asks)
-        instruction = rng.choice([
-            f"My {voc_doc} `{src}` came back from review with a list of changes. {where}:\n{bullets}\n"
-            "Do not change anything else.",
-            f"{where} with these reviewer edits:\n{bullets}\nKeep the rest of the text exactly as it is.",
-            f"Please apply the review comments to the {voc_doc} (`{src}`). {where}; the changes:\n{bullets}\n"
-            "Everything else stays word for word.",
-        ])
+        slots = dict(src=src, out=out, doc=voc_doc, who=pick_name(rng, (ctx.persona.name,)),
+                     title=meta["title"])
+        where = (one_of(rng, ["Edit `{src}` in place", "[Change|Fix] `{src}` [itself|directly|in place]",
+                              "[Work on|Update] `{src}` [directly|as it is] (no copy)"], **slots) if in_place else
+                 one_of(rng, ["Take `{src}` and save the edited version as `{out}` (leave the original as it is)",
+                              "[Write|Save] the [revised|corrected|edited] version to `{out}` and [leave|keep] "
+                              "`{src}` [untouched|as it is]",
+                              "[Don't touch|Keep] the original `{src}`[ unchanged|]; the [edited|new] version goes in "
+                              "`{out}`"], **slots))
+        head = one_of(rng, [
+            "My {doc} `{src}` came back from review with a list of changes.",
+            "[My colleague|Our reviewer|My manager] {who} [reviewed|went through|marked up] my {doc} (`{src}`, "
+            "\"{title}\") and sent [these|some] [changes|edits|comments].",
+            "[Please|Could you] apply the review comments to the {doc} (`{src}`)[?|.]",
+            "The {doc} \"{title}\" (`{src}`) [needs|still needs] a few [fixes|edits|corrections] before it "
+            "[goes out|is shared|is final].",
+            "",
+        ], **slots)
+        lead = where + expand("[:|; the changes:|, with these [reviewer |]edits:|. What to change:]", rng)
+        tail = one_of(rng, ["Do not change anything else.", "Keep the rest of the text exactly as it is.",
+                            "Everything else stays word for word.", "[Nothing|No other line] [else |]should change.",
+                            "[Leave|Keep] [all |]the other text [alone|as it is|untouched]."])
+        body = reqs(rng, asks, lead=lead) if not any("\n" in a.strip() for a in asks) else (
+            lead + "\n" + "\n".join(f"- {a}" for a in asks))
+        instruction = join(head, body, tail, aside(rng, ctx.persona))
         # partial: figure and name done, typos and the structural edits left undone
         partial_text = src_text.replace(old_fig, new_fig).replace(old_name, new_name)
         return StepPlan(
@@ -345,7 +405,7 @@ class EditDocument:
         lines_removed = -1
         stem = re.sub(r"\.[a-z]+$", "", source.path.split("/")[-1])
         folder = source.path.rsplit("/", 1)[0] + "/" if "/" in source.path else ""
-        out = ctx.path(f"{folder}{stem}{rng.choice(['_for_review', '_edited', '_shared', '_v2'])}.md")
+        out = ctx.path(f"{folder}{stem}{rng.choice(['_for_review', '_edited', '_shared', '_v2', '_clean', '_public', '_to_send', '_checked'])}.md")
         final = text
         replace: dict[str, str] = {}
         drop: list[str] = []
@@ -369,8 +429,14 @@ class EditDocument:
             if new != old:
                 replace[old] = new
                 final = final.replace(old, new)
-                asks.append(rng.choice([f"the figure {old} is wrong: replace every {old} with {new}",
-                                        f"correct {old} to {new} wherever it appears"]))
+                asks.append(say(rng, [
+                    "the figure {o} is wrong: replace every {o} with {n}",
+                    "correct {o} to {n} wherever it appears",
+                    "[{o} should read {n}|it's {n}, not {o}] - [fix every occurrence|everywhere it appears|in every "
+                    "place]",
+                    "[replace|swap] [each|every] {o} [with|for] {n} ([typo in the figures|the number was "
+                    "wrong|corrected figure])",
+                ], o=old, n=new))
                 checks.append(Check("figure_corrected", "docs_replaced",
                                     {"src": source.path, "out": out, "old": old, "new": new}))
         # lines about a name that must not be shared: only people the generators made (two capitalised words
@@ -384,31 +450,40 @@ class EditDocument:
             lines_with = [ln for ln in final.split("\n") if nm in ln]
             if (nm not in names and lines_with and not any(ln.lstrip().startswith("#") for ln in lines_with)
                     and len(lines_with) < len([ln for ln in final.split("\n") if ln.strip()]) / 2
-                    and not any(o in nm or nm in o for o in replace)):
+                    and not any(o in nm or nm in o for o in replace)
+                    and not any(n in ln for ln in lines_with for n in replace.values())):  # the fixed figure stays visible
                 names.append(nm)
         if names and rng.random() < 0.8:
             nm = rng.choice(names)
             drop.append(nm)
             final = "\n".join(ln for ln in final.split("\n") if nm not in ln)
-            asks.append(rng.choice([f"remove every line that mentions {nm} (they asked not to be named)",
-                                    f"take out all lines mentioning {nm}"]))
+            asks.append(say(rng, [
+                "remove every line that mentions {nm} (they asked not to be named)",
+                "take out all lines mentioning {nm}",
+                "[delete|drop] [any|each] line [naming|with] {nm} [in it|]([privacy|they left|confidential])",
+                "{nm} must not appear: [remove|cut] the lines [that mention them|with their name]",
+            ], nm=nm))
             lines_removed = len(checks)  # made below, once the other edits are known
             checks.append(Check("lines_removed", "docs_no_line_with", {"path": out, "needles": [nm]}))
         for c in checks:
             if c.fn == "docs_replaced":
                 c.args["drop_with"] = list(drop)
         # a title line on top
-        title = rng.choice(["For circulation", "Shared copy", "Reviewed version", "Final draft"])
+        title = rng.choice(["For circulation", "Shared copy", "Reviewed version", "Final draft", "Clean copy",
+                            "Version to send", "Checked copy", "Circulated"])
         d = flavor.date_in(rng, 2026)
         title = f"{title} - {d.isoformat()}"
         final = f"# {title}\n\n" + final.lstrip("\n")
-        asks.append(f"put the heading line `# {title}` at the very top, above everything else")
+        asks.append(say(rng, ["put the heading line `# {t}` at the very top, above everything else",
+                                 "[start|begin] the [file|copy] with the line `# {t}` ([first line|on top|before "
+                                 "anything else])",
+                                 "[the first line|the very top] [must be|should be] the heading `# {t}`"], t=title))
         checks.append(Check("title_added", "docs_regex", {"path": out, "pattern": rf"\A\s*#\s+{re.escape(title)}\s*$"}))
         # a section with the reviewer's note
         people = [pick_name(rng, tuple(drop))]
         people.append(pick_name(rng, (*drop, people[0])))
-        sec = rng.choice(["Review notes", "Sign-off", "Distribution"])
-        if sec == "Distribution":
+        sec = rng.choice(["Review notes", "Sign-off", "Distribution", "Reviewers", "Circulation list"])
+        if sec in ("Distribution", "Circulation list"):
             body = [f"- {p} <{flavor.email_of(p, 'example.org')}>" for p in people]
             needles = people
         elif sec == "Sign-off":
@@ -419,7 +494,9 @@ class EditDocument:
             needles = people + [d.isoformat()]
         content = "\n".join(body)
         final = final.rstrip("\n") + f"\n\n## {sec}\n\n{content}\n"
-        asks.append(f"add a final section '## {sec}' with these lines:\n{content}\n")
+        asks.append(say(rng, ["add a final section '## {s}' with these lines:\n{c}\n",
+                                 "[end with|finish with|append] a '## {s}' section [containing|with exactly]:\n{c}\n"],
+                           s=sec, c=content))
         checks.append(Check("section_added", "docs_section_has", {"path": out, "heading": sec, "needles": needles}))
         if drop:
             # no line naming them counts in a copy that holds the rest of the source with the other edits made
@@ -435,11 +512,16 @@ class EditDocument:
             Check("", "docs_kept_lines", {"src": source.path, "out": out, "replace": replace, "drop_with": drop}),
             Check("", "mean_of", parts=edits)]))
         bullets = "\n".join(f"- {a}" for a in asks)
-        instruction = rng.choice([
-            f"make a copy of {source.description} as `{out}` with these edits:\n{bullets}\nLeave `{source.path}` "
-            "itself unchanged and keep everything else in the copy as it is.",
-            f"save an edited version of `{source.path}` as `{out}`, with:\n{bullets}\nNo other changes.",
-        ])
+        instruction = one_of(rng, [
+            "make a copy of {desc} as `{out}` with these edits:\n{b}\nLeave `{src}` itself unchanged and keep "
+            "everything else in the copy as it is.",
+            "save an edited version of `{src}` as `{out}`, with:\n{b}\nNo other changes.",
+            "[copy|duplicate] `{src}` to `{out}` and [change|edit] the copy [as follows|like this]:\n{b}\n"
+            "[The original stays as it is|Don't touch `{src}`]; [nothing else changes|the rest stays word for "
+            "word].",
+            "[before it goes out|before I share it], {desc} needs [a few edits|some changes] - in a copy, `{out}` "
+            "(not in `{src}`):\n{b}\n[Everything else as it is|Leave the rest alone].",
+        ], desc=source.description, out=out, src=source.path, b=bullets)
         # partial: title and the first line of the section only; figures and names left alone
         partial_text = f"# {title}\n\n" + text.lstrip("\n").rstrip("\n") + f"\n\n## {sec}\n\n{body[0]}\n"
         return StepPlan(

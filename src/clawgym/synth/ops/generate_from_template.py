@@ -11,8 +11,15 @@ import re
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.checklib_docs import _docs_has
+from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops._docs_common import (
     add_workdays,
+    aside,
+    clause,
+    join,
+    reqs,
+    wfolder,
+    wpath,
     date_col,
     digest,
     email_addr,
@@ -81,6 +88,49 @@ KINDS = {
         "subject": "Invoice {invoice_no} from {org}",
     },
 }
+KINDS.update({
+    "reminder": {
+        "fields": ["ref", "name", "email", "appointment", "time", "place"],
+        "title": "appointment reminders",
+        "dir": "reminders",
+        "body": ("# Appointment reminder\n\nHello {name},\n\nThis is a reminder of your appointment on {appointment} "
+                 "at {time}, at {place}. Your reference is {ref}.\n\nIf you cannot make it, please tell us at least "
+                 "24 hours before.\n\n{me}\n{org}\n"),
+        "subject": "Reminder: your appointment on {appointment} ({ref})",
+    },
+    "receipt": {
+        "fields": ["receipt_no", "name", "email", "item", "amount", "paid_on"],
+        "title": "receipts",
+        "dir": "receipts",
+        "body": ("# Receipt {receipt_no}\n\nReceived from {name} the sum of {amount} for {item}, paid on "
+                 "{paid_on}.\n\nThank you,\n{me}, {org}\n"),
+        "subject": "Receipt {receipt_no} - {org}",
+    },
+    "welcome": {
+        "fields": ["member_id", "name", "email", "start_date", "buddy"],
+        "title": "welcome letters",
+        "dir": "welcome",
+        "body": ("# Welcome to {org}\n\nDear {name},\n\nWe are glad to have you with us from {start_date}. Your "
+                 "member number is {member_id}, and {buddy} will show you around in your first week.\n\nSee you "
+                 "soon,\n{me}\n"),
+        "subject": "Welcome to {org}, {name} ({member_id})",
+    },
+    "badge": {
+        "fields": ["badge_id", "name", "email", "role", "event"],
+        "title": "name badges",
+        "dir": "badges",
+        "body": "# {event}\n\n## {name}\n\n{role}\n\nBadge {badge_id} - issued by {org}\n",
+        "subject": "Your badge for {event} ({badge_id})",
+    },
+})
+PREFIX = {"letter": "M-", "certificate": "C-", "invoice": "INV-", "reminder": "APT-", "receipt": "R-",
+          "welcome": "W-", "badge": "B-"}
+# (column, the value of the rows to leave out, why, spellings of that value in the data)
+SKIPS = [("status", "cancelled", "they cancelled"), ("status", "withdrawn", "they withdrew"),
+         ("state", "on hold", "they are on hold"), ("opt_out", "yes", "they opted out"),
+         ("status", "refunded", "they were refunded"), ("send", "no", "they asked for nothing")]
+PLACES = ["Room 3", "the front desk", "Clinic B", "the main hall", "Studio 2", "the east entrance", "Office 12"]
+ROLES = ["Speaker", "Volunteer", "Staff", "Guest", "Organiser", "Press", "Exhibitor"]
 COURSES = ["First aid refresher", "Food hygiene level 2", "Data protection basics", "Fire warden training",
            "Manual handling", "Spreadsheet essentials", "Customer care", "Safeguarding"]
 
@@ -130,7 +180,8 @@ class GenerateFromTemplate:
         n = rng.randint(3, 6)
         people = flavor.people(rng, n + 2)
         base = flavor.date_in(rng, 2026)
-        prefix = {"letter": "M-", "certificate": "C-", "invoice": "INV-"}[kind]
+        prefix = PREFIX[kind]
+        event = f"{rng.choice(voc['projects']).title()} {rng.choice(['Day', 'Fair', 'Forum', 'Open House'])} 2026"
         start_no = rng.randint(100, 900)
         rows: list[dict[str, str]] = []
         for i, p in enumerate(people):
@@ -141,35 +192,49 @@ class GenerateFromTemplate:
                  "date": add_workdays(base, rng.randint(0, 10)).isoformat(),
                  "service": f"{rng.choice(voc['projects'])} - {rng.choice(voc['categories']).lower()}",
                  "member_id": f"{prefix}{start_no + i}", "cert_id": f"{prefix}{start_no + i}",
-                 "invoice_no": f"{prefix}{start_no + i}"}
+                 "invoice_no": f"{prefix}{start_no + i}", "ref": f"{prefix}{start_no + i}",
+                 "receipt_no": f"{prefix}{start_no + i}", "badge_id": f"{prefix}{start_no + i}",
+                 "appointment": add_workdays(base, rng.randint(1, 20)).isoformat(),
+                 "time": f"{rng.randint(8, 17):02d}:{rng.choice(['00', '15', '30', '45'])}", "place": rng.choice(PLACES),
+                 "item": rng.choice(voc["items"]), "paid_on": add_workdays(base, rng.randint(0, 10)).isoformat(),
+                 "start_date": add_workdays(base, rng.randint(3, 25)).isoformat(), "buddy": flavor.person(rng),
+                 "role": rng.choice(ROLES), "event": event}
             rows.append({f: r[f] for f in spec["fields"]})
         id_field = spec["fields"][0]
-        status = ["active"] * len(rows)
+        skip_col, skip_val, skip_why = rng.choice(SKIPS)
+        keep_val = {"status": "active", "state": "confirmed", "opt_out": "no", "send": "yes"}[skip_col]
+        status = [rng.choice([keep_val, keep_val, keep_val.upper() if len(keep_val) < 4 else keep_val])
+                  for _ in rows]
         skipped = rng.sample(range(len(rows)), rng.randint(1, 2))
         for i in skipped:
-            status[i] = rng.choice(["cancelled", "CANCELLED", "Cancelled "])
+            status[i] = rng.choice([skip_val, skip_val.upper(), skip_val.capitalize() + " "])
         mail = rng.random() < 0.4
         # template and data files
         tvals = {f: _ph(syntax, f) for f in spec["fields"]}
         body_t = spec["body"].format(org=org, me=me, **tvals)
         subj_t = spec["subject"].format(org=org, **tvals)
-        tdir = rng.choice(["templates", "tmpl", "admin/templates"])
+        tdir = rng.choice(["templates", "tmpl", "admin/templates", "forms", "boilerplate",
+                           f"{wfolder(ctx, ['shared', 'admin', 'office'], 0.6)}/templates"])
         if mail:
-            tpath = ctx.path(f"{tdir}/{kind}_mail.txt")
+            tpath = ctx.path(f"{tdir}/{kind}{rng.choice(['_mail', '_email', '_message'])}.txt")
             template = f"Subject: {subj_t}\n\n" + re.sub(r"^# .*\n\n", "", body_t)
         else:
-            tpath = ctx.path(f"{tdir}/{kind}.md")
+            tpath = ctx.path(f"{tdir}/{kind}{rng.choice(['', '_template', '_tmpl', '_master'])}.md")
             template = body_t
-        data_fields = spec["fields"] + ["status"]
+        data_fields = spec["fields"] + [skip_col]
         data_rows = [[r[f] for f in spec["fields"]] + [s] for r, s in zip(rows, status, strict=False)]
+        dstems = [f"{spec['dir']}_data", "recipients", "mailing_list", f"{spec['dir']}_{base.strftime('%b').lower()}",
+                  "people", "list", f"{kind}_rows"]
         if rng.random() < 0.5:
-            dpath = ctx.path(rng.choice([f"{spec['dir']}_data.csv", "data/recipients.csv", "mailing_list.csv"]))
+            dpath = wpath(ctx, dstems, "csv", ["data", "lists", "admin"], p_folder=0.5)
             data_text = to_csv(data_fields, data_rows)
         else:
-            dpath = ctx.path(rng.choice([f"{spec['dir']}_data.json", "data/recipients.json"]))
+            dpath = wpath(ctx, dstems, "json", ["data", "lists", "admin"], p_folder=0.5)
             data_text = json.dumps([dict(zip(data_fields, r, strict=False)) for r in data_rows], indent=2) + "\n"
         active = [r for i, r in enumerate(rows) if i not in skipped]
-        out_dir = rng.choice(["outbox", "merge_out"]) if mail else rng.choice([spec["dir"], f"out/{spec['dir']}"])
+        out_dir = (rng.choice(["outbox", "merge_out", "mail/outbox", f"outbox/{spec['dir']}", "to_send"]) if mail else
+                   rng.choice([spec["dir"], f"out/{spec['dir']}", f"{spec['dir']}_{base.year}", f"generated/{spec['dir']}",
+                               f"{wfolder(ctx, ['out'], 0.6)}/{spec['dir']}"]))
         ext = ".eml" if mail else rng.choice([".md", ".txt"])
         paths = {r[id_field]: ctx.path(f"{out_dir}/{r[id_field].lower()}{ext}") for r in rows}
         skipped_paths = [paths[rows[i][id_field]] for i in skipped]
@@ -190,21 +255,46 @@ class GenerateFromTemplate:
         tokens = [_ph(syntax, f) for f in spec["fields"]]
         what = spec["title"]
         ph = f"{syntax[0]}field{syntax[1]}"
+        slots = dict(what=what, t=tpath, d=dpath, ph=ph, dir=out_dir, id=id_field, ex=paths[active[0][id_field]],
+                     ext=ext, me=me, sender=sender, col=skip_col, val=skip_val, why=skip_why, n=len(rows))
         if mail:
-            outspec = (f"one email per person as `{out_dir}/<{id_field} in lower case>.eml` (e.g. `{paths[active[0][id_field]]}`), "
-                       f"From `{me} <{sender}>`, To the row's email, the Subject from the template's first line "
-                       "and the rest of the template as the plain-text body")
+            outspec = [clause(rng, "one email per [person|row] as `{dir}/<{id} in lower case>.eml` (e.g. `{ex}`)",
+                              **slots),
+                       clause(rng, "From `{me} <{sender}>`, To the row's email", **slots),
+                       clause(rng, "the Subject from the template's first line and the rest of the template as the "
+                                   "plain-text body")]
         else:
-            outspec = f"one file per row named `{out_dir}/<{id_field} in lower case>{ext}` (e.g. `{paths[active[0][id_field]]}`)"
-        instruction = rng.choice([
-            f"Time to send out the {what}. Fill the template `{tpath}` (placeholders look like `{ph}`) with each "
-            f"row of `{dpath}`: {outspec}. Skip rows whose status is cancelled, and copy values exactly as they "
-            "are in the data.",
-            f"Please do a mail merge: template `{tpath}`, data `{dpath}`. Make {outspec}, replacing every `{ph}` "
-            "placeholder with the row's value. Leave out the cancelled rows.",
-            f"Generate the {what} from `{tpath}` and `{dpath}` - {outspec}. Rows marked cancelled get nothing; no "
-            f"`{ph}` placeholders may be left in the output.",
-        ])
+            outspec = [clause(rng, "one file per row named `{dir}/<{id} in lower case>{ext}` (e.g. `{ex}`)", **slots)]
+        rules = outspec + [
+            clause(rng, "[skip|leave out|no output for] rows whose `{col}` is \"{val}\" (any case; {why})", **slots),
+            clause(rng, "[copy values exactly as they are in the data|values exactly as in the data|every `{ph}` "
+                        "placeholder replaced by the row's value]", **slots),
+            clause(rng, "no `{ph}` placeholders [may be|can be|] left [in the output|anywhere]", **slots)]
+        head = one_of(rng, [
+            "Time to send out the {what}. Fill the template `{t}` (placeholders look like `{ph}`) with each row of "
+            "`{d}`.",
+            "[Please do|I need|Time for] a mail merge: template `{t}`, data `{d}`.",
+            "Generate the {what} from `{t}` and `{d}`.",
+            "[I have|There are] {n} [rows|entries] in `{d}` and [a template|the template] in `{t}` (placeholders "
+            "like `{ph}`); [I need|make] the {what} [from them|out of them].",
+            "The {what} [are due|need to go out|have to be ready] - `{t}` is the template, `{d}` the data.",
+            "[Merge|Combine] `{d}` [into|with] the template `{t}` (its placeholders look like `{ph}`) to [produce|get] "
+            "the {what}.",
+            "[One per person|A personalised copy for each row]: the {what}, from `{t}` filled with `{d}`.",
+            "[Can you|Could you] [produce|churn out] the {what}? Data: `{d}` ({n} rows). Template: `{t}`.",
+        ], **slots)
+        lead = expand("[Output|What I need|The result|How]:", rng)
+        story = ""
+        if rng.random() < 0.8:
+            story = one_of(rng, [
+                "[Every {month}|Once a term|Each quarter] I [send|prepare|print] the {what} for {org} by hand, and it "
+                "[takes hours|eats an afternoon|is error-prone].",
+                "{n} people [are on the list|signed up|are in the sheet] this time, [but|and] {k} of them [dropped "
+                "out|should get nothing].",
+                "[The|Our] {what} [always|usually] go out [before|around] {month}; [this year|this time] I want them "
+                "[generated|filled in] [properly|from the data].",
+            ], what=what, org=org, n=len(rows), k=len(skipped), month=base.strftime("%B"))
+        instruction = join(story, head, reqs(rng, rules, lead=lead), aside(rng, ctx.persona))
         expected = [paths[r[id_field]] for r in active]
         # a file counts for the format checks (one per active row, no placeholder left) only when it is its row's
         # file: its row's values in it and no other row's id (an empty file, the request or the data copied to
@@ -278,13 +368,16 @@ class GenerateFromTemplate:
         for i in fields:
             k = flavor.slug(header[i]) or f"col{i}"
             keys.append(k if k not in keys else f"{k}_{i}")
-        heading = rng.choice(["Notice", "Record sheet", "Confirmation", "Summary card"])
+        heading = rng.choice(["Notice", "Record sheet", "Confirmation", "Summary card", "Entry", "Fact sheet",
+                              "Slip", "Data card"])
         lines = [f"# {heading}: {_ph(syntax, keys[0])}", ""]
         lines += [f"- {header[i]}: {_ph(syntax, k)}" for i, k in zip(fields, keys, strict=False)]
         lines += ["", f"Prepared by {ctx.persona.name} on {long_date(dt.date(2026, 1, 1) + dt.timedelta(days=rng.randint(0, 360)))}.", ""]
         template = "\n".join(lines)
-        tpath = ctx.path(rng.choice(["templates/notice.md", "notice_template.md", "tmpl/card.md"]))
-        out_dir = rng.choice(["notices", "cards", "out/notices"])
+        tslug = flavor.slug(heading)
+        tpath = wpath(ctx, [tslug, f"{tslug}_template", "card", "notice_template", "one_per_row"], "md",
+                      ["templates", "tmpl", "forms"], p_folder=0.6)
+        out_dir = rng.choice(["notices", "cards", "out/notices", f"{tslug}s", f"out/{tslug}", "per_row", "sheets"])
         paths = [ctx.path(f"{out_dir}/{n:02d}.md") for n in range(1, len(rows) + 1)]
         files_out = {}
         for p, r in zip(paths, rows, strict=False):
@@ -293,12 +386,17 @@ class GenerateFromTemplate:
         order_cols = ", then ".join(f"`{header[i]}`" for i in fields)
         rows_note = (f"the first {len(rows)} rows" if len(all_rows) > len(rows) else "every row")
         order_txt = f"with the rows sorted by {order_cols} (numbers by value, text A-Z ignoring case)"
-        instruction = rng.choice([
-            f"use the template `{tpath}` to make one file for {rows_note} of {source.description} {order_txt}: "
-            f"`{out_dir}/01.md`, `{out_dir}/02.md`, ... in that order, with {mapping}.",
-            f"fill `{tpath}` for {rows_note} of `{source.path}` (placeholders: {mapping}) and save them as "
-            f"`{out_dir}/01.md`, `{out_dir}/02.md` and so on, numbered {order_txt}.",
-        ])
+        instruction = one_of(rng, [
+            "use the template `{t}` to make one file for {rows} of {desc} {order}: `{dir}/01.md`, `{dir}/02.md`, "
+            "... in that order, with {map}.",
+            "fill `{t}` for {rows} of `{src}` (placeholders: {map}) and save them as `{dir}/01.md`, `{dir}/02.md` "
+            "and so on, numbered {order}.",
+            "[turn|make] {rows} of `{src}` into one {h} [each|per row] [using|from] `{t}` ({map}); number the "
+            "files `{dir}/01.md`, `{dir}/02.md`, ... {order}.",
+            "one {h} per row: [fill|complete] `{t}` ({map}) for {rows} of {desc}, saved as "
+            "`{dir}/NN.md` starting at `{dir}/01.md`, {order}.",
+        ], t=tpath, rows=rows_note, desc=source.description, src=source.path, order=order_txt, dir=out_dir,
+            map=mapping, h=heading.lower())
         tokens = [_ph(syntax, k) for k in keys]
         # as in the standalone case, a file counts for the format checks only with its own row's values in it
         # and not another row's (the values that tell each row apart from the others)

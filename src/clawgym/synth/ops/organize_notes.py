@@ -8,7 +8,8 @@ import datetime as dt
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.ops._docs_common import digest, long_date
+from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.ops._docs_common import aside, clause, digest, join, long_date, phrase, reqs, wfolder
 from clawgym.synth.ops.base import DOCUMENT, Artifact, Check, OpContext, StepPlan, exec_, ls, read, write
 
 # tag -> (title templates, body sentence templates)
@@ -34,8 +35,44 @@ TOPICS: dict[str, tuple[list[str], list[str]]] = {
     "team": (["Feedback from {person}", "Onboarding {person}", "Team rota thoughts"],
              ["{person} prefers early shifts.", "Plan a 1:1 every second week.", "Share the {project} notes."]),
 }
+TOPICS.update({
+    "recipes": (["{item} stew", "Recipe from {person}", "Batch cooking for {month}"],
+                ["Serves a crowd; double it for the {project}.", "Use the good {item}, not the cheap one.",
+                 "{person} says it freezes well."]),
+    "research": (["Sources on {cat}", "Interview with {person}", "{project} literature notes"],
+                 ["Three papers agree on the main figure.", "Follow up with {org} for raw data.",
+                  "Open question: does {item} use really drop in {month}?"]),
+    "clients": (["Call with {org}", "{org} requirements", "Client feedback {month}"],
+                ["They want the {project} draft by {month}.", "Budget still to be confirmed by {org}.",
+                 "{person} is the decision maker."]),
+    "admin": (["Insurance renewal", "{month} paperwork", "Tax notes {month}"],
+              ["The policy number is on the blue folder.", "File the {cat} receipts before the deadline.",
+               "Ask {person} where the signed copy is."]),
+    "learning": (["Course notes: {cat}", "Workshop on {project}", "What I learned in {month}"],
+                 ["One module covered {item} handling.", "{person} recommended a follow-up course.",
+                  "Practise twice a week."]),
+    "health": (["Running log {month}", "Physio advice", "Sleep notes"],
+               ["Easy pace, nothing fancy.", "{person} suggested stretching after each run.",
+                "Try to be in bed before midnight."]),
+})
+ROOTS = ["notes", "vault", "kb", "journal", "wiki", "notebook", "zettel", "brain", "jottings"]
+INDEX_NAMES = ["index.md", "readme.md", "_index.md", "contents.md", "home.md", "00_index.md"]
 BOOKS = ["Deep Work", "The Checklist Manifesto", "Atomic Habits", "Thinking in Systems", "The Mom Test",
          "Range", "Small Is Beautiful"]
+
+
+def _story(rng, notes: list[dict], root: str) -> str:
+    """A drawn sentence about the notes themselves (their topics, the oldest title), or nothing."""
+    if rng.random() < 0.2:
+        return ""
+    tags = sorted({n["primary"] for n in notes if n["primary"] != "misc"})
+    oldest = min(notes, key=lambda n: (n["date"], n["title"]))
+    return one_of(rng, [
+        "[I take notes on|My notes cover] {tags} - [all in one folder|no system at all|whatever comes up].",
+        "[Since|Ever since] \"{title}\" ({date}) I've [dumped|thrown|saved] every note [straight |]into `{root}/`.",
+        "[I can't find anything|Finding a note takes ages] [in `{root}/`|anymore]: {n} files about {tags}.",
+    ], tags=", ".join(tags[:-1]) + " and " + tags[-1] if len(tags) > 1 else (tags[0] if tags else "everything"),
+        title=oldest["title"], date=long_date(oldest["date"]), root=root, n=len(notes))
 
 
 class OrganizeNotes:
@@ -99,7 +136,7 @@ class OrganizeNotes:
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
         rng = ctx.rng
         notes, tags, untagged = self._notes(ctx)
-        root = rng.choice(["notes", "vault", "kb"])
+        root = wfolder(ctx, ROOTS, 0.3)
         for note in notes:
             note["path"] = ctx.path(f"{root}/{note['file']}")
             note["text"] = self._render(rng, note)
@@ -110,7 +147,7 @@ class OrganizeNotes:
 
     def _file_by_tag(self, ctx: OpContext, notes: list[dict], root: str, untagged: bool) -> StepPlan:
         rng = ctx.rng
-        index = ctx.path(f"{root}/index.md")
+        index = ctx.path(f"{root}/{rng.choice(INDEX_NAMES)}")
         moves = {}
         for note in notes:
             note["new"] = ctx.path(f"{root}/{note['primary']}/{note['file']}")
@@ -123,16 +160,29 @@ class OrganizeNotes:
                 lines.append(f"- [{note['title']}]({g}/{note['file']}) ({note['date'].isoformat()})")
             lines.append("")
         index_text = "\n".join(lines)
-        misc = (f" A note without tags goes to `{root}/misc/`." if untagged else "")
-        instruction = rng.choice([
-            f"My notes in `{root}/` are a mess. Move every note into a sub-folder named after its first tag (in "
-            f"lower case, e.g. `{root}/{notes[0]['primary']}/`), keeping the file names.{misc} Then write "
-            f"`{index}` with one `## <tag>` section per folder listing each note as a markdown link whose text is "
-            "the note's title, linking to the note's new location (relative paths are fine).",
-            f"Please file the notes in `{root}/` by tag: each note goes to `{root}/<first tag, lower-case>/` with its "
-            f"file name unchanged.{misc} Afterwards create an index page `{index}`: a `## <tag>` heading for every "
-            "folder and under it a link `[title](path)` to each of its notes.",
-        ])
+        slots = dict(root=root, ex=notes[0]["primary"], index=index, n=len(notes))
+        head = one_of(rng, [
+            "My notes in `{root}/` are [@mess].",
+            "[I have|There are] {n} notes in `{root}/` and [no structure|no order|they're all in one pile].",
+            "[Please|Could you] [file|sort|organise] the notes in `{root}/` by tag[.|?]",
+            "`{root}/` [has grown|got out of hand|is a flat heap of {n} files].",
+            "[Time to|Let's] [tidy|clean up|restructure] `{root}/`: {n} notes, [no folders|one flat list].",
+            "[Could|Can] you [give|bring] `{root}/` some [structure|order] - a folder per tag?",
+        ], **slots)
+        items = [
+            phrase(rng, ["move every note into a sub-folder named after its first tag (in lower case, e.g. "
+                         "`{root}/{ex}/`), keeping the file names",
+                         "[each|every] note [goes|moves] to `{root}/<its first tag, lower-case>/` (e.g. `{root}/{ex}/`), "
+                         "[same file name|file name unchanged]",
+                         "[file|sort] [the notes|each note] into [folders|sub-folders] by first tag (lower case, like "
+                         "`{root}/{ex}/`) without renaming them"], **slots),
+            clause(rng, "[then|afterwards|finally] write `{index}` with one `## <tag>` section per folder, listing "
+                        "each note as a markdown link [whose text is the note's title|`\\[title\\](path)`] to its new "
+                        "location (relative paths are fine)", **slots),
+        ]
+        if untagged:
+            items.insert(1, clause(rng, "a note without tags goes to `{root}/misc/`", **slots))
+        instruction = join(_story(rng, notes, root), head, reqs(rng, items, fixed_order=True), aside(rng, ctx.persona))
         checks = [
             Check("notes_filed_by_tag", "files_moved", {"moves": {n["path"]: [n["new"], n["text"]] for n in notes}}),
             Check("index_links_every_note", "docs_md_links", {"path": index, "targets": [n["new"] for n in notes]}),
@@ -158,10 +208,10 @@ class OrganizeNotes:
 
     def _consolidate(self, ctx: OpContext, notes: list[dict], root: str, untagged: bool) -> StepPlan:
         rng = ctx.rng
-        out_dir = rng.choice(["topics", "by_topic"])
+        out_dir = rng.choice(["topics", "by_topic", "merged", "topic_pages", "digest"])
         groups = sorted({n["primary"] for n in notes})
         pages = {g: ctx.path(f"{root}/{out_dir}/{g}.md") for g in groups}
-        index = ctx.path(f"{root}/{out_dir}/index.md")
+        index = ctx.path(f"{root}/{out_dir}/{rng.choice(INDEX_NAMES)}")
         texts = {}
         for g in groups:
             mine = sorted((n for n in notes if n["primary"] == g), key=lambda n: (n["date"], n["title"]))
@@ -170,16 +220,28 @@ class OrganizeNotes:
                 lines += [f"## {n['title']}", "", f"_{long_date(n['date'])}_", "", n["body"], ""]
             texts[pages[g]] = "\n".join(lines)
         index_text = "# Topics\n\n" + "".join(f"- [{g}]({g}.md)\n" for g in groups)
-        misc = (f" A note without tags goes to `{root}/{out_dir}/misc.md`." if untagged else "")
-        instruction = rng.choice([
-            f"Consolidate my notes in `{root}/` into one page per topic: for each first tag (lower case) write "
-            f"`{root}/{out_dir}/<tag>.md` containing every note with that first tag as a `## <note title>` section "
-            f"with its text, oldest note first (by the date in the front matter).{misc} Also write "
-            f"`{index}` linking to every topic page. Leave the original notes where they are.",
-            f"Please merge the notes in `{root}/` by topic. Topic = the note's first tag in lower case; page = "
-            f"`{root}/{out_dir}/<topic>.md`; each note becomes a `## <title>` section holding its body, sorted by "
-            f"date (oldest first).{misc} Add `{index}` with a link to each topic page. Don't delete the originals.",
-        ])
+        slots = dict(root=root, dir=out_dir, index=index, n=len(notes))
+        head = one_of(rng, [
+            "Consolidate my notes in `{root}/` into one page per topic.",
+            "[Please|Could you] merge the {n} notes in `{root}/` by topic[.|?]",
+            "[I'd rather read|I want] one page per topic instead of {n} [small files|scattered notes] in `{root}/`.",
+            "The notes in `{root}/` [need merging|should be combined] by topic.",
+            "[Too many|{n}] [small|scattered] notes in `{root}/`: [build|write] topic pages [from them|out of them].",
+            "[Turn|Fold] `{root}/` into [a handful of|a few] topic pages, one per tag.",
+        ], **slots)
+        items = [
+            clause(rng, "[topic = the note's first tag in lower case|the topic is the first tag, lower-cased]"),
+            clause(rng, "one page per topic at `{root}/{dir}/<topic>.md`", **slots),
+            clause(rng, "each note [becomes|goes in as] a `## <note title>` section [holding|with] its text", **slots),
+            clause(rng, "[oldest note first|sorted by date, oldest first] (by the date in the front matter)"),
+            clause(rng, "[also write|add] `{index}` [linking to|with a link to] every topic page", **slots),
+            clause(rng, "[leave the original notes where they are|don't delete the originals|keep the original "
+                        "files]"),
+        ]
+        if untagged:
+            items.append(clause(rng, "a note without tags goes to `{root}/{dir}/misc.md`", **slots))
+        instruction = join(_story(rng, notes, root), head, reqs(rng, items, fixed_order=rng.random() < 0.5),
+                           aside(rng, ctx.persona))
         under_topic = {"specs": {pages[g]: {n["title"]: [n["body"][:60]] for n in notes if n["primary"] == g}
                                  for g in groups}}
         checks = [

@@ -12,8 +12,16 @@ import re
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import one_of
 from clawgym.synth.ops._docs_common import (
     add_workdays,
+    aside,
+    clause,
+    join,
+    phrase,
+    reqs,
+    short_slug,
+    wpath,
     digest,
     email_addr,
     human_date,
@@ -63,8 +71,9 @@ class SummarizeDocuments:
         d1 = add_workdays(meet, rng.randint(3, 8))
         d2 = add_workdays(meet, rng.randint(5, 12))
         attendees = team[:4]
-        notes_path = ctx.path(rng.choice([f"notes/meeting_{meet.strftime('%m%d')}.md", "meeting_notes.md",
-                                          f"minutes_{meet.isoformat()}.md"]))
+        notes_path = wpath(ctx, [f"meeting_{meet.strftime('%m%d')}", "meeting_notes", f"minutes_{meet.isoformat()}",
+                                 f"{short_slug(project)}_meeting", f"team_meeting_{meet.strftime('%b').lower()}",
+                                 "sync_notes"], "md", ["notes", "meetings", "minutes"])
         pct = rng.randint(12, 48)
         dec1 = rng.choice([f"Approved the {_money(cur, q1)} quote from {vendor} for {item}.",
                            f"Agreed to go with {vendor} for {item}; budget of {_money(cur, q1)} approved."])
@@ -97,8 +106,9 @@ class SummarizeDocuments:
         extra = rng.randrange(5, 30) * 100
         approved.append(float(extra))
         n_done, n_total = rng.randint(4, 9), rng.randint(10, 16)
-        rep_path = ctx.path(rng.choice([f"reports/status_{rep_month.strftime('%Y_%m')}.txt", "status_report.txt",
-                                        f"{flavor.slug(project)}_report.txt"]))
+        rep_path = wpath(ctx, [f"status_{rep_month.strftime('%Y_%m')}", "status_report", f"{short_slug(project)}_report",
+                               f"{flavor.slug(org).split('_')[0]}_update", f"progress_{rep_month.strftime('%b').lower()}"],
+                         "txt", ["reports", "status", "updates"])
         report = "\n".join([
             f"{org} - {project} status report, {rep_month.strftime('%B %Y')}",
             "=" * 40, "",
@@ -124,7 +134,9 @@ class SummarizeDocuments:
             qty = rng.randint(20, 400)
             unit = round(rng.uniform(1.5, 60), 2)
             by = add_workdays(meet, rng.randint(2, 6))
-            mail_path = ctx.path(rng.choice(["inbox/quote_update.eml", "mail/from_supplier.eml", "supplier_mail.eml"]))
+            mail_path = wpath(ctx, ["quote_update", "from_supplier", "supplier_mail", f"re_{short_slug(item, 1)}_order",
+                                    f"{flavor.slug(sender.split()[0])}_mail"], "eml", ["inbox", "mail", "mail/inbox"],
+                              p_folder=0.8)
             body = (f"Hi {me.split()[0]},\n\nFollowing the meeting, we can supply {qty} units of {item} at "
                     f"{cur}{unit:.2f} each, delivered within {rng.randint(3, 10)} working days of the order.\n\n"
                     f"Could you confirm the delivery address by {human_date(rng, by, with_year=False)}?\n\n"
@@ -140,7 +152,8 @@ class SummarizeDocuments:
             srcs += 1
             survey = rng.randrange(3, 40) * 100
             share = rng.randint(21, 79)
-            art_path = ctx.path(rng.choice(["reading/article.md", "industry_news.md", "clippings/survey.md"]))
+            art_path = wpath(ctx, ["article", "industry_news", "survey", f"{short_slug(item, 1)}_prices",
+                                   "clipping", "press"], "md", ["reading", "clippings", "news"])
             art = "\n".join([
                 f"# Survey: {item} costs keep rising", "",
                 f"A survey of {survey:,} organisations published this month found that {share}% expect to pay more "
@@ -155,14 +168,16 @@ class SummarizeDocuments:
     def _standalone(self, ctx: OpContext) -> StepPlan:
         rng = ctx.rng
         files, facts, decisions, actions, approved, cur, project = self._sources(ctx)
-        out = ctx.path(rng.choice(["summary.md", "briefing.md", f"{flavor.slug(project)}_summary.md",
-                                   "digest/summary.md"]))
+        out = wpath(ctx, ["summary", "briefing", f"{short_slug(project)}_summary", "digest", "catch_up",
+                          "brief_for_me", "one_page_summary"], "md", ["digest", "briefings", "summaries"],
+                    p_folder=0.4)
         total = sum(approved)
         names = {p: p.split("/")[-1] for p in facts}
-        limit = rng.choice([250, 300, 350])
-        dec_h = rng.choice(["Decisions", "Decisions made"])
-        act_h = rng.choice(["Action items", "Actions", "Next actions"])
-        label = "Total approved spend"
+        limit = rng.choice([250, 280, 300, 320, 350, 400])
+        dec_h = rng.choice(["Decisions", "Decisions made", "What was decided", "Key decisions", "Agreed"])
+        act_h = rng.choice(["Action items", "Actions", "Next actions", "To do", "Follow-ups", "Who does what"])
+        label = rng.choice(["Total approved spend", "Total approved", "Approved in total", "Sum of approvals",
+                            "Total signed off"])
         # the reference summary
         lines = [f"# Summary: {project}", ""]
         fact_lines = {}
@@ -178,20 +193,67 @@ class SummarizeDocuments:
         lines += ["", f"{label}: {cur}{total:,.2f}", ""]
         summary = "\n".join(lines)
         src_list = ", ".join(f"`{p}`" for p in facts)
-        spec = (f"one `## <file name>` section per source (e.g. `## {names[next(iter(facts))]}`) with its main "
-                "points, keeping every figure (amounts, counts, percentages) exactly as written; a "
-                f"`## {dec_h}` section listing every decision taken (with its amount or date); a `## {act_h}` "
-                f"section with one line per action item: owner (my own items under my name, {ctx.persona.name}), task and "
-                "due date; and a final line "
-                f"`{label}: <amount>` adding up every amount approved in the sources. Write every date as "
-                "YYYY-MM-DD")
-        instruction = rng.choice([
-            f"I haven't had time to read {src_list}. Write me a summary at `{out}` (markdown, under {limit} words) "
-            f"with {spec}.",
-            f"Please summarise these {len(facts)} documents - {src_list} - into `{out}`. Structure: {spec}. Keep it "
-            f"under about {limit} words.",
-            f"Could you turn {src_list} into one briefing, `{out}`? I need {spec}. Max {limit} words or so.",
-        ])
+        slots = dict(first=names[next(iter(facts))], dec=dec_h, act=act_h, me=ctx.persona.name, label=label,
+                     srcs=src_list, out=out, limit=limit, n=len(facts), project=project)
+        items = [
+            phrase(rng, ["one `## <file name>` section per source (e.g. `## {first}`) with its main points, keeping "
+                         "every figure ([amounts, counts, percentages|money, counts and percentages]) [exactly as "
+                         "written|as it appears|unchanged]",
+                         "a section per document, headed `## <its file name>` (like `## {first}`), [with|giving] its "
+                         "main points and [all|every one of] its numbers [verbatim|copied exactly]",
+                         "[for each|per] file a `##` heading [with|that is] its name (`## {first}` and so on) and "
+                         "[the gist|the main points], [figures kept as they are|no figure rounded or changed]"],
+                   **slots),
+            phrase(rng, ["a `## {dec}` section [listing|with] every decision [taken|made] (with its amount or date)",
+                         "[under|in] `## {dec}`: [each|every] decision, [with|plus] its amount or date",
+                         "[the decisions go|what was decided goes] under `## {dec}`, [amounts and dates "
+                         "included|each with its amount or date]"], **slots),
+            phrase(rng, ["a `## {act}` section with one line per action item: owner ([my own items under my name, "
+                         "{me}|{me} for the ones that are mine]), task and due date",
+                         "`## {act}`: [one line per action|a line for each action item] - who ({me} for mine), "
+                         "what, [and when|and by when]",
+                         "[every|each] action item [in|under] `## {act}` with [its owner|who owns it] ([{me} if "
+                         "it's mine|mine under {me}]), the task and the due date"], **slots),
+            phrase(rng, ["a [final|closing|last] line `{label}: <amount>` [adding up|with the sum of|totalling] "
+                         "every amount approved in the sources",
+                         "[end with|finish with] `{label}: <amount>`, the sum of [everything|all amounts] approved "
+                         "[across|in] the documents",
+                         "[add up|total] the approved amounts [in all the sources|across the files] [and put|on] "
+                         "a last line `{label}: <amount>`"], **slots),
+            clause(rng, "[every date|all dates|dates] [written as|in the form|as] YYYY-MM-DD"),
+        ]
+        head = one_of(rng, [
+            "I haven't had time to read {srcs}. [Write me|Put together|Write] a summary at `{out}` (markdown, under "
+            "{limit} words).",
+            "[Please|Could you] [summarise|digest|condense] these {n} documents - {srcs} - into `{out}`[?|.] "
+            "[Keep it|Stay] under [about |roughly |]{limit} words.",
+            "Could you turn {srcs} into one [briefing|summary|catch-up note], `{out}`? Max {limit} words or so.",
+            "[I'm behind on|I need the gist of|Catch me up on] the {project}: {srcs}. [A markdown summary in|Write up] "
+            "`{out}`, [at most|no more than|under] {limit} words.",
+            "`{out}` should [become|be] a [one-page|short|tight] summary (under {limit} words) of {srcs}.",
+            "[What do|What's in] {srcs} [say|actually]? [Give me the essentials|Condense it] in `{out}`, {limit} words "
+            "[tops|at most].",
+            "[Read|Go through] {srcs} [for me|on my behalf] and [write up|produce] the [key points|essentials] as "
+            "`{out}` ([max.|at most] {limit} words).",
+            "[Prepare|Draft] a [briefing note|status brief] `{out}` [from|based on] {srcs} - [no longer than|under] "
+            "{limit} words.",
+        ], **slots)
+        lead = one_of(rng, ["[Structure|Layout]:", "[It needs|I need]:", "[What goes in|Contents]:",
+                            "[Put in|Include]:"])
+        story = ""
+        if rng.random() < 0.8:
+            story = one_of(rng, [
+                "[The|Our] {project} [produced|generated|left me with] {n} documents [this month|last week|since "
+                "{month}] and I [was away|was off sick|missed the meeting].",
+                "[Tomorrow|On {day}] I [have to|need to] [brief|update] {boss} on the {project}, and I [only have|have "
+                "maybe] {mins} minutes to prepare.",
+                "[I'm behind|I fell behind] on the {project}: {n} [files|documents] [piled up|are waiting] in my "
+                "workspace.",
+                "{boss} [asked for|wants] a [short|one-page] [briefing|digest] on the {project} [before|by] {day}.",
+            ], project=project, n=len(facts), month=rng.choice(["Monday", "the start of the month", "the offsite"]),
+                day=rng.choice(["Monday", "Thursday", "Friday morning"]), mins=rng.choice([10, 15, 20, 30]),
+                boss=rng.choice(["my manager", "the director", "our chair", "the client", "my co-founder"]))
+        instruction = join(story, head, reqs(rng, items, lead=lead), aside(rng, ctx.persona))
         # dates as the request asks for them (YYYY-MM-DD): the meeting notes copied as they are, with their own
         # "## Decisions" and "## Actions" and dates written out in words, are not the summary
         action_needles = [n for o, _, d in actions for n in (o, d.isoformat())]
@@ -248,53 +310,68 @@ class SummarizeDocuments:
             parsed = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
             if len(parsed) >= 2:
                 table = (parsed[0], parsed[1:])
-        out = ctx.path(rng.choice(["tldr.md", "summary_short.md", "one_pager.md"]))
+        out = wpath(ctx, ["tldr", "summary_short", "one_pager", "gist", "in_short", "recap", "quick_summary"], "md",
+                    ["summaries", "digest", "notes"], p_folder=0.35)
         limit = max(80, min(250, words(text) // 2))
-        lines = ["# In short", "", f"Source: {source.path}", ""]
+        out_h = rng.choice(["Outline", "Sections", "Structure", "Contents", "What it covers"])
+        fig_h = rng.choice(["Key figures", "Largest amounts", "Top amounts", "Biggest numbers", "Main figures"])
+        col_h = rng.choice(["Columns", "Fields", "Column names"])
+        about_h = rng.choice(["About", "Source", "Where this comes from", "Origin"])
+        rows_l = rng.choice(["Rows", "Row count", "Data rows", "Records"])
+        lines = [f"# {rng.choice(['In short', 'Summary', 'TL;DR', 'Recap', 'Gist'])}", "", f"Source: {source.path}", ""]
         checks: list[Check] = []
         spec = []
         if heads:
-            lines += ["## Outline", ""] + [f"- {h}" for h in heads] + [""]
-            spec.append("a `## Outline` section with one bullet per section heading of the source")
-            checks.append(Check("outline_complete", "docs_lists_headings", {"out": out, "heading": "Outline",
+            lines += [f"## {out_h}", ""] + [f"- {h}" for h in heads] + [""]
+            spec.append(clause(rng, "a `## {h}` section with one bullet per [section heading|`##`/`###` heading] "
+                                    "of the [source|original]", h=out_h))
+            checks.append(Check("outline_complete", "docs_lists_headings", {"out": out, "heading": out_h,
                                                                            "src": source.path}))
         if top:
-            lines += ["## Key figures", ""] + [f"- {v:.2f}" for v in top] + [""]
+            lines += [f"## {fig_h}", ""] + [f"- {v:.2f}" for v in top] + [""]
             n = len(top)
-            spec.append(f"a `## Key figures` section listing the {n if n > 1 else ''} largest money amount"
-                        f"{'s' if n > 1 else ''} in it (numbers written with two decimals)".replace("  ", " "))
-            checks.append(Check("largest_amounts", "docs_lists_top_amounts", {"out": out, "heading": "Key figures",
+            spec.append(clause(rng, f"a `## {{h}}` section [listing|with|giving] the {n if n > 1 else ''} "
+                                    f"[largest|biggest|highest] [money amount|amount of money]{'s' if n > 1 else ''} "
+                                    "in it ([numbers written with|as numbers with|to] two decimals)",
+                               h=fig_h).replace("  ", " "))
+            checks.append(Check("largest_amounts", "docs_lists_top_amounts", {"out": out, "heading": fig_h,
                                                                              "src": source.path, "k": n}))
         if table is not None:
-            lines += [f"Rows: {len(table[1])}", "", "## Columns", ""] + [f"- {h}" for h in table[0]] + [""]
-            spec.append("a line `Rows: <number of data rows>`; a `## Columns` section listing every column name")
-            checks.append(Check("row_count", "docs_line_number", {"path": out, "label": "Rows",
+            lines += [f"{rows_l}: {len(table[1])}", "", f"## {col_h}", ""] + [f"- {h}" for h in table[0]] + [""]
+            spec.append(clause(rng, "a line `{r}: <number of data rows>`", r=rows_l))
+            spec.append(clause(rng, "a `## {h}` section [listing|naming] every column [name|]", h=col_h))
+            checks.append(Check("row_count", "docs_line_number", {"path": out, "label": rows_l,
                                                                   "value": len(table[1])}))
-            checks.append(Check("columns_listed", "docs_section_has", {"path": out, "heading": "Columns",
+            checks.append(Check("columns_listed", "docs_section_has", {"path": out, "heading": col_h,
                                                                       "needles": [h for h in table[0] if h.strip()]}))
         first_line = next((ln.strip("# ").strip() for ln in text.splitlines() if ln.strip()), source.path)[:80]
-        lines += ["## About", "", f"This summarises {source.path} ({first_line}).", ""]
-        spec.append(f"a `## About` section naming the source file `{source.path}`")
-        checks.append(Check("names_source", "docs_section_has", {"path": out, "heading": "About",
+        lines += [f"## {about_h}", "", f"This summarises {source.path} ({first_line}).", ""]
+        spec.append(clause(rng, "a `## {h}` section [naming|that names|with] the source file `{src}`", h=about_h,
+                           src=source.path))
+        checks.append(Check("names_source", "docs_section_has", {"path": out, "heading": about_h,
                                                                 "needles": [source.path.split('/')[-1]]}))
         # short enough counts only as far as the content is there
         checks.append(Check("within_word_limit", "gated", parts=[
             Check("", "docs_word_count", {"path": out, "max_words": int(limit * 1.2), "min_words": 5}),
             Check("", "mean_of", parts=[Check("", c.fn, c.args) for c in checks])]))
         summary = "\n".join(lines)
-        instruction = rng.choice([
-            f"write a short summary of {source.description} to `{out}` (at most {limit} words) with "
-            + "; ".join(spec) + ".",
-            f"boil `{source.path}` down into `{out}`, no more than {limit} words: " + "; ".join(spec) + ".",
-        ])
+        slots = dict(desc=source.description, src=source.path, out=out, limit=limit)
+        head = one_of(rng, [
+            "write a short summary of {desc} to `{out}` (at most {limit} words)",
+            "boil `{src}` down into `{out}`, no more than {limit} words",
+            "[make|write] a [TL;DR|one-pager|quick recap] of `{src}` in `{out}` - [{limit} words max|under {limit} "
+            "words|{limit} words at most]",
+            "[summarise|condense] {desc} [as|into] `{out}` (keep it within {limit} words)",
+        ], **slots)
+        instruction = join(head + ",", reqs(rng, spec, lead=clause(rng, "[with|containing|that has]")))
         partial_lines = ["# In short", ""]
         if heads:
-            partial_lines += ["## Outline", ""] + [f"- {h}" for h in heads[: max(1, len(heads) // 2)]] + [""]
+            partial_lines += [f"## {out_h}", ""] + [f"- {h}" for h in heads[: max(1, len(heads) // 2)]] + [""]
         if top:
-            partial_lines += ["## Key figures", "", f"- {top[-1]:.2f}", ""] if len(top) > 1 else []
+            partial_lines += [f"## {fig_h}", "", f"- {top[-1]:.2f}", ""] if len(top) > 1 else []
         if table is not None:
-            partial_lines += ["## Columns", ""] + [f"- {h}" for h in table[0][:1]] + [""]
-        partial_lines += ["## About", "", f"Summary of {source.path}.", "", " ".join(["etc"] * (limit * 3))]
+            partial_lines += [f"## {col_h}", ""] + [f"- {h}" for h in table[0][:1]] + [""]
+        partial_lines += [f"## {about_h}", "", f"Summary of {source.path}.", "", " ".join(["etc"] * (limit * 3))]
         return StepPlan(
             operation=self.id, instruction=instruction, checks=checks,
             steps=[read(source.path), write(out, summary)],
@@ -307,7 +384,11 @@ class SummarizeDocuments:
     def _from_messages(self, ctx: OpContext, source: Artifact) -> StepPlan:
         rng = ctx.rng
         msgs = [m for m in source.data if isinstance(m, dict)]
-        out = ctx.path(rng.choice(["mail_digest.md", "messages_summary.md", "digest.md"]))
+        out = wpath(ctx, ["mail_digest", "messages_summary", "digest", "sent_overview", "outbox_digest",
+                          "mail_log"], "md", ["digest", "summaries", "notes"], p_folder=0.35)
+        tot_l = rng.choice(["Total", "Messages in total", "Count", "Number of messages"])
+        msg_h = rng.choice(["Messages", "Mails", "Each message", "Emails"])
+        snd_h = rng.choice(["Senders", "From", "Who wrote", "Sent by"])
 
         def who(m: dict) -> str:
             f = str(m.get("from", "")).strip()
@@ -326,30 +407,34 @@ class SummarizeDocuments:
         for m in msgs:
             if who(m) and who(m) not in senders:
                 senders.append(who(m))
-        lines = ["# Message digest", "", f"Total: {len(msgs)} messages", "", "## Messages", ""]
+        lines = ["# Message digest", "", f"{tot_l}: {len(msgs)} messages", "", f"## {msg_h}", ""]
         lines += [f"- To {r}: {s}" for r, s in zip(recips, subjects, strict=False)]
-        lines += ["", "## Senders", ""] + [f"- {s}" for s in senders] + [""]
+        lines += ["", f"## {snd_h}", ""] + [f"- {s}" for s in senders] + [""]
         digest_text = "\n".join(lines)
-        instruction = rng.choice([
-            f"write a digest of {source.description} to `{out}`: a line `Total: <number> messages`, a "
-            "`## Messages` section with one bullet per message giving its recipient address and subject, and a "
-            "`## Senders` section listing each distinct sender once.",
-            f"summarise the messages in `{source.path}` into `{out}` - first `Total: N messages`, then "
-            "`## Messages` (one bullet each: recipient address + subject), then `## Senders` (every distinct "
-            "sender, once).",
-        ])
+        items = [clause(rng, "a line `{t}: <number> messages`", t=tot_l),
+                 clause(rng, "a `## {h}` section with one bullet per message [giving|with] its recipient address "
+                             "and subject", h=msg_h),
+                 clause(rng, "a `## {h}` section [listing|naming] each distinct sender [once|only once|one time]",
+                        h=snd_h)]
+        head = one_of(rng, [
+            "write a digest of {desc} to `{out}`",
+            "summarise the messages in `{src}` into `{out}`",
+            "[give me|make] an overview of [what's in|the mails in] `{src}` as `{out}`",
+            "[list|go over] {desc} in a [short|small] digest, `{out}`",
+        ], desc=source.description, src=source.path, out=out)
+        instruction = join(head + ":", reqs(rng, items, fixed_order=rng.random() < 0.5))
         checks = [
-            Check("message_count", "docs_line_number", {"path": out, "label": "Total", "value": len(msgs)}),
+            Check("message_count", "docs_line_number", {"path": out, "label": tot_l, "value": len(msgs)}),
             Check("one_bullet_per_message", "docs_section_has",
-                  {"path": out, "heading": "Messages", "needles": [n for n in subjects + recips if n]}),
-            Check("senders_listed", "docs_section_has", {"path": out, "heading": "Senders", "needles": senders}),
+                  {"path": out, "heading": msg_h, "needles": [n for n in subjects + recips if n]}),
+            Check("senders_listed", "docs_section_has", {"path": out, "heading": snd_h, "needles": senders}),
         ]
         half = max(1, len(msgs) // 2)
-        partial = "\n".join(["# Message digest", "", "## Messages", ""] +
+        partial = "\n".join(["# Message digest", "", f"## {msg_h}", ""] +
                             [f"- To {r}: {s}" for r, s in zip(recips[:half], subjects[:half], strict=False)] +
-                            ["", "## Senders", ""] + [f"- {s}" for s in senders] + [""])
+                            ["", f"## {snd_h}", ""] + [f"- {s}" for s in senders] + [""])
         if len(msgs) == 1:
-            partial = "\n".join(["# Message digest", "", "## Senders", ""] + [f"- {s}" for s in senders] + [""])
+            partial = "\n".join(["# Message digest", "", f"## {snd_h}", ""] + [f"- {s}" for s in senders] + [""])
         return StepPlan(
             operation=self.id, instruction=instruction, checks=checks,
             steps=[read(source.path) if "." in source.path.split("/")[-1] else ls(source.path), write(out, digest_text)],

@@ -10,8 +10,16 @@ import re
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops._docs_common import (
     add_workdays,
+    aside,
+    clause,
+    join,
+    phrase,
+    reqs,
+    short_slug,
+    wpath,
     digest,
     email_addr,
     human_date,
@@ -34,6 +42,12 @@ from clawgym.synth.ops.base import (
 )
 
 HEADER = ["task", "owner", "due", "status"]
+# tracker columns (task, owner, due, status) and status words (new, finished, blocked) as different people keep them
+SCHEMAS = [HEADER, ["action", "assignee", "deadline", "state"], ["item", "who", "due_date", "status"],
+           ["todo", "owner", "by", "progress"], ["task", "responsible", "due", "status"],
+           ["what", "owner", "due_on", "state"], ["action_item", "lead", "target_date", "status"]]
+STATUSES = [("open", "done", "blocked"), ("todo", "done", "on hold"), ("open", "closed", "blocked"),
+            ("not started", "complete", "waiting"), ("new", "finished", "stuck"), ("open", "done", "paused")]
 # (task text, keyword the tracker's task cell must contain)
 ACTIONS = [
     ("send the vendor list to {org}", "vendor list"), ("book the venue for the {project}", "venue"),
@@ -42,11 +56,17 @@ ACTIONS = [
     ("call {org} about the late delivery", "late delivery"), ("write the onboarding checklist", "onboarding"),
     ("renew the insurance policy", "insurance"), ("check the fire exits", "fire exits"),
     ("order new {item}", "order"), ("set up the shared folder", "shared folder"),
+    ("book the {city} trip", "trip"), ("chase the {org} invoice", "invoice"), ("review the {item} contract", "contract"),
+    ("write up the {project} lessons learned", "lessons learned"), ("survey the team about the rota", "survey the team"),
+    ("clean up the {item} storage room", "storage room"), ("send the thank-you notes", "thank-you notes"),
+    ("print the {project} handouts", "handouts"),
 ]
 EXISTING = [
     ("Sign the supplier contract", "supplier contract"), ("Website copy for the {project}", "website copy"),
     ("Fix the printer in room 2", "printer"), ("Plan the team lunch", "team lunch"),
     ("Archive last year's invoices", "invoices"), ("Survey the customers", "survey"),
+    ("Renew the {item} licence", "licence"), ("Update the contact sheet", "contact sheet"),
+    ("Repaint the {project} signage", "signage"), ("Budget check with {org}", "budget check"),
 ]
 
 
@@ -66,7 +86,10 @@ class TrackTasks:
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
         me = ctx.persona.name
         team = [p for p in flavor.people(rng, 5) if p != me][:4]
-        fill = dict(org=flavor.org(rng), project=rng.choice(voc["projects"]), item=rng.choice(voc["items"]))
+        fill = dict(org=flavor.org(rng), project=rng.choice(voc["projects"]), item=rng.choice(voc["items"]),
+                    city=rng.choice(flavor.CITIES))
+        cols = rng.choice(SCHEMAS)
+        st_new, st_done, st_blocked = rng.choice(STATUSES)
         meet = add_workdays(flavor.date_in(rng, 2026, rng.randint(1, 11)), 0)
         # the existing tracker
         ex = rng.sample(EXISTING, rng.randint(3, 4))
@@ -74,7 +97,7 @@ class TrackTasks:
         for text, kw in ex:
             due = add_workdays(meet, rng.randint(-5, 15)).isoformat()
             old_rows.append({"task": text.format(**fill), "kw": kw, "owner": rng.choice(team), "due": due,
-                             "status": rng.choice(["open", "in progress"])})
+                             "status": rng.choice([st_new, "in progress"])})
         changed = rng.sample(range(len(old_rows)), 2)
         updates = []
         new_rows_old = [dict(r) for r in old_rows]
@@ -82,12 +105,14 @@ class TrackTasks:
             r = new_rows_old[i]
             kind = ["done", "blocked", "moved"][j if j < 1 else rng.randint(1, 2)]
             if kind == "done":
-                r["status"] = "done"
+                r["status"] = st_done
                 updates.append(rng.choice([f"{r['owner'].split()[0]} confirmed \"{r['task']}\" is done.",
-                                           f"Good news: \"{r['task']}\" - finished."]))
+                                           f"Good news: \"{r['task']}\" - finished.",
+                                           f"\"{r['task']}\" was completed last week ({r['owner'].split()[0]})."]))
             elif kind == "blocked":
-                r["status"] = "blocked"
-                updates.append(f"\"{r['task']}\" is blocked until {fill['org']} replies.")
+                r["status"] = st_blocked
+                updates.append(rng.choice([f"\"{r['task']}\" is blocked until {fill['org']} replies.",
+                                           f"\"{r['task']}\" cannot move: waiting for {fill['org']}."]))
             else:
                 nd = add_workdays(dt.date.fromisoformat(r["due"]), rng.randint(3, 8))
                 r["due"] = nd.isoformat()
@@ -106,7 +131,7 @@ class TrackTasks:
                     "checkbox": f"- [ ] {owner}: {task} (due {d})",
                     "prose": f"- {owner} will {task} before {d}."}[st]
             new_items.append({"task": task[0].upper() + task[1:], "kw": kw, "owner": owner, "due": due.isoformat(),
-                              "status": "open", "line": line})
+                              "status": st_new, "line": line})
         # one more item from an email to me
         mail_item = None
         mail_path = None
@@ -117,8 +142,9 @@ class TrackTasks:
             due = add_workdays(meet, rng.randint(3, 10))
             task = text.format(**fill)
             mail_item = {"task": task[0].upper() + task[1:], "kw": kw, "owner": me, "due": due.isoformat(),
-                         "status": "open"}
-            mail_path = ctx.path(rng.choice(["inbox/after_meeting.eml", "mail/one_more_thing.eml"]))
+                         "status": st_new}
+            mail_path = wpath(ctx, ["after_meeting", "one_more_thing", "forgot_one", "extra_action",
+                                    f"from_{flavor.slug(sender.split()[0])}"], "eml", ["inbox", "mail"], p_folder=0.85)
             files.append(WorkspaceFile(path=mail_path, generate=GeneratedContent(kind="eml", params={
                 "from": f"{sender} <{email_addr(sender, fill['org'])}>", "to": persona_email(ctx.persona),
                 "subject": "One more action from today", "date": f"{meet.isoformat()}T16:40:00",
@@ -133,50 +159,97 @@ class TrackTasks:
             f"- {fill['org']} still has not confirmed the delivery window.", "",
             "## Action items", "", *(it["line"] for it in new_items), "",
         ])
-        notes_path = ctx.path(rng.choice(["meeting_notes.md", f"notes/sync_{meet.isoformat()}.md", "minutes.md"]))
-        tracker = ctx.path(rng.choice(["tracker.csv", "tasks/tracker.csv", "todo_tracker.csv"]))
-        files = [WorkspaceFile(path=tracker, content=to_csv(HEADER, [[r[h] for h in HEADER] for r in old_rows])),
+        notes_path = wpath(ctx, ["meeting_notes", f"sync_{meet.isoformat()}", "minutes", f"{short_slug(fill['project'])}_sync",
+                                 f"standup_{meet.strftime('%m%d')}", "team_meeting"], "md", ["notes", "meetings", "minutes"])
+        tracker = wpath(ctx, ["tracker", "todo_tracker", "actions", "action_log", "task_list",
+                              f"{short_slug(fill['project'])}_tasks", "open_items"], "csv", ["tasks", "admin", "tracking"])
+        key = dict(zip(HEADER, cols, strict=True))
+
+        def row(r: dict) -> list[str]:
+            return [r[h] for h in HEADER]
+
+        files = [WorkspaceFile(path=tracker, content=to_csv(cols, [row(r) for r in old_rows])),
                  WorkspaceFile(path=notes_path, content=notes)] + files
         all_new = new_items + ([mail_item] if mail_item else [])
         final = new_rows_old + all_new
-        final_text = to_csv(HEADER, [[r[h] for h in HEADER] for r in final])
+        final_text = to_csv(cols, [row(r) for r in final])
 
         def spec(r: dict) -> dict:
-            return {"task": [r["kw"]], "owner": r["owner"], "due": r["due"], "status": r["status"]}
+            return {key["task"]: [r["kw"]], key["owner"]: r["owner"], key["due"]: r["due"], key["status"]: r["status"]}
 
-        mail_txt = f" and the extra one in `{mail_path}` (that one is mine: owner {me})" if mail_item else ""
-        instruction = rng.choice([
-            f"Update my tracker `{tracker}` from the meeting notes `{notes_path}`{mail_txt}: add one row per new "
-            "action item (task in the notes' words, owner, due date as YYYY-MM-DD, status open) and apply the "
-            "updates the notes mention to the existing rows (status done / blocked, or the new due date). Keep "
-            "the columns task,owner,due,status and all existing rows.",
-            f"Please bring `{tracker}` up to date: the action items from `{notes_path}`{mail_txt} become new rows "
-            "(task as worded there, owner, due as YYYY-MM-DD, status \"open\"), and the \"Updates\" in the notes "
-            "change the existing rows (status \"done\" or \"blocked\", or a moved due date). Same columns "
-            "(task, owner, due, status); don't drop any existing task.",
-        ])
+        slots = dict(tracker=tracker, notes=notes_path, mail=mail_path or "", me=me, new=st_new, done=st_done,
+                     blocked=st_blocked, cols=", ".join(cols), t=cols[0], o=cols[1], d=cols[2], s=cols[3],
+                     project=fill["project"])
+        mail_txt = (" " + clause(rng, "[and the extra one in|plus the one in|and the item emailed in] `{mail}` (that "
+                                      "one is mine: {o} {me})", **slots)) if mail_item else ""
+        head = one_of(rng, [
+            "Update my tracker `{tracker}` from the meeting notes `{notes}`" + mail_txt + ".",
+            "[Please|Could you] bring `{tracker}` up to date [from|with] `{notes}`" + mail_txt + "[.|?]",
+            "[we had the {project} [sync|meeting|stand-up]|the {project} meeting is over]; the notes are in `{notes}`" + mail_txt
+            + ". [Put|Get] it all into `{tracker}`.",
+            "`{tracker}` is [behind|out of date|stale] - [the notes|the minutes] in `{notes}`" + mail_txt
+            + " [have|contain] [the new items and some updates|what changed].",
+            "[Can you|Could you] [sync|reconcile] `{tracker}` with [what was said in|the minutes,] `{notes}`" + mail_txt
+            + "?",
+            "[New actions|Action items] and [status changes|a few updates] [came out of|are recorded in] `{notes}`"
+            + mail_txt + "; [my tracker|the task list] `{tracker}` [doesn't have them yet|needs them].",
+            "[Transfer|Copy over] the [actions|to-dos] from `{notes}`" + mail_txt + " to `{tracker}` and [apply|"
+            "record] the updates [while you're at it|too].",
+        ], **slots)
+        items = [
+            phrase(rng, ["[add one row per new action item|each new action item becomes a row]: `{t}` in the notes' "
+                         "words, `{o}`, `{d}` as YYYY-MM-DD, `{s}` \"{new}\"",
+                         "new actions [go in|are added] as new rows - `{t}` worded as in the notes, `{o}`, `{d}` "
+                         "(YYYY-MM-DD) and `{s}` set to \"{new}\"",
+                         "[a row for every|one line per] new action item with its `{t}` (the notes' wording), `{o}`, "
+                         "`{d}` in YYYY-MM-DD form and `{s}` \"{new}\""], **slots),
+            phrase(rng, ["[apply|carry over] the updates the notes mention to the existing rows (`{s}` \"{done}\" "
+                         "[when finished|for finished ones], \"{blocked}\" [when blocked|for blocked ones], or the "
+                         "new `{d}`)",
+                         "[existing rows|rows already there] [change|get updated] as the notes say: finished -> "
+                         "`{s}` \"{done}\", blocked -> \"{blocked}\", [moved deadlines|a moved deadline] -> the "
+                         "new `{d}`",
+                         "where the notes report progress on an existing task, [update|change] it: \"{done}\" or "
+                         "\"{blocked}\" in `{s}`, or the new `{d}`"], **slots),
+            phrase(rng, ["[keep|same] columns ({cols}) and [all|every one of the] existing rows",
+                         "don't drop [any|a single] existing row or change the columns ({cols})",
+                         "the columns stay {cols}; [no existing row disappears|nothing gets deleted]"], **slots),
+        ]
+        story = ""
+        if rng.random() < 0.8:
+            story = one_of(rng, [
+                "[At|After] the {project} [sync|meeting] on {date}, {who} [and|plus] {n} others [took on|picked up] "
+                "[new actions|work].",
+                "[Things slip|Actions get lost] [when|if] nobody [updates|looks at] the tracker; {who} [already|just] "
+                "asked me [what's open|who owns what].",
+                "[We're|The team is] [juggling|tracking] {k} [actions|tasks] for the {project}, and the [minutes|notes] "
+                "from {date} [changed a few|add some].",
+            ], project=fill["project"], date=human_date(rng, meet, with_year=False), who=team[0], n=len(team) - 1,
+                k=len(old_rows))
+        instruction = join(story, head, reqs(rng, items, lead=expand("[Rules:|How:|In the tracker:|]", rng)),
+                           aside(rng, ctx.persona))
         unchanged = [r for i, r in enumerate(new_rows_old) if i not in changed]
         checks = [
-            Check("new_action_items", "docs_tracker_rows", {"path": tracker, "rows": [spec(r) for r in all_new],
+            Check("new_action_items", "docs_tracker_rows", {"path": tracker, "task_col": key["task"], "rows": [spec(r) for r in all_new],
                                                             "extra_penalty": False}),
-            Check("updates_applied", "docs_tracker_rows", {"path": tracker, "rows": [spec(new_rows_old[i])
+            Check("updates_applied", "docs_tracker_rows", {"path": tracker, "task_col": key["task"], "rows": [spec(new_rows_old[i])
                                                                                      for i in changed],
                                                            "extra_penalty": False}),
             Check("tracker_complete", "min_of", parts=[
-                Check("", "docs_tracker_rows", {"path": tracker, "rows": [spec(r) for r in final]}),
-                Check("", "docs_tracker_rows", {"path": tracker, "rows": [spec(r) for r in unchanged + all_new],
+                Check("", "docs_tracker_rows", {"path": tracker, "task_col": key["task"], "rows": [spec(r) for r in final]}),
+                Check("", "docs_tracker_rows", {"path": tracker, "task_col": key["task"], "rows": [spec(r) for r in unchanged + all_new],
                                                 "extra_penalty": False}),
-                Check("", "docs_tracker_rows", {"path": tracker, "rows": [spec(new_rows_old[i]) for i in changed],
+                Check("", "docs_tracker_rows", {"path": tracker, "task_col": key["task"], "rows": [spec(new_rows_old[i]) for i in changed],
                                                 "extra_penalty": False})]),
         ]
         # partial: the new items from the notes added, the updates and the emailed item forgotten
-        partial = to_csv(HEADER, [[r[h] for h in HEADER] for r in old_rows + new_items])
+        partial = to_csv(cols, [row(r) for r in old_rows + new_items])
         steps = [read(tracker), read(notes_path)] + ([read(mail_path)] if mail_path else []) + [write(tracker, final_text)]
         return StepPlan(
             operation=self.id, instruction=instruction, checks=checks, files=files,
             steps=steps, partial=[write(tracker, partial)],
-            outputs=[Artifact(tracker, TABLE, {"header": HEADER, "rows": [[r[h] for h in HEADER] for r in final]},
-                              f"the task tracker ({tracker})", roles={"name": "task", "date": "due", "group": "owner"})],
+            outputs=[Artifact(tracker, TABLE, {"header": cols, "rows": [row(r) for r in final]},
+                              f"the task tracker ({tracker})", roles={"name": cols[0], "date": cols[2], "group": cols[1]})],
             summary=f"update {tracker} from {notes_path}",
             fingerprint=digest(final_text),
         )
@@ -192,26 +265,43 @@ class TrackTasks:
         team = [me] + [p for p in flavor.people(rng, 3) if p != me][:2]
         start = add_workdays(flavor.date_in(rng, 2026), rng.randint(1, 5))
         step = rng.choice([1, 2])
+        # the heading check (docs_tracker_from_headings) knows the plain columns only
+        cols = HEADER if prefix is not None else rng.choice(SCHEMAS)
+        st_new = "open" if prefix is not None else rng.choice(STATUSES)[0]
+        tc, oc, dc, sc = cols
+        how = how.replace('task "', f'`{tc}` "')
         rows = []
         for i, (task, _) in enumerate(items):
-            rows.append([task, team[i % len(team)], add_workdays(start, i * step).isoformat(), "open"])
-        out = ctx.path(rng.choice(["tracker.csv", "followups.csv", "review_tracker.csv"]))
-        instruction = rng.choice([
-            f"set up a tracker `{out}` (columns task,owner,due,status) from {source.description}: {how}. Owners take turns in this order: {', '.join(team)}. The first task is due {start.isoformat()}, "
-            f"each next one {step} working day{'s' if step > 1 else ''} later (Mon-Fri); dates as YYYY-MM-DD; "
-            "status open.",
-            f"make `{out}` with the columns task, owner, due, status for `{source.path}`: {how}. "
-            f"Assign owners round-robin: {', '.join(team)}. Due dates start at {start.isoformat()} and step "
-            f"{step} working day{'s' if step > 1 else ''} per row (weekends skipped), written YYYY-MM-DD; every "
-            "status is open.",
-        ])
+            rows.append([task, team[i % len(team)], add_workdays(start, i * step).isoformat(), st_new])
+        out = wpath(ctx, ["tracker", "followups", "review_tracker", "todo", "actions", "next_steps", "task_board"],
+                    "csv", ["tasks", "tracking", "admin"], p_folder=0.4)
+        days = f"{step} working day{'s' if step > 1 else ''}"
+        slots = dict(out=out, cols=", ".join(cols), desc=source.description, src=source.path, how=how,
+                     team=", ".join(team), start=start.isoformat(), days=days, st=st_new, t=tc, o=oc, d=dc, s=sc)
+        head = one_of(rng, [
+            "set up a tracker `{out}` (columns {cols}) from {desc}: {how}.",
+            "make `{out}` with the columns {cols} for `{src}`: {how}.",
+            "[I want|I need] [a|one] tracker for {desc} - `{out}`, columns {cols}; {how}.",
+            "[turn|convert] `{src}` into a to-do tracker `{out}` ({cols}): {how}.",
+        ], **slots)
+        items_txt = [
+            phrase(rng, ["owners take turns in this order: {team}", "assign `{o}` round-robin: {team}",
+                         "`{o}` [rotates|cycles] through {team}, in that order"], **slots),
+            phrase(rng, ["the first `{d}` is {start}, each next one {days} later (Mon-Fri)",
+                         "due dates start at {start} and step {days} per row (weekends skipped)",
+                         "`{d}` starts on {start}, then [+{days}|{days} more] per row, [skipping weekends|Mon-Fri only]"],
+                   **slots),
+            phrase(rng, ["dates as YYYY-MM-DD", "[every|each] date [written|in the form] YYYY-MM-DD"]),
+            phrase(rng, ["`{s}` \"{st}\" [everywhere|for every row|on each row]", "every `{s}` is {st}"], **slots),
+        ]
+        instruction = join(head, reqs(rng, items_txt))
         kws = [k for _, k in items]
         checks = [
-            Check("one_row_per_item", "docs_tracker_rows", {"path": out, "rows": [{"task": k} for k in kws]}),
-            Check("owners_round_robin", "docs_tracker_rows", {"path": out, "rows": [
-                {"task": k, "owner": r[1]} for k, r in zip(kws, rows, strict=True)]}),
-            Check("due_dates_and_status", "docs_tracker_rows", {"path": out, "rows": [
-                {"task": k, "due": r[2], "status": "open"} for k, r in zip(kws, rows, strict=True)]}),
+            Check("one_row_per_item", "docs_tracker_rows", {"path": out, "task_col": tc, "rows": [{tc: k} for k in kws]}),
+            Check("owners_round_robin", "docs_tracker_rows", {"path": out, "task_col": tc, "rows": [
+                {tc: k, oc: r[1]} for k, r in zip(kws, rows, strict=True)]}),
+            Check("due_dates_and_status", "docs_tracker_rows", {"path": out, "task_col": tc, "rows": [
+                {tc: k, dc: r[2], sc: st_new} for k, r in zip(kws, rows, strict=True)]}),
         ]
         if prefix is not None:
             dyn = {"out": out, "src": source.path, "prefix": prefix, "owners": team, "start": start.isoformat(),
@@ -220,16 +310,16 @@ class TrackTasks:
                       Check("owners_round_robin", "docs_tracker_from_headings", dict(dyn, part="owners")),
                       Check("due_dates_and_status", "docs_tracker_from_headings", dict(dyn, part="dates"))]
         # partial: everything given to me, due dates on calendar days
-        bad = [[r[0], team[0], (start + dt.timedelta(days=i * step)).isoformat(), "open"] for i, r in enumerate(rows)]
+        bad = [[r[0], team[0], (start + dt.timedelta(days=i * step)).isoformat(), st_new] for i, r in enumerate(rows)]
         if bad == rows:
-            bad = [[r[0], r[1], r[2], "todo"] for r in rows]
-        text = to_csv(HEADER, rows)
+            bad = [[r[0], r[1], r[2], "todo" if st_new != "todo" else "open"] for r in rows]
+        text = to_csv(cols, rows)
         return StepPlan(
             operation=self.id, instruction=instruction, checks=checks,
             steps=([read(source.path)] if "." in source.path.split("/")[-1] else []) + [write(out, text)],
-            partial=[write(out, to_csv(HEADER, bad))],
-            outputs=[Artifact(out, TABLE, {"header": HEADER, "rows": rows}, f"the tracker ({out})",
-                              roles={"name": "task", "date": "due", "group": "owner"})],
+            partial=[write(out, to_csv(cols, bad))],
+            outputs=[Artifact(out, TABLE, {"header": list(cols), "rows": rows}, f"the tracker ({out})",
+                              roles={"name": tc, "date": dc, "group": oc})],
             summary=f"track {len(rows)} tasks from {source.path}",
             fingerprint=digest(rows),
         )

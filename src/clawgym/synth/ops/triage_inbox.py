@@ -9,7 +9,19 @@ import json
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.ops._docs_common import digest, email_addr, human_date, persona_email
+from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.ops._docs_common import (
+    aside,
+    clause,
+    digest,
+    email_addr,
+    human_date,
+    join,
+    persona_email,
+    phrase,
+    reqs,
+    wpath,
+)
 from clawgym.synth.ops.base import (
     RECORDS,
     TABLE,
@@ -65,6 +77,12 @@ SPAM = [
                                           "by wire transfer today."),
     ("Cheap {item} - 90% off", "Best prices guaranteed. Limited stock, order now!"),
 ]
+# output field names (file, from, priority, category, needs_reply; "subject" stays) and value words
+FIELD_NAMES = [("file", "from", "priority", "category", "needs_reply"), ("message", "sender", "urgency", "type", "reply"),
+               ("filename", "from", "priority", "kind", "needs_answer"), ("file", "sender", "prio", "label", "to_answer")]
+PRIO_WORDS = [("high", "normal", "low"), ("urgent", "normal", "later"), ("p1", "p2", "p3"), ("high", "medium", "low")]
+CAT_WORDS = [("spam", "newsletter", "request", "fyi"), ("junk", "bulk", "action", "info"),
+             ("spam", "mailing", "todo", "fyi")]
 SPAM_DOMAINS = ["prize-center.biz", "secure-verify.top", "mail-notice.info", "bestdeals.click", "acct-alert.xyz"]
 
 
@@ -144,53 +162,93 @@ class TriageInbox:
             addr = frm.split("<")[1].rstrip(">")
             msgs.append({"path": path, "file": name, "from": addr, "subject": subject, "priority": priority,
                          "category": category, "needs_reply": category == "request", "params": params})
-        vip_path = ctx.path(rng.choice(["vip.txt", "contacts/vip.txt", "notes/vip_senders.txt"]))
+        names = rng.choice(FIELD_NAMES)
+        pw = dict(zip(("high", "normal", "low"), rng.choice(PRIO_WORDS), strict=True))
+        cw = dict(zip(("spam", "newsletter", "request", "fyi"), rng.choice(CAT_WORDS), strict=True))
+        for m in msgs:
+            m["priority"], m["category"] = pw[m["priority"]], cw[m["category"]]
+        vip_path = wpath(ctx, ["vip", "vip_senders", "important_people", "always_first", "key_contacts"], "txt",
+                         ["contacts", "notes", "mail"], p_folder=0.6)
         vip_text = "# people whose mail always comes first\n" + "".join(f"{n} <{a}>\n" for n, a in vips)
         as_json = rng.random() < 0.6
-        out = ctx.path(rng.choice(["triage.json", "inbox_triage.json"]) if as_json else
-                       rng.choice(["triage.csv", "inbox_triage.csv"]))
+        out = wpath(ctx, ["triage", "inbox_triage", "mail_triage", "sorted_inbox", f"triage_{base.strftime('%b').lower()}",
+                          "inbox_review"], "json" if as_json else "csv", ["mail", "admin", "reports"], p_folder=0.4,
+                    p_world_folder=0.2)
         move = rng.random() < 0.5
         moves: dict[str, str] = {}
         if move:
             for m in msgs:
-                if m["category"] in ("spam", "newsletter"):
-                    folder = "spam" if m["category"] == "spam" else "newsletters"
+                if m["category"] in (cw["spam"], cw["newsletter"]):
+                    folder = "spam" if m["category"] == cw["spam"] else "newsletters"
                     moves[m["path"]] = ctx.path(f"{inbox}/{folder}/{m['file']}")
-        fields = ["file", "from", "subject", "priority", "category", "needs_reply"]
-        records = [{k: m[k] for k in fields} for m in msgs]
+        canon = ["file", "from", "subject", "priority", "category", "needs_reply"]
+        ren = dict(zip(["file", "from", "priority", "category", "needs_reply"], names, strict=True), subject="subject")
+        fields = [ren[f] for f in canon]
+        fk, ff, fp, fc, fn = names
+        records = [{ren[k]: m[k] for k in canon} for m in msgs]
+        slots = dict(inbox=inbox, out=out, n=len(msgs), vip=vip_path, fk=fk, ff=ff, fp=fp, fc=fc, fn=fn,
+                     cols=",".join(fields), keys=", ".join(f'"{f}"' for f in fields), hi=pw["high"], no=pw["normal"],
+                     lo=pw["low"], spam=cw["spam"], news=cw["newsletter"], req=cw["request"], fyi=cw["fyi"])
         if as_json:
             out_text = json.dumps(records, indent=2, ensure_ascii=False) + "\n"
-            fmt = ("a JSON list with one object per message: " + ", ".join(f'"{f}"' for f in fields)
-                   + " (file = the file name, from = the sender's address, needs_reply a JSON boolean)")
+            fmt = clause(rng, "a JSON list with one object per message: {keys} ({fk} = the file name, {ff} = the "
+                              "sender's address, {fn} a JSON boolean)", **slots)
         else:
-            out_text = to_csv(fields, [[str(r[f]).lower() if f == "needs_reply" else r[f] for f in fields]
-                                       for r in records])
-            fmt = ("a CSV with the columns " + ",".join(fields) + " (file = the file name, from = the sender's "
-                   "address, needs_reply true/false)")
-        rules = ("priority is low for newsletters and spam (always), high for any other message that is urgent "
-                 f"(it says urgent or ASAP) or comes from the people in `{vip_path}`, normal otherwise; category is spam (the spam filter marked it with "
-                 "an X-Spam-Flag: YES header), newsletter (bulk mail with a List-Unsubscribe header), request (a "
-                 "person asking me something) or fyi (information only); needs_reply is true only for requests")
-        move_txt = ""
+            out_text = to_csv(fields, [[str(r[f]).lower() if f == fn else r[f] for f in fields] for r in records])
+            fmt = clause(rng, "a CSV with the columns {cols} ({fk} = the file name, {ff} = the sender's address, {fn} "
+                              "true/false)", **slots)
+        rules = [
+            phrase(rng, ["`{fp}` is {lo} for {news} and {spam} (always), {hi} for any other message that is urgent "
+                         "(it says urgent or ASAP) or comes from the people in `{vip}`, {no} otherwise",
+                         "`{fp}`: {lo} for every {news} or {spam}; otherwise {hi} if it's urgent (urgent/ASAP in it) "
+                         "or from someone in `{vip}`, else {no}"], **slots),
+            phrase(rng, ["`{fc}` is {spam} (the spam filter marked it with an X-Spam-Flag: YES header), {news} (bulk "
+                         "mail with a List-Unsubscribe header), {req} (a person asking me something) or {fyi} "
+                         "(information only)",
+                         "`{fc}` is one of {spam} (X-Spam-Flag: YES header), {news} (has a List-Unsubscribe "
+                         "header), {req} (someone asks me for something) and {fyi} (just information)"], **slots),
+            phrase(rng, ["`{fn}` is true only for {req} messages", "only a {req} needs a reply (`{fn}` true)"],
+                   **slots),
+        ]
         if move:
-            move_txt = (f" Also move the spam into `{inbox}/spam/` and the newsletters into `{inbox}/newsletters/` "
-                        "(keep the file names); the file column still gives the file name.")
-        instruction = rng.choice([
-            f"My inbox is out of control. Go through every message in `{inbox}/` and write `{out}`: {fmt}. "
-            f"Rules: {rules}.{move_txt}",
-            f"Please triage the {len(msgs)} emails in `{inbox}/` into `{out}` - {fmt}. How to judge: {rules}."
-            f"{move_txt}",
-            f"Sort out `{inbox}/` for me. I want `{out}` as {fmt}, where {rules}.{move_txt}",
-        ])
+            rules.append(phrase(rng, [
+                "also move the {spam} into `{inbox}/spam/` and the {news} mails into `{inbox}/newsletters/` (keep "
+                "the file names; `{fk}` still gives the file name)",
+                "[afterwards|then] [file|move] {spam} to `{inbox}/spam/` and {news} to `{inbox}/newsletters/`, "
+                "same file names (`{fk}` is still just the file name)"], **slots))
+        head = one_of(rng, [
+            "My inbox is out of control. Go through every message in `{inbox}/` and write `{out}` as {fmt}.",
+            "Please triage the {n} emails in `{inbox}/` into `{out}` - {fmt}.",
+            "Sort out `{inbox}/` for me. I want `{out}` as {fmt}.",
+            "[I've got|There are] {n} [unread|unsorted] mails in `{inbox}/`. [Triage them|Go through them] into "
+            "`{out}`: {fmt}.",
+            "[Could you|Can you] [triage|sort] `{inbox}/`? [Output|Result]: `{out}`, {fmt}.",
+            "[Label|Classify] every [mail|message] in `{inbox}/` ({n} of them) and [record|put] the result in "
+            "`{out}` as {fmt}.",
+            "[Help me|I need to] [get to inbox zero|dig out of my inbox]: `{inbox}/` has {n} messages; [write|make] "
+            "`{out}`, {fmt}.",
+        ], fmt=fmt, **slots)
+        story = ""
+        if rng.random() < 0.8:
+            story = one_of(rng, [
+                "[I was away|I've been offline|I was at a conference] [since|from] {day} and {n} mails [piled up|came "
+                "in].",
+                "[Some|A few] of these are from {vip}[, who always comes first|; those matter most], [the rest|others] "
+                "[can wait|are noise].",
+                "[The spam filter|Our mail filter] [catches|flags] [some|most] junk, but I still [lose|miss] [the "
+                "real requests|what matters] in `{inbox}/`.",
+            ], day=human_date(rng, base.date(), with_year=False), n=len(msgs), vip=vips[0][0], inbox=inbox)
+        instruction = join(story, head, reqs(rng, rules, lead=expand("[Rules:|How to judge:|Criteria:|]", rng)),
+                           aside(rng, ctx.persona))
         checks = [
-            Check("every_message_listed", "docs_records", {"path": out, "key": "file", "records": records,
+            Check("every_message_listed", "docs_records", {"path": out, "key": fk, "records": records,
                                                            "fields": []}),
-            Check("categories_correct", "docs_records", {"path": out, "key": "file", "records": records,
-                                                         "fields": ["category"]}),
-            Check("priorities_correct", "docs_records", {"path": out, "key": "file", "records": records,
-                                                         "fields": ["priority"]}),
-            Check("needs_reply_and_sender", "docs_records", {"path": out, "key": "file", "records": records,
-                                                          "fields": ["needs_reply", "from"]}),
+            Check("categories_correct", "docs_records", {"path": out, "key": fk, "records": records,
+                                                         "fields": [fc]}),
+            Check("priorities_correct", "docs_records", {"path": out, "key": fk, "records": records,
+                                                         "fields": [fp]}),
+            Check("needs_reply_and_sender", "docs_records", {"path": out, "key": fk, "records": records,
+                                                          "fields": [fn, ff]}),
         ]
         if moves:
             checks.append(Check("junk_moved", "docs_moved", {"moves": moves}))
@@ -204,21 +262,20 @@ class TriageInbox:
         wrong = []
         for r in records:
             w = dict(r)
-            if w["category"] == "fyi":
-                w["category"], w["needs_reply"] = "request", True
-            if w["priority"] == "high" and "urgent" not in w["subject"].lower() and "asap" not in w["subject"].lower():
-                w["priority"] = "normal"
+            if w[fc] == cw["fyi"]:
+                w[fc], w[fn] = cw["request"], True
+            if w[fp] == pw["high"] and "urgent" not in w["subject"].lower() and "asap" not in w["subject"].lower():
+                w[fp] = pw["normal"]
             wrong.append(w)
         wrong = wrong[:-1]
         if as_json:
             partial_text = json.dumps(wrong, indent=2) + "\n"
         else:
-            partial_text = to_csv(fields, [[str(r[f]).lower() if f == "needs_reply" else r[f] for f in fields]
-                                           for r in wrong])
-        table = {"header": fields, "rows": [[str(r[f]).lower() if f == "needs_reply" else str(r[f]) for f in fields]
+            partial_text = to_csv(fields, [[str(r[f]).lower() if f == fn else r[f] for f in fields] for r in wrong])
+        table = {"header": fields, "rows": [[str(r[f]).lower() if f == fn else str(r[f]) for f in fields]
                                             for r in records]}
         outputs = [Artifact(out, RECORDS, records, f"the inbox triage ({out})"),
-                   Artifact(out, TABLE, table, f"the inbox triage ({out})", roles={"name": "subject", "group": "category"})]
+                   Artifact(out, TABLE, table, f"the inbox triage ({out})", roles={"name": "subject", "group": fc})]
         if not as_json:
             outputs.reverse()
         return StepPlan(
