@@ -15,19 +15,19 @@ from clawgym.synth.ops._docs_common import (
     add_workdays,
     aside,
     clause,
-    join,
-    phrase,
-    reqs,
-    wpath,
     date_col,
     dated,
     digest,
+    join,
     md_table,
     next_weekday,
     numeric_col,
+    phrase,
+    reqs,
     role_col,
     table_of,
     text_col,
+    wpath,
 )
 from clawgym.synth.ops.base import (
     DOCUMENT,
@@ -196,7 +196,7 @@ class BuildPlan:
                     f"\n{fin_l}: {finish.isoformat()}\n")
         else:
             text = to_csv(header, rows)
-        hol, hol_words = "", []
+        hol_words = []
         if holidays:
             hd = sorted(holidays)[0]
             hol_words = [dated(rng, hd)]

@@ -17,11 +17,13 @@ from clawgym.synth.ops._docs_common import (
     human_date,
     join,
     long_date,
-    phrase as say,
     pick_name,
     reqs,
     short_slug,
     wpath,
+)
+from clawgym.synth.ops._docs_common import (
+    phrase as say,
 )
 from clawgym.synth.ops.base import DOCUMENT, Artifact, Check, OpContext, StepPlan, read, write
 

@@ -8,7 +8,7 @@ import datetime as dt
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.grammar import one_of
 from clawgym.synth.ops._docs_common import aside, clause, digest, join, long_date, phrase, reqs, wfolder
 from clawgym.synth.ops.base import DOCUMENT, Artifact, Check, OpContext, StepPlan, exec_, ls, read, write
 

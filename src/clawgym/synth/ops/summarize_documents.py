@@ -17,17 +17,17 @@ from clawgym.synth.ops._docs_common import (
     add_workdays,
     aside,
     clause,
-    join,
-    phrase,
-    reqs,
-    short_slug,
-    wpath,
     digest,
     email_addr,
     human_date,
+    join,
     long_date,
     persona_email,
+    phrase,
+    reqs,
+    short_slug,
     words,
+    wpath,
 )
 from clawgym.synth.ops.base import DOCUMENT, MESSAGES, Artifact, Check, OpContext, StepPlan, ls, read, write
 
