@@ -132,16 +132,21 @@ def _lc(s: str) -> str:
     return s[:1].lower() + s[1:] if s[:1].isupper() and not s[1:2].isupper() else s
 
 
-def ask(rng, items: list[str], notes: list[str] = ()) -> str:
+def ask(rng, items: list[str], notes: list[str] = (), last: str = "") -> str:
     """Imperative requirement clauses (grammar.requirements) as one sentence ("Please ...") or a list under a
-    heading, and factual `notes` as sentences of their own before or after them."""
+    heading, and factual `notes` as sentences of their own before or after them. `last` (e.g. "commit") ends
+    a numbered list; elsewhere it goes anywhere."""
     style = rng.choice(STYLES)
+    items = list(items)
+    rng.shuffle(items)
+    if last:
+        items.append(last) if style == "numbered" else items.insert(rng.randint(0, len(items)), last)
     if style == "sentence":
         text = requirements(rng, [_lc(i) for i in items], lead=rng.choice(["Please", "Please", ""]),
-                            style="sentence")
+                            style="sentence", fixed_order=True)
     else:
         lead = "" if style == "block" else rng.choice(["What I need:", "To do:", "Please:", "Steps:", ""])
-        text = requirements(rng, [i[:1].upper() + i[1:] for i in items], lead=lead, style=style)
+        text = requirements(rng, [i[:1].upper() + i[1:] for i in items], lead=lead, style=style, fixed_order=True)
     notes = [n[:1].upper() + n[1:].rstrip(".") + "." for n in notes]
     rng.shuffle(notes)
     if not notes:

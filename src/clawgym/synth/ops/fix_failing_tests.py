@@ -387,9 +387,9 @@ class FixFailingTests:
                    rng, pkg=pkg),
             expand("[make sure|check that] `{cmd}` [passes|is green|runs clean] inside the repo[ afterwards|]",
                    rng, cmd=cmd),
-            expand("[commit the fix[ to git|]|commit your change[ on the current branch|]|record the fix in a "
-                   "git commit|leave the work tree clean with the fix committed]", rng),
         ]
+        last = expand("[commit the fix[ to git|]|commit your change[ on the current branch|]|record the fix in a "
+                      "git commit|leave the work tree clean with the fix committed]", rng)
         extras = [
             "[keep the public function names as they are|don't rename any function]",
             "[add no new dependencies|don't add packages]",
@@ -403,7 +403,7 @@ class FixFailingTests:
             "[{owner} wrote the original helpers, and they worked|the first version by {owner} was fine]",
         ]
         notes = [expand(e, rng, **slots) for e in rng.sample(facts, k=rng.randint(0, 2))]
-        instruction = opening + ("\n" if rng.random() < 0.3 else " ") + vocab.ask(rng, reqs, notes)
+        instruction = opening + ("\n" if rng.random() < 0.3 else " ") + vocab.ask(rng, reqs, notes, last)
         all_cases = [c for f in buggy for c in bugs[f.name].cases]
         fixed = [Check(f"fixed_{f.name}", "sys_py_cases", {
             "cwd": repo, "setup": f"from {pkg}.{f.module} import {f.name}", "cases": bugs[f.name].cases}) for f in buggy]
