@@ -442,7 +442,7 @@ class EditConfig:
         keep = one_of(rng, [
             "Leave everything else ({things}) exactly as it is, and keep the file valid {kind}.",
             "Don't touch anything else: {things} stay as they are, and the file must still parse as {kind}.",
-            "[Everything else|All {things}] [must stay|should stay|stays] as [it is|they are][ - byte for byte if "
+            "[Everything else|All {things}] [must stay|should stay|stay] as they are[ - byte for byte if "
             "you can|], and the result [has to be|must still be] valid {kind}.",
             "[Please keep|Keep] the {things} [untouched|as they are]; [the file must stay valid {kind}|it has to "
             "remain parseable {kind}].",

@@ -210,11 +210,14 @@ OUT_NAMES = {"total": "total", "count": "count", "month": "month"}
 
 
 def run_chore(chore: str, header: list[str], rows: list[list[str]], cols: dict[str, str], arg: str | None,
-              names: dict[str, str] | None = None):
+              names: dict[str, str] | None = None, skip: list[str] | None = None):
     """(output header, output rows) of the chore, exactly as the reference script computes them; `names` are the
-    output's own column names (total, count, month by default)."""
+    output's own column names (total, count, month by default); `skip` = [column, value]: rows whose column holds
+    that value (stripped) are left out first."""
     nm = {**OUT_NAMES, **(names or {})}
     ix = {h: i for i, h in enumerate(header)}
+    if skip:
+        rows = [r for r in rows if str(r[ix[skip[0]]]).strip() != skip[1]]
     if chore == "filter":
         v = ix[cols["value"]]
         thr = float(arg)
@@ -533,13 +536,32 @@ class WriteAutomationScript:
                  "month": rng.choice(["month", "month", "period", "yyyy_mm"])}
         if set(names.values()) & set(header) or len(set(names.values())) < 3:
             names = dict(OUT_NAMES)
-        out_header, out_rows = run_chore(chore, header, rows, cols, arg, names)
-        var_header, var_out = run_chore(chore, header, var_rows, cols, arg, names)
-        if not var_out and "value" in cols:  # the sample must give the script something to do
-            vi = header.index(cols["value"])
-            top = max(rows, key=lambda r: _num(r[vi]) if _num(r[vi]) is not None else float("-inf"))
-            var_rows[0][vi] = top[vi]
-            var_header, var_out = run_chore(chore, header, var_rows, cols, arg, names)
+        # a persona-grounded exception: the rows of one payee / nurse / customer... are left out
+        skip = None
+        ncol = roles.get("name")
+        if ncol in header and ncol not in cols.values() and rng.random() < 0.4:
+            ni = header.index(ncol)
+            present = sorted({str(r[ni]).strip() for r in rows if str(r[ni]).strip()})
+            in_var = [x for x in present if any(str(r[ni]).strip() == x for r in var_rows)]
+            if len(present) > 2 and in_var:
+                skip = [ncol, rng.choice(in_var)]
+        why = rng.choice(["that account is closed", "those are test entries", "they are handled separately",
+                          "they were entered by mistake", "that one is billed elsewhere",
+                          "they are already in last year's figures", "I track those on paper"])
+        for attempt in (skip, None):
+            skip = attempt
+            out_header, out_rows = run_chore(chore, header, rows, cols, arg, names, skip)
+            var_header, var_out = run_chore(chore, header, var_rows, cols, arg, names, skip)
+            if not var_out and "value" in cols:  # the sample must give the script something to do
+                vi = header.index(cols["value"])
+                top = max(rows, key=lambda r: _num(r[vi]) if _num(r[vi]) is not None else float("-inf"))
+                keep_i = [i for i, r in enumerate(var_rows)
+                          if not skip or str(r[header.index(skip[0])]).strip() != skip[1]]
+                if keep_i:
+                    var_rows[keep_i[0]][vi] = top[vi]
+                var_header, var_out = run_chore(chore, header, var_rows, cols, arg, names, skip)
+            if out_rows and var_out:
+                break
         files.append(_variant_file(var_path, fmt, header, var_rows, source))
         gslug = flavor.slug(cols.get("group", "group")) or "group"
         verb = rng.choice({
@@ -562,6 +584,10 @@ class WriteAutomationScript:
             "count": f"Count the rows per {g}.",
         }[chore]
         body = SCRIPT_BODY[chore].format(value=v, group=g, date=d, **names)
+        if skip:
+            doc += f" Rows whose {skip[0]} is {skip[1]!r} are left out."
+            body = body.replace("    for row in rows:\n", f"    for row in rows:\n        if (row.get({skip[0]!r}) or \"\").strip() "
+                                f"== {skip[1]!r}:\n            continue\n", 1)
         code = (SCRIPT_HEAD.format(doc=doc, script=script, usage_arg=usage_arg) + body +
                 SCRIPT_TAIL.format(argc=4 if chore == "filter" else 3))
         run = " ".join(shlex.quote(a) for a in ["python3", script, src, out] + ([arg] if arg else []))
@@ -604,7 +630,7 @@ class WriteAutomationScript:
         spec = spec[:1].lower() + spec[1:]
         usage = f"`python3 {script} INPUT OUTPUT{usage_arg}`"
         slots = dict(script=script, usage=usage, inp=inp, spec=spec, var=var_path, what=what, out=out, arg=arg or "",
-                     often=rng.choice(["every month", "every week", "each quarter", "after every market day",
+                     often=rng.choice(["every month", "every week", "each quarter", "after every payday",
                                        "every Monday", "at each month-end", "twice a month"]),
                      who=flavor.person(rng).split()[0],
                      minutes=rng.choice([20, 30, 40, 45, 60, 90]))
@@ -635,6 +661,13 @@ class WriteAutomationScript:
         parts = [opening, reuse, run_clause]
         if rng.random() < 0.5:
             parts = [opening, run_clause, reuse]
+        if skip:
+            parts.insert(1, one_of(rng, [
+                "[Leave out|Skip|Ignore] [the rows|every row|all rows] where `{col}` is {val}[ - {why}| ({why})|].",
+                "[One exception|Important|Note]: [rows with|anything with] `{col}` = {val} [must not count|should be "
+                "skipped|stays out][, {why}|].",
+                "[The script must|It should] [drop|skip|ignore] rows whose `{col}` is {val}[; {why}|].",
+            ], col=skip[0], val=skip[1], why=why))
         instruction = ("\n" if rng.random() < 0.3 else " ").join(parts)
         base_argv = ["python3", script]
         checks = [
@@ -646,7 +679,7 @@ class WriteAutomationScript:
                 "rows": var_out, "ordered": True}),
         ]
         if chore == "filter":
-            h2, rows2 = run_chore(chore, header, rows, cols, arg2, names)
+            h2, rows2 = run_chore(chore, header, rows, cols, arg2, names, skip)
             checks.append(Check("script_uses_threshold", "sys_script_table", {
                 "argv": base_argv + [src, "{out}", arg2], "header": h2, "rows": rows2, "ordered": True}))
         out_roles = ({k: v for k, v in roles.items() if v in out_header} if chore == "filter" else
@@ -683,24 +716,25 @@ class WriteAutomationScript:
                                         "logs/renames.csv", "manifests/renamed.csv", "renamed.csv"]))
         cols = rng.choice([["old", "new"], ["old", "new"], ["before", "after"], ["old_name", "new_name"],
                            ["from", "to"]])
-        first = make_messy_names(rng, voc, rng.randint(6, 10))
-        second = make_messy_names(rng, voc, rng.randint(4, 7))
+        sep = rng.choice(["_", "_", "-"])
+        first = make_messy_names(rng, voc, rng.randint(6, 10), sep)
+        second = make_messy_names(rng, voc, rng.randint(4, 7), sep)
         files = [WorkspaceFile(path=f"{folder}/{n}", content=f"{n} - scanned copy\n") for n in first]
         files += [WorkspaceFile(path=f"{other}/{n}", content=f"{n}\n") for n in second]
-        rows = [[n, tidy_name(n)] for n in first if tidy_name(n) != n]
-        var_rows = [[n, tidy_name(n)] for n in second if tidy_name(n) != n]
-        kept = [f"{folder}/{n}" for n in first if tidy_name(n) == n]
+        rows = [[n, tidy_name(n, sep)] for n in first if tidy_name(n, sep) != n]
+        var_rows = [[n, tidy_name(n, sep)] for n in second if tidy_name(n, sep) != n]
+        kept = [f"{folder}/{n}" for n in first if tidy_name(n, sep) == n]
         rule = one_of(rng, [
             "lower-case the whole name, replace every run of characters other than a-z, 0-9 and `.` with a single "
-            "`_`, drop `_` next to a `.` and at the start or end",
-            "make the name lower case, turn each run of characters that are not a-z, 0-9 or `.` into one `_`, and "
-            "remove any `_` at the start, at the end or next to a `.`",
-        ])
+            "`{sep}`, drop `{sep}` next to a `.` and at the start or end",
+            "make the name lower case, turn each run of characters that are not a-z, 0-9 or `.` into one `{sep}`, "
+            "and remove any `{sep}` at the start, at the end or next to a `.`",
+            "[use|keep to] lower case; [every|each] run of anything but a-z, 0-9 and `.` becomes [one|a single] "
+            "`{sep}`; no `{sep}` at either end or beside a `.`",
+        ], sep=sep)
         rule = rule[:1].lower() + rule[1:]
-        example = rng.choice(["`IMG 2026-03-01 (2).JPG` -> `img_2026_03_01_2.jpg`",
-                              "`Invoice March.PDF` becomes `invoice_march.pdf`",
-                              "`Scan 03.04.2026.PDF` -> `scan_03.04.2026.pdf`",
-                              "`  Flour list.txt` becomes `flour_list.txt`"])
+        ex = rng.choice(rows) if rows else ["Invoice March.PDF", tidy_name("Invoice March.PDF", sep)]
+        example = expand("`{a}` [->|becomes|turns into|should end up as] `{b}`", rng, a=ex[0], b=ex[1])
         usage = f"`sh {script} DIR MANIFEST`"
         hdr = ",".join(cols)
         slots = dict(folder=folder, script=script, usage=usage, rule=rule, example=example, manifest=manifest,
@@ -715,14 +749,15 @@ class WriteAutomationScript:
             "in DIR (not subfolders): {rule}; e.g. {example}. Leave already tidy names alone and list every rename "
             "in MANIFEST (CSV, header `{hdr}`). Use it on `{folder}/` (manifest: `{manifest}`) - and it has to work "
             "on other folders too, like `{other}/`.",
-            "[The files in|Everything in] `{folder}/` [has|came with] [awful|messy|inconsistent] names. [I'd like|I "
+            "[The files in `{folder}/` have|Everything in `{folder}/` has|Half the files in `{folder}/` have] "
+            "[awful|messy|inconsistent] names. [I'd like|I "
             "need] `{script}`, a POSIX sh script used as {usage}, that renames each file directly in DIR "
             "(subfolders are left alone): {rule}, so {example}. Tidy names stay as they are. MANIFEST is a CSV "
             "with the header `{hdr}`, one row per rename. Run it on `{folder}` writing `{manifest}`; `{other}/` is "
             "next.",
         ], **slots)
         moves = {f"{folder}/{o}": [f"{folder}/{n}", f"{o} - scanned copy\n"] for o, n in rows}
-        tidy = TIDY_SCRIPT.replace('echo "old,new"', f'echo "{hdr}"').replace("(CSV: old,new)", f"(CSV: {hdr})")
+        tidy = tidy_script(sep, hdr)
         checks = [
             Check("files_renamed", "files_moved", {"moves": moves}),
             Check("manifest_correct", "sys_table_rows", {"path": manifest, "header": cols, "rows": rows}),
@@ -769,13 +804,24 @@ done
 """
 
 
-def tidy_name(name: str) -> str:
-    s = re.sub(r"[^a-z0-9.]+", "_", name.lower())
-    s = re.sub(r"_*\._*", ".", s)
-    return s.strip("_")
+def tidy_name(name: str, sep: str = "_") -> str:
+    s = re.sub(r"[^a-z0-9.]+", sep, name.lower())
+    s = re.sub(rf"{re.escape(sep)}*\.{re.escape(sep)}*", ".", s)
+    return s.strip(sep)
 
 
-def make_messy_names(rng, voc, n: int) -> list[str]:
+def tidy_script(sep: str, header: str) -> str:
+    """The reference rename script with `sep` between words and `header` as the manifest's first line."""
+    text = TIDY_SCRIPT.replace('echo "old,new"', f'echo "{header}"').replace("(CSV: old,new)", f"(CSV: {header})")
+    if sep != "_":
+        old = "-e 's/[^a-z0-9.]\\{1,\\}/_/g' -e 's/_*\\._*/./g' -e 's/^_//' -e 's/_$//'"
+        new = old.replace("_", sep)
+        assert old in text
+        text = text.replace(old, new).replace('runs of other characters -> "_"', f'runs of other characters -> "{sep}"')
+    return text
+
+
+def make_messy_names(rng, voc, n: int, sep: str = "_") -> list[str]:
     items = voc["items"] + voc["projects"]
     months = ["Jan", "Feb", "March", "April", "May", "June", "July", "Aug", "Sept", "Oct", "Nov", "Dec"]
     out: list[str] = []
@@ -792,7 +838,7 @@ def make_messy_names(rng, voc, n: int) -> list[str]:
             f"  {rng.choice(items)} list.txt",
             f"WhatsApp Image {d.isoformat()} at 10.{rng.randint(10, 59)}.jpeg",
         ])
-        tidy = tidy_name(name)
+        tidy = tidy_name(name, sep)
         if tidy in seen or name in seen or not tidy or tidy.startswith("."):
             continue
         seen.update({tidy, name})
