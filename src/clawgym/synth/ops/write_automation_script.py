@@ -133,8 +133,49 @@ OUT_FOLDERS = ["reports", "out", "output", "summaries", "results"]
 
 def _period_stem(rng, kind: str, months: list[int]) -> str:
     a, b = dt.date(2026, months[0], 1), dt.date(2026, months[-1], 1)
-    return rng.choice([f"{kind}_{a:%b}_{b:%b}".lower(), f"{kind}_2026-{a:%m}_to_{b:%m}", f"{kind}-{a:%Y-%m}",
-                       f"{a:%Y%m}_{kind}", f"{kind}_q{(a.month - 1) // 3 + 1}_2026", f"export_{kind}_{a:%b%y}".lower()])
+    return rng.choice([f"{kind}_{a:%b}_{b:%b}".lower(), f"{kind}_2026-{a:%m}_to_{b:%m}", f"{kind}-{a:%Y-%m}-{b:%m}",
+                       f"{a:%Y%m}-{b:%m}_{kind}", f"export_{kind}_{a:%b}-{b:%b}{b:%y}".lower()])
+
+
+def _spec(rng, chore: str, sl: dict) -> str:
+    """What the script does, in lower case to follow "it reads INPUT and": the core, the output's columns and the
+    details (rounding, blanks, order) as independent choices in a drawn order."""
+    def ex(t: str) -> str:
+        text = expand(t, rng, **sl)
+        return text[:1].lower() + text[1:]
+
+    if chore == "filter":
+        core = ex("[keeps only|selects|writes out just|keeps] the rows whose `{v}` is at least THRESHOLD (a number "
+                  "given as the third argument)")
+        details = [ex("[rows with an empty {v} are dropped|a row without a {v} is left out|blank {v} cells never "
+                      "pass]"),
+                   ex("[the rows stay unchanged, with the same columns|every column is kept as it is|rows are "
+                      "copied unchanged, all columns]"),
+                   ex("[in their original order|in the order of the input|without re-sorting]")]
+        out = ex("[to the output CSV|into OUTPUT (CSV)|as a CSV at OUTPUT]")
+        text = f"{core} {out}"
+    elif chore == "count":
+        core = ex("[counts the rows per|counts how many rows there are for each|tallies the rows by] `{g}`")
+        out = ex("[writes|saves|outputs] a CSV with the columns {g}, {count}")
+        details = [ex("[most frequent first|the largest {count} first|highest {count} on top]"),
+                   ex("[ties by {g}|ties broken by {g} (A-Z)|equal counts in order of {g}]")]
+        text = f"{core} and {out}"
+    else:
+        key = "`{g}`" if chore == "group" else "calendar month (YYYY-MM) of `{d}`"
+        core = ex("[adds up|sums|totals] `{v}` [per|for each|by] " + key)
+        first = "{g}" if chore == "group" else "{month} (YYYY-MM)"
+        out = ex("[writes|saves|outputs] a CSV with the columns " + first + ", {total}, {count}")
+        details = [ex("{total} [with two decimals|rounded to 2 decimals|to the cent (two decimals)]"),
+                   ex("{count} = [the number of rows added up|how many rows went into the {total}|rows summed]"),
+                   ex("[skip rows whose {v} is empty|rows with an empty {v} don't count|ignore blank {v} cells]")]
+        details.append(ex("[largest {total} first, ties by {g}|sorted by {total}, biggest first, then by {g}|"
+                          "highest {total} on top (ties: {g} A-Z)]") if chore == "group" else
+                       ex("[oldest month first|in date order, oldest first|months in ascending order]"))
+        text = f"{core} and {out}"
+    rng.shuffle(details)
+    if rng.random() < 0.5:
+        return text + " (" + "; ".join(details) + ")"
+    return text + " - " + ", ".join(details[:-1]) + " and " + details[-1]
 
 
 def _pool(rng, spec, voc, n: int) -> list[str]:
@@ -594,40 +635,7 @@ class WriteAutomationScript:
 
         inp = INPUT_FORMATS[fmt]
         sl = dict(v=v, g=g, d=d, total=names["total"], count=names["count"], month=names["month"])
-        spec = one_of(rng, {
-            "group": [
-                "adds up `{v}` per `{g}` and writes a CSV with the columns {g}, {total}, {count} ({total} with two "
-                "decimals, {count} = rows added up; skip rows whose {v} is empty), largest {total} first, ties by {g}",
-                "[totals|sums] `{v}` for each `{g}` [(rows with an empty {v} are skipped)|, skipping rows without a "
-                "{v}] and writes a CSV with the columns {g}, {total} (two decimals) and {count} (how many rows went "
-                "into it), sorted by {total}, largest first, then by {g}",
-                "writes one row per `{g}` to a CSV with the columns {g}, {total}, {count}: the sum of `{v}` with two "
-                "decimals and the number of rows summed (empty {v} cells don't count); biggest {total} first, ties "
-                "by {g}",
-            ],
-            "month": [
-                "adds up `{v}` per calendar month of `{d}` and writes a CSV with the columns {month} (YYYY-MM), {total} "
-                "(two decimals), {count} (rows added up), oldest month first; rows whose {v} is empty are skipped",
-                "[groups|buckets] the rows by the month (YYYY-MM) of `{d}` and writes a CSV with the columns "
-                "{month}, {total}, {count}: the sum of `{v}` with two decimals and the number of rows in it, in "
-                "date order, oldest first (skip rows with an empty {v})",
-            ],
-            "filter": [
-                "keeps only the rows whose `{v}` is at least THRESHOLD (a number given as the third argument; rows "
-                "with an empty value are dropped) and writes them, unchanged and in their original order with the "
-                "same columns, to the output CSV",
-                "writes to the output CSV [just|only] the rows with `{v}` >= THRESHOLD (the third argument, a "
-                "number), with all their columns unchanged and in the original order; rows with an empty {v} are "
-                "left out",
-            ],
-            "count": [
-                "counts the rows per `{g}` and writes a CSV with the columns {g}, {count}, most frequent first, ties by "
-                "{g}",
-                "writes a CSV with one row per `{g}` and how many rows it has (columns {g}, {count}), the most "
-                "common first and ties in order of {g}",
-            ],
-        }[chore], **sl)
-        spec = spec[:1].lower() + spec[1:]
+        spec = _spec(rng, chore, sl)
         usage = f"`python3 {script} INPUT OUTPUT{usage_arg}`"
         slots = dict(script=script, usage=usage, inp=inp, spec=spec, var=var_path, what=what, out=out, arg=arg or "",
                      often=rng.choice(["every month", "every week", "each quarter", "after every payday",
@@ -661,6 +669,18 @@ class WriteAutomationScript:
         parts = [opening, reuse, run_clause]
         if rng.random() < 0.5:
             parts = [opening, run_clause, reuse]
+        if rng.random() < 0.6:
+            di = header.index(d) if d in header else None
+            dates = sorted(str(r[di])[:10] for r in rows if di is not None and ISO.match(str(r[di])))
+            facts = dict(n=len(rows), d0=dates[0] if dates else "", d1=dates[-1] if dates else "",
+                         cols=", ".join(f"`{h}`" for h in header), src=src)
+            parts.insert(rng.randint(1, len(parts)), one_of(rng, [
+                "[The current export|`{src}`|This file] has {n} rows" + (
+                    "[ from {d0} to {d1}| ({d0} - {d1})|]" if dates else "") + "[ and the columns {cols}|].",
+                "[Its|The] columns are {cols}[; {n} rows this time|, {n} rows in all|].",
+                "[For reference|FYI], {n} rows[ this time| at the moment|]" + (
+                    "[, dated {d0} to {d1}|]" if dates else "") + ".",
+            ], **facts))
         if skip:
             parts.insert(1, one_of(rng, [
                 "[Leave out|Skip|Ignore] [the rows|every row|all rows] where `{col}` is {val}[ - {why}| ({why})|].",
