@@ -377,7 +377,11 @@ class ImplementFeature:
         ]
         ws_file = WorkspaceFile(path=repo, generate=GeneratedContent(kind="git", params={"commits": commits}))
         cmd = rng.choice(vocab.PYTEST_COMMANDS)
-        slots = dict(repo=repo, name=feat.name, mod=mod_path, test=test_path, ask=feat.ask, cmd=cmd,
+        para = " ".join(x.strip() for x in feat.signature.split('"""')[1].split("\n\n")[0].split("\n"))
+        doc_line = para.split(". ")[0].rstrip(".") + "."
+        sig = feat.signature.split("\n", 1)[0].removeprefix("def ").rstrip(":")
+        slots = dict(doc=doc_line, sig=sig, mods=", ".join(f"`{pkg}/{m}.py`" for m in modules) or "nothing else",
+                     repo=repo, name=feat.name, mod=mod_path, test=test_path, ask=feat.ask, cmd=cmd,
                      owner=owner.split()[0], date=d2[:10], p=project_word, msg=stub_msg, pkg=pkg)
         opening = one_of(rng, [
             "In the `{repo}` repository, `{name}` in `{mod}` is still a stub[ ({owner} left a TODO)|].",
@@ -406,9 +410,12 @@ class ImplementFeature:
                   "[keep the other modules as they are|don't touch the other helpers]"]
         reqs += [expand(e, rng) for e in rng.sample(extras, k=rng.randint(0, 2))]
         facts = ["[the stub came in with \"{msg}\"|the commit that added it says \"{msg}\"]",
+                 "[its docstring starts|the docstring says]: \"{doc}\"",
+                 "[the repo also has|next to it are] {mods}",
+                 "the signature is `{sig}`",
                  "[the tests in `{test}` define the behaviour|`{test}` is the spec]",
                  "[{owner} is waiting for it|it's for the {p}|the {p} is blocked on this]"]
-        notes = [expand(e, rng, **slots) for e in rng.sample(facts, k=rng.randint(0, 2))]
+        notes = [expand(e, rng, **slots) for e in rng.sample(facts, k=rng.choice([0, 1, 1, 2, 3]))]
         instruction = opening + ("\n" if rng.random() < 0.3 else " ") + vocab.ask(rng, reqs, notes, last)
         setup = f"from {pkg}.{feat.module} import {feat.name}"
         checks = [

@@ -251,7 +251,21 @@ class ReviewRepository:
             "against the rules in `{rules}` (date: {today})[ - I suspect there are around {n} problems|].",
             "[Review time|Code review, please]: `{repo}`, [checked against|judged by] its `{rules}`, as of {today}.",
         ], **slots)
-        instruction = opening + ("\n" if rng.random() < 0.3 else " ") + spec
+        facts = [
+            "[There are|The repo has] three commits, by {a1}, {a2} and {a3}",
+            "placeholders in `.env.example` are [fine|allowed|not a finding]",
+            "[the yanked releases are listed in|our mirror's yank list is] `docs/yanked-releases.md`",
+            "[the size limit is {limit} KB|nothing above {limit} KB may be committed]",
+            "{a3} added the deployment settings[ on {d3}|]",
+            "[I only care about the rules in `{rules}`|style nits don't count, only the rules in `{rules}`]",
+            "the package is `{pkg}/` and its tests are in `tests/`",
+            "[private helpers (leading `_`) need no tests|a helper whose name starts with `_` needs no test]",
+        ]
+        fs = dict(slots, a1=owner, a2=dev2, a3=dev3, limit=limit_kb, d3=commits[2]["date"][:10], pkg=pkg)
+        notes = [expand(f, rng, **fs) for f in rng.sample(facts, k=rng.choice([0, 1, 1, 2, 3]))]
+        notes = " ".join(n[:1].upper() + n[1:] + "." for n in notes)
+        parts = [opening, notes, spec] if rng.random() < 0.5 else [opening, spec, notes]
+        instruction = ("\n" if rng.random() < 0.3 else " ").join(p for p in parts if p)
         checks = []
         for f in sorted(findings, key=lambda x: KINDS.index(x["kind"])):
             name = {"secret": "secret_flagged", "stale_todo": "stale_todo_flagged",
