@@ -18,7 +18,7 @@ import yaml
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor, world
-from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.grammar import expand, one_of, requirements
 from clawgym.synth.ops.base import (
     RECORDS,
     TABLE,
@@ -744,38 +744,58 @@ class WriteAutomationScript:
         rows = [[n, tidy_name(n, sep)] for n in first if tidy_name(n, sep) != n]
         var_rows = [[n, tidy_name(n, sep)] for n in second if tidy_name(n, sep) != n]
         kept = [f"{folder}/{n}" for n in first if tidy_name(n, sep) == n]
-        rule = one_of(rng, [
-            "lower-case the whole name, replace every run of characters other than a-z, 0-9 and `.` with a single "
-            "`{sep}`, drop `{sep}` next to a `.` and at the start or end",
-            "make the name lower case, turn each run of characters that are not a-z, 0-9 or `.` into one `{sep}`, "
-            "and remove any `{sep}` at the start, at the end or next to a `.`",
-            "[use|keep to] lower case; [every|each] run of anything but a-z, 0-9 and `.` becomes [one|a single] "
-            "`{sep}`; no `{sep}` at either end or beside a `.`",
-        ], sep=sep)
-        rule = rule[:1].lower() + rule[1:]
         ex = rng.choice(rows) if rows else ["Invoice March.PDF", tidy_name("Invoice March.PDF", sep)]
-        example = expand("`{a}` [->|becomes|turns into|should end up as] `{b}`", rng, a=ex[0], b=ex[1])
         usage = f"`sh {script} DIR MANIFEST`"
         hdr = ",".join(cols)
-        slots = dict(folder=folder, script=script, usage=usage, rule=rule, example=example, manifest=manifest,
-                     other=other, hdr=hdr)
-        instruction = one_of(rng, [
-            "My `{folder}/` folder is full of badly named files. Write a POSIX shell script `{script}` ({usage}) "
-            "that renames every file directly in DIR: {rule} (e.g. {example}). Files whose name is already tidy "
-            "stay as they are. It must also write MANIFEST, a CSV with the header `{hdr}` and one row per renamed "
-            "file. Run it on `{folder}` with the manifest `{manifest}`; I'll reuse it on other folders such as "
-            "`{other}/`.",
-            "Please automate my file-name clean-up with a shell script at `{script}`, run as {usage}. For each file "
-            "in DIR (not subfolders): {rule}; e.g. {example}. Leave already tidy names alone and list every rename "
-            "in MANIFEST (CSV, header `{hdr}`). Use it on `{folder}/` (manifest: `{manifest}`) - and it has to work "
-            "on other folders too, like `{other}/`.",
+        shown = rng.sample(first, k=min(2, len(first)))
+        slots = dict(folder=folder, script=script, usage=usage, sep=sep, manifest=manifest, other=other, hdr=hdr,
+                     a=ex[0], b=ex[1], n=len(first), f1=shown[0], f2=shown[-1])
+        opening = one_of(rng, [
+            "My `{folder}/` folder is full of badly named files[ ({n} of them)|].",
             "[The files in `{folder}/` have|Everything in `{folder}/` has|Half the files in `{folder}/` have] "
-            "[awful|messy|inconsistent] names. [I'd like|I "
-            "need] `{script}`, a POSIX sh script used as {usage}, that renames each file directly in DIR "
-            "(subfolders are left alone): {rule}, so {example}. Tidy names stay as they are. MANIFEST is a CSV "
-            "with the header `{hdr}`, one row per rename. Run it on `{folder}` writing `{manifest}`; `{other}/` is "
-            "next.",
+            "[awful|messy|inconsistent] names[ - `{f1}`, `{f2}` and so on|].",
+            "[I keep dumping|My phone and scanner dump] files into `{folder}/`[, {n} so far|] and the names are "
+            "[a mess|all over the place][ (think `{f1}`)|].",
+            "[Please automate my file-name clean-up.|File names again...|Time to fix the names in `{folder}/`.]",
         ], **slots)
+        script_s = one_of(rng, [
+            "Write a POSIX shell script `{script}` ({usage}) that renames every file directly in DIR.",
+            "[I'd like|I need|Please write] `{script}`, a POSIX sh script [used as|run as|called like] {usage}, "
+            "[that renames|to rename] each file directly in DIR (subfolders are left alone).",
+            "[Automate it|Script it] with a shell script at `{script}`, run as {usage}, that renames the files "
+            "directly in DIR[, not in subfolders| (no recursion)|].",
+        ], **slots)
+        items = [
+            expand("[lower-case the whole name|everything in lower case|make the name lower case]", rng),
+            expand("[each|every] run of characters other than a-z, 0-9 and `.` becomes [one|a single] `{sep}`",
+                   rng, sep=sep),
+            expand("[no|drop any] `{sep}` at the start, at the end or next to a `.`", rng, sep=sep),
+            expand("[names that are already tidy stay as they are|leave tidy names alone|a file whose name is "
+                   "already tidy is not touched]", rng),
+            expand("MANIFEST [is|gets] a CSV with the header `{hdr}` and one row per renamed file", rng, hdr=hdr),
+        ]
+        tail_items = items[3:]
+        rng.shuffle(tail_items)
+        style = rng.choice(["sentence", "bullets", "numbered", "block"])
+        rules = requirements(rng, items[:3] + tail_items, fixed_order=True, style=style,
+                             lead="" if style == "block" else
+                             expand("[The rules:|Naming rules:|How to rename:|For each file:]", rng))
+        example = expand("[For example|E.g.|So], `{a}` [->|becomes|turns into|should end up as] `{b}`.", rng,
+                         a=ex[0], b=ex[1])
+        run_s = one_of(rng, [
+            "Run it on `{folder}` with the manifest `{manifest}`.",
+            "[Then run it|Run it once] on `{folder}/`[, manifest|, writing the manifest to| with MANIFEST =] "
+            "`{manifest}`.",
+            "[Use it on|Point it at] `{folder}` (manifest: `{manifest}`).",
+        ], **slots)
+        reuse_s = one_of(rng, [
+            "I'll reuse it on other folders such as `{other}/`.",
+            "It has to work on other folders too, like `{other}/`.",
+            "`{other}/` is next[, so nothing folder-specific, please|].",
+        ], **slots)
+        tail = [run_s, reuse_s] if rng.random() < 0.6 else [reuse_s, run_s]
+        joiner = "\n" if rng.random() < 0.3 else " "
+        instruction = joiner.join([opening, script_s]) + "\n" + rules + "\n" + joiner.join([example] + tail)
         moves = {f"{folder}/{o}": [f"{folder}/{n}", f"{o} - scanned copy\n"] for o, n in rows}
         tidy = tidy_script(sep, hdr)
         checks = [
