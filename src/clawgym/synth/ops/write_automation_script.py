@@ -459,6 +459,18 @@ INPUT_FORMATS = {"csv": "a CSV file with a header row", "tsv": "a tab-separated 
                  "json": "a JSON file holding a list of objects", "yaml": "a YAML file holding a list of mappings"}
 
 
+# other ways to say INPUT_FORMATS (the same formats)
+INPUT_PHRASES = {
+    "csv": [INPUT_FORMATS["csv"], "a CSV export whose first row names the columns", "comma-separated, column names in "
+            "the first line", "a CSV with headers", "a .csv file, header row first"],
+    "tsv": [INPUT_FORMATS["tsv"], "tab-separated, column names in the first line", "a TSV export with headers"],
+    "xlsx": [INPUT_FORMATS["xlsx"], "an Excel .xlsx file; its first sheet starts with a header row",
+             "a workbook (.xlsx), header row on the first sheet"],
+    "json": [INPUT_FORMATS["json"], "a JSON array of records", "JSON: a list of objects, one per row"],
+    "yaml": [INPUT_FORMATS["yaml"], "a YAML list of records", "YAML: a list of mappings, one per row"],
+}
+
+
 def _input_format(path: str) -> str | None:
     ext = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
     return {"csv": "csv", "tsv": "tsv", "xlsx": "xlsx", "json": "json", "yaml": "yaml", "yml": "yaml"}.get(ext)
@@ -633,7 +645,7 @@ class WriteAutomationScript:
                 SCRIPT_TAIL.format(argc=4 if chore == "filter" else 3))
         run = " ".join(shlex.quote(a) for a in ["python3", script, src, out] + ([arg] if arg else []))
 
-        inp = INPUT_FORMATS[fmt]
+        inp = rng.choice(INPUT_PHRASES[fmt])
         sl = dict(v=v, g=g, d=d, total=names["total"], count=names["count"], month=names["month"])
         spec = _spec(rng, chore, sl)
         usage = f"`python3 {script} INPUT OUTPUT{usage_arg}`"
@@ -767,8 +779,9 @@ class WriteAutomationScript:
         ], **slots)
         items = [
             expand("[lower-case the whole name|everything in lower case|make the name lower case]", rng),
-            expand("[each|every] run of characters other than a-z, 0-9 and `.` becomes [one|a single] `{sep}`",
-                   rng, sep=sep),
+            expand("[[each|every] run of characters other than a-z, 0-9 and `.`|anything that is not a-z, 0-9 or "
+                   "`.` (one or more in a row)|every stretch of characters outside a-z, 0-9 and `.`] [becomes|is "
+                   "replaced by|turns into] [one|a single] `{sep}`", rng, sep=sep),
             expand("[no|drop any] `{sep}` at the start, at the end or next to a `.`", rng, sep=sep),
             expand("[names that are already tidy stay as they are|leave tidy names alone|a file whose name is "
                    "already tidy is not touched]", rng),
