@@ -11,7 +11,7 @@ import yaml
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor, world
-from clawgym.synth.grammar import expand, one_of, requirements
+from clawgym.synth.grammar import one_of, requirements
 from clawgym.synth.ops.base import CONFIG, Artifact, Check, OpContext, StepPlan, python, read, write
 
 FORMATS = ("yaml", "json", "ini", "env")
@@ -407,6 +407,7 @@ class EditConfig:
             changes.append((one_of(rng, [
                 "rename `{old}` to `{new}` [(same value)|and keep its value|- the value stays]",
                 "the new schema calls `{old}` `{new}`: rename it, keeping its value",
+                "[use the new name|switch to the new name] `{new}` for `{old}`[ - don't change the value|]",
                 "`{old}` [is now spelled|becomes|is called] `{new}` [(value unchanged)|from this release on]",
                 "[move|change] the key `{old}` to `{new}`, [same value|value as it is]",
             ], **slots), ("rename", _name(fmt, s, k), _name(fmt, s, RENAMES[k]))))
@@ -438,7 +439,10 @@ class EditConfig:
             **{"is": "is" if one else "are"}, has="has" if one else "have"),
             ("drop", *(_name(fmt, s, k) for s, k in dep_items))))
         kind = {"yaml": "YAML", "json": "JSON", "ini": "INI", "env": ".env"}[fmt]
-        things = "other keys and values" if fmt == "json" else "other keys, values and comments"
+        things = rng.choice(["other keys and values", "the remaining settings", "every other key and value"]
+                            if fmt == "json" else
+                            ["other keys, values and comments", "the remaining settings and the comments",
+                             "every other key, value and comment", "the rest (keys, values, comments)"])
         keep = one_of(rng, [
             "Leave everything else ({things}) exactly as it is, and keep the file valid {kind}.",
             "Don't touch anything else: {things} stay as they are, and the file must still parse as {kind}.",
@@ -474,7 +478,7 @@ class EditConfig:
         else:
             lead = rng.choice(["", "", "", "Changes:", "What to change:", "The edits:"])
             marks = [f"{n}{style[1]}" for n in range(1, len(items) + 1)] if style[0] == "1" else [style] * len(items)
-            body = (lead + "\n" if lead else "") + "\n".join(f"{m} {i}" for m, i in zip(marks, items))
+            body = (lead + "\n" if lead else "") + "\n".join(f"{m} {i}" for m, i in zip(marks, items, strict=True))
         instruction = opening + ("\n" if style != "sentence" or rng.random() < 0.5 else " ") + body + \
             ("\n" if style != "sentence" or rng.random() < 0.5 else " ") + keep
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.grammar import expand, one_of, requirements
+from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _dev_vocab as vocab
 from clawgym.synth.ops.base import Artifact, Check, OpContext, StepPlan, edit, exec_, read
 

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.ops import _dev_vocab as vocab
 from clawgym.synth.ops.base import Artifact, Check, OpContext, StepPlan, edit, exec_, read
 from clawgym.synth.ops.fix_failing_tests import (
     PYTEST_ARGS,
@@ -19,8 +21,6 @@ from clawgym.synth.ops.fix_failing_tests import (
     test_source,
     varied_modules,
 )
-from clawgym.synth.grammar import expand, one_of
-from clawgym.synth.ops import _dev_vocab as vocab
 
 
 @dataclass

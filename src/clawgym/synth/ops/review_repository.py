@@ -216,27 +216,27 @@ class ReviewRepository:
         f_cat = rng.choice(["category", "rule", "kind", "type"])
         f_note = rng.choice(["note", "detail", "fix", "comment"])
         rng.shuffle(findings)
-        slots = dict(repo=repo, today=today, rules=rules_file, out=out, kinds=", ".join(KINDS), ff=f_file,
+        slots = dict(rel=rng.choice(["relative to the repository root", "relative to the repo root",
+                                     "as seen from the repo's top folder", "from the root of the repository"]),
+                     repo=repo, today=today, rules=rules_file, out=out, kinds=", ".join(KINDS), ff=f_file,
                      fc=f_cat, fn=f_note, who=rng.choice([dev2, dev3]).split()[0], p=project_word,
                      n=len(kinds) + rng.choice([-1, 0, 1, 2]))
         if fmt == "md":
             spec = one_of(rng, [
-                "[Write the review to|Put the review in|Save the review as] `{out}` (Markdown): one bullet per finding that names the file "
-                "path (relative to the repository root) and says what is wrong and how to fix it.",
-                "The review goes in `{out}` as Markdown, one bullet per finding: [the file path relative to the "
-                "repo root, what is wrong, how to fix it|file (relative to the repository root), problem and "
-                "fix].",
+                "[Write the review to|Put the review in|Save the review as] `{out}` (Markdown): one bullet per "
+                "finding that names the file path ({rel}) and says what is wrong and how to fix it.",
+                "The review goes in `{out}` as Markdown, one bullet per finding: [the file path {rel}, what is "
+                "wrong, how to fix it|file ({rel}), problem and fix].",
                 "[I need|Give me] a Markdown file `{out}` with one bullet per finding; each bullet names the file "
-                "path (relative to the repository root) and [says what is wrong and how to fix it|explains the "
+                "path ({rel}) and [says what is wrong and how to fix it|explains the "
                 "problem and the fix].",
             ], **slots)
         else:
             spec = one_of(rng, [
-                "Write the review to `{out}` as a JSON list with one object per finding: `{ff}` (path relative to the "
-                "repository root), `{fc}` (one of {kinds}) and `{fn}` (what is wrong and the fix). [List only real "
+                "Write the review to `{out}` as a JSON list with one object per finding: `{ff}` (path {rel}), `{fc}` (one of {kinds}) and `{fn}` (what is wrong and the fix). [List only real "
                 "findings.|No false alarms, please.|Only real violations.]",
-                "[I need|Save] the findings [as|in] `{out}`: a JSON list of objects with `{ff}` (relative to the repo "
-                "root), `{fc}` (one of {kinds}) and `{fn}` (problem and fix). [Leave out anything that is fine.|"
+                "[I need|Save] the findings [as|in] `{out}`: a JSON list of objects with `{ff}` ({rel}), `{fc}` (one "
+                "of {kinds}) and `{fn}` (problem and fix). [Leave out anything that is fine.|"
                 "Don't list things that follow the rules.|Only real findings count.]",
             ], **slots)
         opening = one_of(rng, [
