@@ -154,6 +154,23 @@ def _spec(rng, chore: str, sl: dict) -> str:
                    ex("[in their original order|in the order of the input|without re-sorting]")]
         out = ex("[to the output CSV|into OUTPUT (CSV)|as a CSV at OUTPUT]")
         text = f"{core} {out}"
+    elif chore == "average":
+        core = ex("[averages|computes the mean of|works out the average] `{v}` [per|for each|by] `{g}`")
+        out = ex("[writes|saves|outputs] a CSV with the columns {g}, {average}, {count}")
+        details = [ex("{average} [with two decimals|rounded to 2 decimals|formatted with 2 decimals]"),
+                   ex("{count} = [the number of rows averaged|how many rows went into it|rows used]"),
+                   ex("[skip rows whose {v} is empty|rows with an empty {v} don't count|ignore blank {v} cells]"),
+                   ex("[highest {average} first, ties by {g}|sorted by {average}, biggest first, then by {g}]")]
+        text = f"{core} and {out}"
+    elif chore == "latest":
+        core = ex("[finds|picks|keeps] [the most recent|the latest|the newest] `{v}` [per|for each] `{g}` (the row "
+                  "with the latest `{d}`[; on a tie the later row in the file|, the last one in the file on a tie])")
+        out = ex("[writes|saves|outputs] a CSV with the columns {g}, {d}, {v}")
+        details = [ex("[one row per {g}|a row for each {g}]"),
+                   ex("[sorted by {g}|in order of {g} (A-Z)|{g} in alphabetical order]"),
+                   ex("[rows with an empty {v} or {d} are ignored|skip rows without a {v} or {d}]"),
+                   ex("[{d} and {v} copied as they are|values unchanged]")]
+        text = f"{core} and {out}"
     elif chore == "count":
         core = ex("[counts the rows per|counts how many rows there are for each|tallies the rows by] `{g}`")
         out = ex("[writes|saves|outputs] a CSV with the columns {g}, {count}")
@@ -247,7 +264,7 @@ def _blank(v) -> bool:
     return str(v).strip() == ""
 
 
-OUT_NAMES = {"total": "total", "count": "count", "month": "month"}
+OUT_NAMES = {"total": "total", "count": "count", "month": "month", "average": "average"}
 
 
 def run_chore(chore: str, header: list[str], rows: list[list[str]], cols: dict[str, str], arg: str | None,
@@ -270,6 +287,28 @@ def run_chore(chore: str, header: list[str], rows: list[list[str]], cols: dict[s
             counts[str(r[g]).strip()] += 1
         order = sorted(counts, key=lambda k: (-counts[k], k))
         return [cols["group"], nm["count"]], [[k, str(counts[k])] for k in order]
+    if chore == "latest":  # per group, the row with the latest date (the last such row in the file on ties)
+        g, d, v = ix[cols["group"]], ix[cols["date"]], ix[cols["value"]]
+        last: dict[str, list[str]] = {}
+        for r in rows:
+            if _blank(r[v]) or _blank(r[d]):
+                continue
+            k = str(r[g]).strip()
+            if k not in last or str(r[d]).strip() >= last[k][0]:
+                last[k] = [str(r[d]).strip(), str(r[v]).strip()]
+        return [cols["group"], cols["date"], cols["value"]], [[k, *last[k]] for k in sorted(last)]
+    if chore == "average":
+        g, v = ix[cols["group"]], ix[cols["value"]]
+        sums: dict[str, float] = defaultdict(float)
+        ns: dict[str, int] = defaultdict(int)
+        for r in rows:
+            if _blank(r[v]):
+                continue
+            sums[str(r[g]).strip()] += float(r[v])
+            ns[str(r[g]).strip()] += 1
+        avg = {k: f"{sums[k] / ns[k]:.2f}" for k in sums}
+        order = sorted(avg, key=lambda k: (-float(avg[k]), k))
+        return [cols["group"], nm["average"], nm["count"]], [[k, avg[k], str(ns[k])] for k in order]
     v = ix[cols["value"]]
     key_of = (lambda r: str(r[ix[cols["group"]]]).strip()) if chore == "group" else \
         (lambda r: str(r[ix[cols["date"]]]).strip()[:7])
@@ -398,6 +437,36 @@ def main(src, dst):
     save(dst, [{group!r}, {count!r}], [[k, counts[k]] for k in order])
 ''',
 }
+
+SCRIPT_BODY["average"] = '''
+def main(src, dst):
+    _, rows = load(src)
+    sums, counts = defaultdict(float), defaultdict(int)
+    for row in rows:
+        value = (row.get({value!r}) or "").strip()
+        if not value:
+            continue
+        key = (row.get({group!r}) or "").strip()
+        sums[key] += float(value)
+        counts[key] += 1
+    avg = {{k: f"{{sums[k] / counts[k]:.2f}}" for k in sums}}
+    order = sorted(avg, key=lambda k: (-float(avg[k]), k))
+    save(dst, [{group!r}, {average!r}, {count!r}], [[k, avg[k], counts[k]] for k in order])
+'''
+SCRIPT_BODY["latest"] = '''
+def main(src, dst):
+    _, rows = load(src)
+    last = {{}}
+    for row in rows:
+        value = (row.get({value!r}) or "").strip()
+        day = (row.get({date!r}) or "").strip()
+        if not value or not day:
+            continue
+        key = (row.get({group!r}) or "").strip()
+        if key not in last or day >= last[key][0]:
+            last[key] = [day, value]
+    save(dst, [{group!r}, {date!r}, {value!r}], [[k, *last[k]] for k in sorted(last)])
+'''
 
 SCRIPT_TAIL = '''
 
@@ -552,7 +621,9 @@ class WriteAutomationScript:
         cols = _pick_columns(header, rows, roles)
         chores = []
         if "group" in cols and "value" in cols:
-            chores += ["group", "group"]
+            chores += ["group", "group", "average"]
+            if "date" in cols and fmt in ("csv", "tsv"):
+                chores.append("latest")
         if "date" in cols and "value" in cols and len({str(r[header.index(cols['date'])])[:7] for r in rows}) > 1:
             chores.append("month")
         if "value" in cols:
@@ -586,8 +657,9 @@ class WriteAutomationScript:
         vslug = flavor.slug(cols.get("value", "value")) or "value"
         names = {"total": rng.choice(["total", "total", "sum", f"sum_{vslug}", f"{vslug}_total"]),
                  "count": rng.choice(["count", "count", "rows", "n", "entries"]),
-                 "month": rng.choice(["month", "month", "period", "yyyy_mm"])}
-        if set(names.values()) & set(header) or len(set(names.values())) < 3:
+                 "month": rng.choice(["month", "month", "period", "yyyy_mm"]),
+                 "average": rng.choice(["average", "avg", f"avg_{vslug}", "mean", f"mean_{vslug}"])}
+        if set(names.values()) & set(header) or len(set(names.values())) < 4:
             names = dict(OUT_NAMES)
         # a persona-grounded exception: the rows of one payee / nurse / customer... are left out
         skip = None
@@ -622,6 +694,8 @@ class WriteAutomationScript:
                       f"{vslug}_by_{gslug}"],
             "month": ["monthly_totals", "per_month", "month_summary", f"{vslug}_per_month", "monthly_rollup"],
             "filter": [f"filter_{vslug}", f"big_{vslug}", f"{vslug}_over", f"min_{vslug}", f"select_{vslug}"],
+            "average": [f"average_{vslug}_by_{gslug}", f"mean_per_{gslug}", f"{gslug}_averages", f"avg_{vslug}"],
+            "latest": [f"latest_per_{gslug}", f"last_{vslug}_by_{gslug}", f"{gslug}_latest", "most_recent"],
             "count": [f"count_by_{gslug}", f"{gslug}_counts", f"tally_{gslug}", f"how_many_per_{gslug}"],
         }[chore])
         script_dir = world.folder(ctx.persona, rng, SCRIPT_FOLDERS, p_world=0.2)
@@ -635,6 +709,8 @@ class WriteAutomationScript:
             "month": f"Total {v} per month (YYYY-MM of {d}); empty values are skipped.",
             "filter": f"Keep the rows whose {v} is at least THRESHOLD.",
             "count": f"Count the rows per {g}.",
+            "average": f"Average {v} per {g} (rows with an empty {v} are skipped).",
+            "latest": f"The latest {v} per {g} (by {d}).",
         }[chore]
         body = SCRIPT_BODY[chore].format(value=v, group=g, date=d, **names)
         if skip:
@@ -646,7 +722,8 @@ class WriteAutomationScript:
         run = " ".join(shlex.quote(a) for a in ["python3", script, src, out] + ([arg] if arg else []))
 
         inp = rng.choice(INPUT_PHRASES[fmt])
-        sl = dict(v=v, g=g, d=d, total=names["total"], count=names["count"], month=names["month"])
+        sl = dict(v=v, g=g, d=d, total=names["total"], count=names["count"], month=names["month"],
+                  average=names["average"])
         spec = _spec(rng, chore, sl)
         usage = f"`python3 {script} INPUT OUTPUT{usage_arg}`"
         slots = dict(script=script, usage=usage, inp=inp, spec=spec, var=var_path, what=what, out=out, arg=arg or "",
@@ -715,10 +792,10 @@ class WriteAutomationScript:
             checks.append(Check("script_uses_threshold", "sys_script_table", {
                 "argv": base_argv + [src, "{out}", arg2], "header": h2, "rows": rows2, "ordered": True}))
         out_roles = ({k: v for k, v in roles.items() if v in out_header} if chore == "filter" else
-                     {"group": out_header[0], "value": out_header[1]} if chore != "count" else
-                     {"group": out_header[0], "value": "count"})
+                     {"group": out_header[0], "date": out_header[1], "value": out_header[2]} if chore == "latest" else
+                     {"group": out_header[0], "value": out_header[1]})
         if chore == "month":
-            out_roles["date"] = "month"
+            out_roles["date"] = out_header[0]
         digest = hashlib.sha256((code + repr(rows) + repr(var_rows)).encode()).hexdigest()[:16]
         return StepPlan(
             operation=self.id,
