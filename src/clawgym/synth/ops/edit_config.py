@@ -10,15 +10,63 @@ import json
 import yaml
 
 from clawgym.core.records import WorkspaceFile
-from clawgym.synth import flavor
+from clawgym.synth import flavor, world
+from clawgym.synth.grammar import one_of, requirements
 from clawgym.synth.ops.base import CONFIG, Artifact, Check, OpContext, StepPlan, python, read, write
 
 FORMATS = ("yaml", "json", "ini", "env")
 FILE_NAMES = {
-    "yaml": ["config.yaml", "settings.yml", "app.yaml", "service.yaml"],
-    "json": ["config.json", "settings.json", "service.json", "appsettings.json"],
-    "ini": ["config.ini", "service.ini", "settings.cfg", "app.conf"],
-    "env": [".env", "app.env", "service.env", "production.env"],
+    "yaml": ["config.yaml", "settings.yml", "app.yaml", "service.yaml", "{service}.yaml", "production.yml",
+             "values.yaml", "deploy.yaml"],
+    "json": ["config.json", "settings.json", "service.json", "appsettings.json", "{service}.json",
+             "config.production.json", "runtime.json"],
+    "ini": ["config.ini", "service.ini", "settings.cfg", "app.conf", "{service}.conf", "{service}.ini",
+            "setup.cfg"],
+    "env": [".env", "app.env", "service.env", "production.env", "{service}.env", ".env.production"],
+}
+CONFIG_FOLDERS = ["{service}", "{service}", "config", "deploy", "etc/{service}", "{service}/config", "ops",
+                  "infra/{service}", "settings"]
+# services per domain (besides the domain's projects and the persona's own folder names)
+SERVICES = {
+    "health": ["rota-sync", "vaccine-tracker", "patient-portal", "lab-results", "ward-board", "referral-inbox"],
+    "education": ["gradebook", "homework-portal", "timetable-sync", "parent-mailer", "library-loans"],
+    "food": ["order-desk", "menu-board", "stock-watch", "booking-api", "delivery-sync"],
+    "software": ["billing-api", "auth-gateway", "ingest-worker", "status-page", "webhook-relay", "search-indexer"],
+    "finance": ["ledger-sync", "invoice-runner", "payroll-export", "fx-rates", "expense-portal"],
+    "farm": ["herd-tracker", "weather-station", "irrigation-ctl", "milk-log", "market-orders"],
+    "creative": ["portfolio-site", "print-queue", "asset-store", "booking-calendar", "render-farm"],
+    "legal": ["case-tracker", "docket-sync", "client-portal", "billing-hours", "filing-bot"],
+    "general": ["home-server", "photo-backup", "family-calendar", "budget-app", "media-server"],
+}
+# one domain section a service of that domain may have: keys with values, a note, renamed keys
+DOMAIN_SECTIONS = {
+    "health": ("appointments", "booking rules", lambda rng: {
+        "slot_min": rng.choice([10, 15, 20]), "reminder_hours": rng.choice([24, 48]),
+        "max_per_day": rng.choice([24, 30, 36]), "clinic_code": rng.choice(["GP-N12", "PED-04", "ONC-7"])}),
+    "education": ("grading", "how marks are rounded", lambda rng: {
+        "pass_mark": rng.choice([40, 50, 60]), "decimals": rng.choice([1, 2]), "term_weeks": rng.choice([12, 13, 14]),
+        "scale": rng.choice(["percent", "letters"])}),
+    "food": ("orders", "kitchen tickets", lambda rng: {
+        "cutoff": rng.choice(["14:00", "15:30", "16:00"]), "min_order": rng.choice([20, 25, 40]),
+        "prep_min": rng.choice([20, 30, 45]), "max_covers": rng.choice([60, 80, 120])}),
+    "software": ("workers", "queue consumers", lambda rng: {
+        "concurrency": rng.choice([4, 8, 16]), "retries": rng.choice([3, 5]), "visibility_s": rng.choice([30, 60, 120]),
+        "queue": rng.choice(["default", "ingest", "mail"])}),
+    "finance": ("ledger", "posting rules", lambda rng: {
+        "currency": rng.choice(["EUR", "GBP", "USD"]), "close_day": rng.choice([3, 5, 7]),
+        "round_to": rng.choice([2, 3]), "max_batch": rng.choice([500, 1000, 2000])}),
+    "farm": ("sensors", "field sensors", lambda rng: {
+        "poll_min": rng.choice([5, 10, 15]), "moisture_alert": rng.choice([20, 25, 30]),
+        "stations": rng.choice([3, 4, 6]), "units": rng.choice(["metric", "imperial"])}),
+    "creative": ("exports", "image exports", lambda rng: {
+        "max_px": rng.choice([2048, 3000, 4096]), "jpeg_quality": rng.choice([82, 85, 90]),
+        "watermark": rng.choice(["on", "off"]), "thumbs": rng.choice([3, 4, 6])}),
+    "legal": ("retention", "document retention", lambda rng: {
+        "keep_years": rng.choice([6, 7, 10]), "purge_batch": rng.choice([50, 100, 200]),
+        "review_days": rng.choice([30, 60, 90]), "hold_tag": rng.choice(["legal-hold", "litigation"])}),
+    "general": ("sync", "what gets synced", lambda rng: {
+        "every_min": rng.choice([15, 30, 60]), "max_files": rng.choice([500, 1000, 5000]),
+        "keep_versions": rng.choice([3, 5, 10]), "target": rng.choice(["nas", "cloud", "usb"])}),
 }
 ENV_PREFIX = {"app": "APP", "server": "SERVER", "database": "DB", "cache": "CACHE", "storage": "STORAGE",
               "mail": "MAIL", "logging": "LOG", "scheduler": "JOBS", "metrics": "METRICS", "backup": "BACKUP",
@@ -26,14 +74,19 @@ ENV_PREFIX = {"app": "APP", "server": "SERVER", "database": "DB", "cache": "CACH
 RENAMES = {"max_conn": "max_connections", "timeout": "timeout_seconds", "log_lvl": "log_level",
            "pool_timeout": "pool_timeout_s", "ttl": "ttl_seconds", "keep_days": "retention_days",
            "rotate_mb": "max_size_mb", "sync_interval": "sync_interval_min", "size_mb": "max_memory_mb",
-           "smtp_host": "smtp_server", "keep": "backup_count", "user": "username", "addr": "bind_address"}
+           "smtp_host": "smtp_server", "keep": "backup_count", "user": "username", "addr": "bind_address",
+           "slot_min": "slot_minutes", "pass_mark": "pass_mark_pct", "prep_min": "prep_minutes",
+           "visibility_s": "visibility_timeout_s", "round_to": "round_decimals", "poll_min": "poll_interval_min",
+           "max_px": "max_pixels", "keep_years": "retention_years", "every_min": "interval_min"}
 DEPRECATED = [("legacy_mode", False), ("use_old_parser", True), ("compat_v1", True), ("debug_toolbar", False),
-              ("ssl_v3", False), ("xml_export", True), ("enable_flash_upload", False), ("sendfile_hack", True)]
+              ("ssl_v3", False), ("xml_export", True), ("enable_flash_upload", False), ("sendfile_hack", True),
+              ("old_csv_layout", True), ("fax_gateway", False), ("ie11_support", False), ("v1_api", True),
+              ("poll_ftp", False), ("use_sqlite_fallback", True)]
 DEP_NOTES = ["deprecated since 2.0", "remove after migration", "no longer read by the service", "old option, ignored",
-             None]
+             "kept for the old importer", "TODO: delete", None]
 
 
-def _sections(rng, service: str, owner: str) -> dict[str, dict]:
+def _sections(rng, service: str, owner: str, domain: str = "general") -> dict[str, dict]:
     pool = {
         "server": {"addr": "0.0.0.0", "port": rng.choice([8000, 8080, 8443, 5000, 3000, 9000]),
                    "workers": rng.choice([2, 3, 4, 6]), "timeout": rng.choice([15, 30, 45, 60]),
@@ -57,6 +110,10 @@ def _sections(rng, service: str, owner: str) -> dict[str, dict]:
                    "environment": rng.choice(["production", "staging"])}}
     for n in names:
         out[n] = dict(pool[n])
+    sec, _note, make = DOMAIN_SECTIONS[domain]
+    values = make(rng)
+    if rng.random() < 0.6:
+        out[sec] = values
     return out
 
 
@@ -261,11 +318,15 @@ class EditConfig:
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
         rng = ctx.rng
-        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
-        service = flavor.slug(rng.choice(voc["projects"])).replace("_", "-")[:18].strip("-") or "app"
+        dk = flavor.domain_key(ctx.persona.domain, ctx.persona.occupation)
+        voc = flavor.DOMAINS[dk]
+        project_word = rng.choice(voc["projects"])
+        named = rng.choice(SERVICES[dk])
+        service = named if rng.random() < 0.6 else \
+            (flavor.slug(project_word).replace("_", "-")[:18].strip("-") or "app")
         owner = flavor.person(rng)
         fmt = rng.choice(FORMATS)
-        cfg = _sections(rng, service.replace("-", "_") if fmt == "env" else service, owner)
+        cfg = _sections(rng, service.replace("-", "_") if fmt == "env" else service, owner, dk)
         # deprecated keys scattered over the sections
         dep_items: list[tuple[str, str]] = []
         key_notes: dict[tuple[str, str], str] = {}
@@ -279,7 +340,8 @@ class EditConfig:
         sec_notes = {s: n for s, n in {
             "app": "application identity", "server": "HTTP listener", "database": "primary database",
             "cache": "shared cache", "storage": "where uploads live", "mail": "outgoing mail",
-            "logging": "log files and rotation", "scheduler": "background jobs"}.items() if s in cfg and rng.random() < 0.7}
+            "logging": "log files and rotation", "scheduler": "background jobs",
+            DOMAIN_SECTIONS[dk][0]: DOMAIN_SECTIONS[dk][1]}.items() if s in cfg and rng.random() < 0.7}
         header = [f"{service} configuration", f"owner: {owner}", rng.choice([
             "edit with care: the service reads this on restart", "managed by hand, not by ansible (yet)",
             f"last reviewed {flavor.date_in(rng, 2025).isoformat()}"])]
@@ -324,7 +386,8 @@ class EditConfig:
         if fmt != "json":
             new_sec_notes[add_name] = add_note
 
-        path = ctx.path(f"{service}/{rng.choice(FILE_NAMES[fmt])}")
+        folder = world.folder(ctx.persona, rng, [f.format(service=service) for f in CONFIG_FOLDERS], p_world=0.25)
+        path = ctx.path(f"{folder}/{rng.choice(FILE_NAMES[fmt]).format(service=service)}")
         before = render(fmt, cfg, header, sec_notes, key_notes)
         after = render(fmt, new, header, new_sec_notes, new_key_notes)
 
@@ -332,41 +395,92 @@ class EditConfig:
         changes: list[tuple[str, tuple]] = []
         for (s, k), v in new_vals.items():
             old = cfg[s][k]
-            verb = rng.choice(["raise", "bump", "change"])
-            changes.append((f"{verb} `{_name(fmt, s, k)}` from {_flat(old)} to {_flat(v)}",
-                            ("set", _name(fmt, s, k), _flat(v))))
+            slots = dict(key=_name(fmt, s, k), old=_flat(old), new=_flat(v))
+            changes.append((one_of(rng, [
+                "[raise|bump|change|increase|set] `{key}` from {old} to {new}",
+                "`{key}`: {old} -> {new}",
+                "`{key}` [should be|must become|goes up to|needs to be] {new} ([it's|currently] {old}[ now|])",
+                "[set|change] `{key}` to {new}[ (was {old})|]",
+            ], **slots), ("set", _name(fmt, s, k), _flat(v))))
         for s, k in renames:
-            changes.append((rng.choice([
-                f"rename `{_name(fmt, s, k)}` to `{_name(fmt, s, RENAMES[k])}` (same value)",
-                f"the new schema calls `{_name(fmt, s, k)}` `{_name(fmt, s, RENAMES[k])}`: rename it, keeping its value",
-            ]), ("rename", _name(fmt, s, k), _name(fmt, s, RENAMES[k]))))
+            slots = dict(old=_name(fmt, s, k), new=_name(fmt, s, RENAMES[k]))
+            changes.append((one_of(rng, [
+                "rename `{old}` to `{new}` [(same value)|and keep its value|- the value stays]",
+                "the new schema calls `{old}` `{new}`: rename it, keeping its value",
+                "[use the new name|switch to the new name] `{new}` for `{old}`[ - don't change the value|]",
+                "`{old}` [is now spelled|becomes|is called] `{new}` [(value unchanged)|from this release on]",
+                "[move|change] the key `{old}` to `{new}`, [same value|value as it is]",
+            ], **slots), ("rename", _name(fmt, s, k), _name(fmt, s, RENAMES[k]))))
         if fmt == "env":
             pairs = [f"{env_key(add_name, k)}={_flat(v)}" for k, v in add_kv.items()]
             adds = ", ".join(f"`{p}`" for p in pairs)
-            changes.append((f"add the {add_name.replace('_', ' ')} settings {adds}", ("add", *pairs)))
+            changes.append((one_of(rng, [
+                "add the {what} settings {adds}",
+                "[new|additional] [variables|settings] for {what}: {adds}",
+                "[append|add] {adds}[ (for {what})|]",
+            ], what=add_name.replace("_", " "), adds=adds), ("add", *pairs)))
         else:
             lit = {"yaml": _yaml_scalar, "json": json.dumps, "ini": _flat}[fmt]
             adds = ", ".join(f"`{k}` = `{lit(v)}`" for k, v in add_kv.items())
-            changes.append((f"add a new `{add_name}` section with {adds}",
-                            ("add", add_name, {k: lit(v) for k, v in add_kv.items()})))
+            changes.append((one_of(rng, [
+                "add a new `{sec}` section with {adds}",
+                "[create|add] [a|the] `{sec}` section: {adds}",
+                "we need [the|one more] `{sec}` [section|block] [too|now|for {note}]: {adds}",
+            ], sec=add_name, adds=adds, note=add_note.lower()),
+                ("add", add_name, {k: lit(v) for k, v in add_kv.items()})))
         dep_names = ", ".join(f"`{_name(fmt, s, k)}`" for s, k in dep_items)
-        changes.append((rng.choice([f"remove the deprecated {'key' if len(dep_items) == 1 else 'keys'} {dep_names}",
-                                    f"drop {dep_names} - the new version no longer supports "
-                                    f"{'it' if len(dep_items) == 1 else 'them'}"]),
-                        ("drop", *(_name(fmt, s, k) for s, k in dep_items))))
-        rng.shuffle(changes)
+        one = len(dep_items) == 1
+        changes.append((one_of(rng, [
+            "remove the deprecated {kw} {names}",
+            "drop {names} - the new version no longer supports {it}",
+            "[delete|get rid of] {names}[; nothing reads {it} any more| ({subj} {is} deprecated)|]",
+            "{names} {has} to go[ (deprecated)|]",
+        ], kw="key" if one else "keys", names=dep_names, it="it" if one else "them", subj="it" if one else "they",
+            **{"is": "is" if one else "are"}, has="has" if one else "have"),
+            ("drop", *(_name(fmt, s, k) for s, k in dep_items))))
         kind = {"yaml": "YAML", "json": "JSON", "ini": "INI", "env": ".env"}[fmt]
-        bullets = "\n".join(f"- {c}" for c, _ in changes)
-        things = "other keys and values" if fmt == "json" else "other keys, values and comments"
-        keep = rng.choice([
-            f"Leave everything else ({things}) exactly as it is, and keep the file valid {kind}.",
-            f"Don't touch anything else: {things} stay as they are, and the file must still parse as {kind}.",
-        ])
-        instruction = rng.choice([
-            f"We're upgrading {service}. Please edit its {kind} config `{path}` in place:\n{bullets}\n{keep}",
-            f"Update the {service} settings in `{path}` ({kind}) as follows:\n{bullets}\n{keep}",
-            f"The config file `{path}` needs these changes before the next deploy:\n{bullets}\n{keep}",
-        ])
+        things = rng.choice(["other keys and values", "the remaining settings", "every other key and value"]
+                            if fmt == "json" else
+                            ["other keys, values and comments", "the remaining settings and the comments",
+                             "every other key, value and comment", "the rest (keys, values, comments)"])
+        keep = one_of(rng, [
+            "Leave everything else ({things}) exactly as it is, and keep the file valid {kind}.",
+            "Don't touch anything else: {things} stay as they are, and the file must still parse as {kind}.",
+            "[Everything else|All {things}] [must stay|should stay|stay] as they are[ - byte for byte if "
+            "you can|], and the result [has to be|must still be] valid {kind}.",
+            "[Please keep|Keep] the {things} [untouched|as they are]; [the file must stay valid {kind}|it has to "
+            "remain parseable {kind}].",
+        ], things=things, kind=kind)
+        ticket = f"{rng.choice(['CHG', 'OPS', 'INFRA', 'REQ', 'TKT'])}-{rng.randint(100, 9999)}"
+        slots = dict(service=service, kind=kind, path=path, ticket=ticket, owner=owner.split()[0],
+                     version=new_vals.get(("app", "version"), cfg["app"]["version"]), p=project_word,
+                     day=rng.choice(["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]),
+                     n=len(changes))
+        opening = one_of(rng, [
+            "We're upgrading {service}. Please edit its {kind} config `{path}` in place:",
+            "Update the {service} settings in `{path}` ({kind}) as follows:",
+            "The config file `{path}` needs these changes before the next deploy:",
+            "[Change request|Ticket] {ticket}[ from {owner}|]: [apply these edits|make these {n} changes] to "
+            "`{path}`[ ({service}, {kind})|]:",
+            "[Before|Ahead of] {day}'s [deploy|release|maintenance window][ of {service}|], `{path}` [needs|has to "
+            "get] [the following|these] [changes|edits]:",
+            "{owner} [asked for|signed off on] [a few|some|{n}] config changes for {service}[ ({p})|]; the file is "
+            "`{path}` ({kind}).",
+            "[Could you|Can you|Please] [edit|update|patch] `{path}` [for me|in place]? [It's the {kind} config of "
+            "{service}.|{service} reads it on start.|]",
+        ], **slots)
+        rng.shuffle(changes)
+        style = rng.choice(["-", "-", "*", "1.", "1)", "sentence"])
+        items = [c for c, _ in changes]
+        if style == "sentence":
+            body = requirements(rng, [i[:1].lower() + i[1:] for i in items], style="sentence", fixed_order=True,
+                                lead=rng.choice(["", "", "In short:"]))
+        else:
+            lead = rng.choice(["", "", "", "Changes:", "What to change:", "The edits:"])
+            marks = [f"{n}{style[1]}" for n in range(1, len(items) + 1)] if style[0] == "1" else [style] * len(items)
+            body = (lead + "\n" if lead else "") + "\n".join(f"{m} {i}" for m, i in zip(marks, items, strict=True))
+        instruction = opening + ("\n" if style != "sentence" or rng.random() < 0.5 else " ") + body + \
+            ("\n" if style != "sentence" or rng.random() < 0.5 else " ") + keep
 
         # checks
         preserved = [(s, k) for s, kv in cfg.items() for k in kv if (s, k) not in taken]

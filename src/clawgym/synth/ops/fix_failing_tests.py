@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.ops import _dev_vocab as vocab
 from clawgym.synth.ops.base import Artifact, Check, OpContext, StepPlan, edit, exec_, read
 
 # the suite passes: `python3 -m pytest -q` exits 0. Only the exit status counts, so the grader skips what does not
@@ -35,6 +37,7 @@ class Func:
     code: str
     tests: list[str]
     bugs: list[Bug] = field(default_factory=list)
+    kind: str = ""  # the library module it comes from (MODULE_IMPORTS key) when `module` is another file name
 
 
 MODULE_IMPORTS = {"money": [], "dates": ["import datetime"], "text": ["import re", "import unicodedata"],
@@ -239,21 +242,18 @@ FUNCS: list[Func] = [
 ]
 FUNC_BY_NAME = {f.name: f for f in FUNCS}
 
-PACKAGES = {"health": "clinic_tools", "education": "classroom_utils", "food": "kitchen_utils",
-            "software": "ops_helpers", "finance": "ledger_kit", "farm": "farm_tools", "creative": "studio_utils",
-            "legal": "case_tools", "general": "office_utils"}
-
-
-def package_name(persona) -> str:
-    return PACKAGES[flavor.domain_key(persona.domain, persona.occupation)]
+def package_name(persona, rng=None) -> str:
+    """The package's name (see _dev_vocab.package_name: drawn when `rng` is given)."""
+    return vocab.package_name(persona, rng)
 
 
 def module_source(module: str, funcs: list[Func], replace: dict[str, str] | None = None) -> str:
     """The module text: docstring, imports, the functions (with `replace`: name -> replacement source)."""
     replace = replace or {}
-    parts = [f'"""{MODULE_DOCS.get(module, module.title() + " helpers.")}"""\n']
-    if MODULE_IMPORTS.get(module):
-        parts.append("\n".join(MODULE_IMPORTS[module]) + "\n")
+    kind = (funcs[0].kind if funcs and funcs[0].kind else module)
+    parts = [f'"""{MODULE_DOCS.get(kind, module.replace("_", " ").title() + " helpers.")}"""\n']
+    if MODULE_IMPORTS.get(kind):
+        parts.append("\n".join(MODULE_IMPORTS[kind]) + "\n")
     for f in funcs:
         parts.append("\n" + replace.get(f.name, f.code))
     return "\n".join(parts)
@@ -269,14 +269,36 @@ def test_source(pkg: str, module: str, funcs: list[Func], extra: str = "") -> st
     return text
 
 
-def repo_scaffold(pkg: str, project: str, owner: str, blurb: str) -> dict[str, str]:
+def repo_scaffold(pkg: str, project: str, owner: str, blurb: str, rng=None) -> dict[str, str]:
+    """README, pyproject, .gitignore and the package's __init__; with `rng`, a drawn version and Python floor."""
+    version = f"0.{rng.randint(1, 9)}.{rng.randint(0, 12)}" if rng is not None else "0.3.0"
+    floor = rng.choice(["3.9", "3.10", "3.11"]) if rng is not None else "3.10"
     return {
         "README.md": f"# {project}\n\n{blurb}\n\nRun the tests with `python3 -m pytest -q`.\n",
-        "pyproject.toml": (f'[project]\nname = "{project}"\nversion = "0.3.0"\nrequires-python = ">=3.10"\n'
+        "pyproject.toml": (f'[project]\nname = "{project}"\nversion = "{version}"\nrequires-python = ">={floor}"\n'
                            f'authors = [{{name = "{owner}"}}]\n\n[tool.pytest.ini_options]\ntestpaths = ["tests"]\n'),
         ".gitignore": "__pycache__/\n*.pyc\n.pytest_cache/\n.venv/\n",
-        f"{pkg}/__init__.py": f'"""{project}: {blurb}"""\n\n__version__ = "0.3.0"\n',
+        f"{pkg}/__init__.py": f'"""{project}: {blurb}"""\n\n__version__ = "{version}"\n',
     }
+
+
+def renamed(f: Func, name: str, module: str) -> Func:
+    """`f` under another function name, in a module file called `module` (code, tests, bug snippets, cases and
+    stories renamed as whole words: the same behaviour, the same checks)."""
+    m = {f.name: name}
+    return Func(name, module, vocab.rename_words(f.code, m), [vocab.rename_words(t, m) for t in f.tests],
+                [Bug(vocab.rename_words(b.good, m), vocab.rename_words(b.bad, m),
+                     [[vocab.rename_words(c, m), e] for c, e in b.cases], vocab.rename_words(b.story, m))
+                 for b in f.bugs], kind=f.kind or f.module)
+
+
+def varied_modules(rng, n_modules: int) -> dict[str, list[Func]]:
+    """Like :func:`pick_modules`, with each module under a drawn file name and each function under a drawn name."""
+    out: dict[str, list[Func]] = {}
+    for kind, funcs in pick_modules(rng, n_modules).items():
+        module = rng.choice(vocab.MODULE_ALIASES[kind])
+        out[module] = [renamed(f, rng.choice(vocab.FUNC_ALIASES.get(f.name, [f.name])), module) for f in funcs]
+    return out
 
 
 def git_commit_cmd(repo: str, name: str, message: str) -> str:
@@ -298,18 +320,19 @@ class FixFailingTests:
 
     def plan(self, ctx: OpContext, source: Artifact | None = None) -> StepPlan:
         rng = ctx.rng
-        pkg = package_name(ctx.persona)
-        project = pkg.replace("_", "-")
-        repo = ctx.path(rng.choice([project, f"code/{project}", f"src/{project}"]))
+        pkg = package_name(ctx.persona, rng)
+        project = pkg.replace("_", rng.choice(["-", "-", "_"]))
+        repo = vocab.repo_path(ctx, project)
         owner, colleague = flavor.people(rng, 2)
-        modules = pick_modules(rng, rng.randint(2, 3))
+        modules = varied_modules(rng, rng.randint(2, 3))
         all_funcs = [f for fs in modules.values() for f in fs if f.bugs]
         n_bugs = min(len(all_funcs), rng.choice([1, 2, 2, 3]))
         buggy = rng.sample(all_funcs, k=n_bugs)
         bugs = {f.name: rng.choice(f.bugs) for f in buggy}
-        blurb = rng.choice([f"Helpers for our {p}" for p in flavor.vocab(ctx.persona.domain,
-                                                                           ctx.persona.occupation)["projects"]])
-        files = repo_scaffold(pkg, project, owner, blurb)
+        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
+        blurb = expand("[Helpers|Small utilities|Scripts|Shared code|Python helpers] [for|behind|used by] our "
+                       "{p}", rng, p=rng.choice(voc["projects"]))
+        files = repo_scaffold(pkg, project, owner, blurb, rng)
         good_files = dict(files)
         bad_files: dict[str, str] = {}
         tests: dict[str, str] = {}
@@ -321,25 +344,66 @@ class FixFailingTests:
                 bad_files[f"{pkg}/{m}.py"] = module_source(m, fs, repl)
         good_files.update(tests)
         story = "; ".join(bugs[f.name].story for f in buggy)
+        year = rng.choice([2025, 2026])
+        d1, d3 = vocab.commit_date(rng, year, (1, 3)), vocab.commit_date(rng, year, (5, 9))
+        msg = expand("[Refactor|Cleanup|Tidy-up|Small fixes|Review comments|Simplify helpers]: {story}", rng,
+                     story=story)
         commits = [
-            {"message": "Initial version of the helpers", "files": {k: v for k, v in good_files.items()
-                                                                    if not k.startswith("tests/")},
-             "author": f"{owner} <{flavor.email_of(owner)}>", "date": "2026-01-12T09:30:00"},
-            {"message": "Add tests", "files": dict(tests), "author": f"{owner} <{flavor.email_of(owner)}>",
-             "date": "2026-01-12T11:05:00"},
-            {"message": f"Refactor: {story}", "files": bad_files,
-             "author": f"{colleague} <{flavor.email_of(colleague)}>", "date": "2026-02-03T16:40:00"},
+            {"message": expand("[Initial version of the helpers|First import of {pkg}|Add the {pkg} package|Start "
+                               "{project}]", rng, pkg=pkg, project=project),
+             "files": {k: v for k, v in good_files.items() if not k.startswith("tests/")},
+             "author": f"{owner} <{flavor.email_of(owner)}>", "date": d1},
+            {"message": rng.choice(["Add tests", "Tests for the helpers", "Cover the helpers with pytest"]),
+             "files": dict(tests), "author": f"{owner} <{flavor.email_of(owner)}>", "date": d1[:11] + "17:45:00"},
+            {"message": msg, "files": bad_files,
+             "author": f"{colleague} <{flavor.email_of(colleague)}>", "date": d3},
         ]
         ws_file = WorkspaceFile(path=repo, generate=GeneratedContent(kind="git", params={"commits": commits}))
-        instruction = rng.choice([
-            f"The tests in `{repo}/` started failing after {colleague.split()[0]}'s last commit (run them with "
-            "`python3 -m pytest -q` inside the repo). Please find and fix the bug(s) in the code - don't change "
-            "the tests - until the whole suite passes, then commit the fix.",
-            f"`python3 -m pytest -q` is red in the `{repo}` repository. Fix the package code so every test passes "
-            "again (the tests are right, leave them alone) and commit your change to git.",
-            f"Could you repair `{repo}`? Some tests fail. The tests describe the intended behaviour, so fix the "
-            "code, not the tests, make sure `python3 -m pytest -q` passes in the repo, and commit.",
-        ])
+        cmd = rng.choice(vocab.PYTEST_COMMANDS)
+        who = colleague.split()[0] if rng.random() < 0.6 else colleague
+        slots = dict(nf=vocab.plural(len(buggy), "function", "functions").replace("1 function", "one function"),
+                     nh=vocab.plural(len(buggy), "helper", "helpers").replace("1 helper", "one helper"),
+                     repo=repo, cmd=cmd, who=who, date=d3[:10], msg=msg, pkg=pkg, n=len(buggy),
+                     funcs=", ".join(f"`{f.name}`" for f in rng.sample(buggy, len(buggy))),
+                     mods=", ".join(f"`{pkg}/{m}.py`" for m in modules), owner=owner.split()[0],
+                     project=rng.choice(voc["projects"]))
+        opening = one_of(rng, [
+            "[Since|Ever since] {who}'s [last|latest|most recent] commit[ on {date}|] the [test suite|tests] in "
+            "`{repo}/` [fail|are red|have been failing|no longer pass].",
+            "`{cmd}` [is failing|fails|no longer passes|went red] in `{repo}`[ after {who} pushed \"{msg}\"| since "
+            "{date}|].",
+            "[Something broke|Things broke|We have a regression] in `{repo}`: [CI|the nightly run|my local run] "
+            "[reports|shows] failing tests[ since {date}|][, right after {who}'s commit|].",
+            "Could you [take a look at|look into|debug|sort out] `{repo}`? [Some|A few|Several] tests [fail|are "
+            "failing][ after the \"{msg}\" commit| since {who}'s change on {date}|].",
+            "[My|Our|The] `{repo}` [repo|repository|project] [has failing tests|won't pass its tests|is broken]"
+            "[ and I need it for the {project}| and the {project} depends on it|].",
+            "[Quick|Small|Urgent] [bug hunt|fix needed|repair job]: [tests fail|pytest fails] in `{repo}` "
+            "([{who} touched it last|last change by {who}, {date}|it was green before {date}]).",
+        ], **slots)
+        reqs = [
+            expand("[fix the code in `{pkg}/`, not the tests|the tests are right: change the package code, not "
+                   "them|leave `tests/` alone and fix the code|don't edit the tests, they describe what we want]",
+                   rng, pkg=pkg),
+            expand("[make sure|check that] `{cmd}` [passes|is green|runs clean] inside the repo[ afterwards|]",
+                   rng, cmd=cmd),
+        ]
+        last = expand("[commit the fix[ to git|]|commit your change[ on the current branch|]|record the fix in a "
+                      "git commit|leave the work tree clean with the fix committed]", rng)
+        extras = [
+            "[keep the public function names as they are|don't rename any function]",
+            "[add no new dependencies|don't add packages]",
+            "[keep the fix small|change as little as you can]",
+        ]
+        reqs += [expand(e, rng) for e in rng.sample(extras, k=rng.randint(0, 2))]
+        facts = [
+            "[the affected code is probably in {mods}|the package files are {mods}]",
+            "[{nf} seem to be affected|I think {nh} broke]",
+            "[the failing parts are around {funcs}|I'd look at {funcs} first]",
+            "[{owner} wrote the original helpers, and they worked|the first version by {owner} was fine]",
+        ]
+        notes = [expand(e, rng, **slots) for e in rng.sample(facts, k=rng.randint(0, 2))]
+        instruction = opening + ("\n" if rng.random() < 0.3 else " ") + vocab.ask(rng, reqs, notes, last)
         all_cases = [c for f in buggy for c in bugs[f.name].cases]
         fixed = [Check(f"fixed_{f.name}", "sys_py_cases", {
             "cwd": repo, "setup": f"from {pkg}.{f.module} import {f.name}", "cases": bugs[f.name].cases}) for f in buggy]
@@ -357,9 +421,9 @@ class FixFailingTests:
             Check("n", "git_commits_since", {"repo": repo, "base_count": len(commits)}),
             Check("clean", "sys_git_clean", {"repo": repo})]))
         edits = [edit(f"{repo}/{pkg}/{f.module}.py", bugs[f.name].bad, bugs[f.name].good) for f in buggy]
-        msg = "Fix " + ", ".join(f.name for f in buggy)
+        fix_msg = "Fix " + ", ".join(f.name for f in buggy)
         mod_paths = sorted({f"{repo}/{pkg}/{f.module}.py" for f in buggy})
-        steps = [read(p) for p in mod_paths] + edits + [exec_(git_commit_cmd(repo, ctx.persona.name, msg))]
+        steps = [read(p) for p in mod_paths] + edits + [exec_(git_commit_cmd(repo, ctx.persona.name, fix_msg))]
         partial = edits[:1] if len(edits) > 1 else edits  # one bug fixed, nothing committed
         digest = hashlib.sha256(repr((pkg, sorted(modules), sorted((k, v.bad) for k, v in bugs.items()))).encode())
         return StepPlan(

@@ -9,15 +9,17 @@ from dataclasses import dataclass
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.ops import _dev_vocab as vocab
 from clawgym.synth.ops.base import Artifact, Check, OpContext, StepPlan, edit, exec_, read
 from clawgym.synth.ops.fix_failing_tests import (
     PYTEST_ARGS,
     git_commit_cmd,
     module_source,
     package_name,
-    pick_modules,
     repo_scaffold,
     test_source,
+    varied_modules,
 )
 
 
@@ -314,6 +316,14 @@ def test_rounding_and_order():
 STUB_LINE = '    # TODO: implement (see the docstring and the tests)\n    raise NotImplementedError("{name}")\n'
 
 
+def renamed_feature(f: Feature, name: str, module: str) -> Feature:
+    """`f` as function `name` in module file `module` (whole-word renames: the same behaviour and cases)."""
+    m = {f.name: name}
+    r = vocab.rename_words
+    return Feature(name, module, f.head, r(f.signature, m), r(f.body, m), r(f.naive, m), r(f.tests, m),
+                   [[r(c, m), e] for c, e in f.hidden], r(f.ask, m))
+
+
 def feature_module(f: Feature, body: str | None = None) -> str:
     return f.head + "\n\n" + f.signature + (body if body is not None else STUB_LINE.format(name=f.name))
 
@@ -331,15 +341,19 @@ class ImplementFeature:
 
     def plan(self, ctx: OpContext, source: Artifact | None = None) -> StepPlan:
         rng = ctx.rng
-        pkg = package_name(ctx.persona)
-        project = pkg.replace("_", "-")
-        repo = ctx.path(rng.choice([project, f"code/{project}", f"projects/{project}"]))
+        pkg = package_name(ctx.persona, rng)
+        project = pkg.replace("_", rng.choice(["-", "-", "_"]))
+        repo = vocab.repo_path(ctx, project)
         owner = flavor.person(rng)
-        feat = rng.choice(FEATURES)
-        modules = pick_modules(rng, rng.randint(1, 2))
-        blurb = rng.choice([f"Helpers for our {p}" for p in flavor.vocab(ctx.persona.domain,
-                                                                           ctx.persona.occupation)["projects"]])
-        files = repo_scaffold(pkg, project, owner, blurb)
+        base = rng.choice(FEATURES)
+        feat = renamed_feature(base, rng.choice(vocab.FUNC_ALIASES.get(base.name, [base.name])),
+                               rng.choice(vocab.FEATURE_MODULE_ALIASES.get(base.module, [base.module])))
+        modules = varied_modules(rng, rng.randint(1, 2))
+        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
+        project_word = rng.choice(voc["projects"])
+        blurb = expand("[Helpers|Small utilities|Scripts|Shared code|Python helpers] [for|behind|used by] our "
+                       "{p}", rng, p=project_word)
+        files = repo_scaffold(pkg, project, owner, blurb, rng)
         tests: dict[str, str] = {}
         for m, fs in modules.items():
             files[f"{pkg}/{m}.py"] = module_source(m, fs)
@@ -348,26 +362,61 @@ class ImplementFeature:
         test_path = f"tests/test_{feat.module}.py"
         tests[test_path] = feature_tests(pkg, feat)
         author = f"{owner} <{flavor.email_of(owner)}>"
+        year = rng.choice([2025, 2026])
+        d1, d2 = vocab.commit_date(rng, year, (1, 4)), vocab.commit_date(rng, year, (5, 9))
+        stub_msg = expand("[Add {name} stub and its tests (to be implemented)|Stub out {name}; tests first|"
+                          "WIP: tests for {name}, implementation pending|Spec {name} as tests]", rng, name=feat.name)
         commits = [
-            {"message": "Initial helpers and tests", "files": {**files, **{k: v for k, v in tests.items()
-                                                                         if k != test_path}},
-             "author": author, "date": "2026-01-20T10:00:00"},
-            {"message": f"Add {feat.name} stub and its tests (to be implemented)",
+            {"message": expand("[Initial helpers and tests|First import of {pkg}|Start {project}|Add the helpers "
+                               "we use for the {p}]", rng, pkg=pkg, project=project, p=project_word),
+             "files": {**files, **{k: v for k, v in tests.items() if k != test_path}},
+             "author": author, "date": d1},
+            {"message": stub_msg,
              "files": {mod_path: feature_module(feat), test_path: tests[test_path]},
-             "author": author, "date": "2026-02-02T14:30:00"},
+             "author": author, "date": d2},
         ]
         ws_file = WorkspaceFile(path=repo, generate=GeneratedContent(kind="git", params={"commits": commits}))
-        instruction = rng.choice([
-            f"In the `{repo}` repository, `{feat.name}` in `{pkg}/{feat.module}.py` is still a stub. Please implement "
-            f"it as its docstring describes so that `python3 -m pytest -q` passes (the tests in `{test_path}` "
-            "define the behaviour - don't change them), then commit your work.",
-            f"I need to {feat.ask} in `{repo}`: implement `{feat.name}` (stub in `{pkg}/{feat.module}.py`, "
-            f"spec in its docstring and in `{test_path}`). Leave the tests as they are, make the whole suite pass, "
-            "and commit.",
-            f"Could you finish the TODO in `{repo}/{pkg}/{feat.module}.py`? `{feat.name}` has a docstring and tests "
-            f"but no code. Make it work for any input the docstring allows (not just the test cases), keep the tests "
-            "unchanged, check `python3 -m pytest -q` passes, and commit.",
-        ])
+        cmd = rng.choice(vocab.PYTEST_COMMANDS)
+        para = " ".join(x.strip() for x in feat.signature.split('"""')[1].split("\n\n")[0].split("\n"))
+        doc_line = para.split(". ")[0].rstrip(".") + "."
+        sig = feat.signature.split("\n", 1)[0].removeprefix("def ").rstrip(":")
+        slots = dict(doc=doc_line, sig=sig, mods=", ".join(f"`{pkg}/{m}.py`" for m in modules) or "nothing else",
+                     repo=repo, name=feat.name, mod=mod_path, test=test_path, ask=feat.ask, cmd=cmd,
+                     owner=owner.split()[0], date=d2[:10], p=project_word, msg=stub_msg, pkg=pkg)
+        opening = one_of(rng, [
+            "In the `{repo}` repository, `{name}` in `{mod}` is still a stub[ ({owner} left a TODO)|].",
+            "I need to {ask} [in|for] `{repo}`[ for the {p}|]: `{name}` (in `{mod}`) [has only a stub|is not written "
+            "yet|raises NotImplementedError].",
+            "Could you finish the TODO in `{repo}/{mod}`? `{name}` has a docstring and tests but no code[ yet|].",
+            "[{owner} wrote the tests|The tests are written] for `{name}` in `{repo}`[ on {date}|], but the "
+            "function itself is [empty|a stub|missing its body].",
+            "[New feature|Feature request|Small feature] for `{repo}`: {ask}. The [stub|skeleton] is `{name}` in "
+            "`{mod}`.",
+            "[The {p} needs|For the {p} I need|We need] `{name}` [working|implemented|done] in `{repo}` "
+            "(`{mod}`); right now it only raises NotImplementedError.",
+        ], **slots)
+        reqs = [
+            expand("[implement it as its docstring describes|write the body so it does what the docstring says|"
+                   "make it behave as documented in the docstring and in `{test}`|implement it so it works for any "
+                   "input the docstring allows, not just the test cases]", rng, **slots),
+            expand("[don't change the tests in `{test}`|leave `{test}` as it is|keep the tests unchanged (they are "
+                   "the spec)|don't touch the tests]", rng, **slots),
+            expand("[make sure|check that] `{cmd}` [passes|is green|runs clean] in the repo", rng, **slots),
+        ]
+        last = expand("[commit your work|commit it[ to git|]|commit the implementation|leave it committed, with a "
+                      "clean work tree]", rng)
+        extras = ["[keep the function's name and signature|don't change the signature]",
+                  "[use only the standard library|add no new dependencies]",
+                  "[keep the other modules as they are|don't touch the other helpers]"]
+        reqs += [expand(e, rng) for e in rng.sample(extras, k=rng.randint(0, 2))]
+        facts = ["[the stub came in with \"{msg}\"|the commit that added it says \"{msg}\"]",
+                 "[its docstring starts|the docstring says]: \"{doc}\"",
+                 "[the repo also has|next to it are] {mods}",
+                 "the signature is `{sig}`",
+                 "[the tests in `{test}` define the behaviour|`{test}` is the spec]",
+                 "[{owner} is waiting for it|it's for the {p}|the {p} is blocked on this]"]
+        notes = [expand(e, rng, **slots) for e in rng.sample(facts, k=rng.choice([0, 1, 1, 2, 3]))]
+        instruction = opening + ("\n" if rng.random() < 0.3 else " ") + vocab.ask(rng, reqs, notes, last)
         setup = f"from {pkg}.{feat.module} import {feat.name}"
         checks = [
             # the suite passing counts as far as the feature behaves right on the hidden cases (and the suite is

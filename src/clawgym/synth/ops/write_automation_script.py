@@ -17,7 +17,8 @@ from collections import defaultdict
 import yaml
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
-from clawgym.synth import flavor
+from clawgym.synth import flavor, world
+from clawgym.synth.grammar import expand, one_of, requirements
 from clawgym.synth.ops.base import (
     RECORDS,
     TABLE,
@@ -47,42 +48,188 @@ def _num(s) -> float | None:
 # ------------------------------------------------------------------------------------------ own data
 
 
-def _own_table(rng, voc, months: list[int]) -> tuple[str, list[str], list[list[str]], dict[str, str]]:
-    kind = rng.choice(["expenses", "readings", "orders"])
-    n = rng.randint(12, 26)
-    rows: list[list[str]] = []
-    if kind == "expenses":
-        header = ["date", "payee", "category", "amount"]
-        payees = flavor.orgs(rng, 5)
-        cats = voc["categories"]
-        for _ in range(n):
-            d = flavor.date_in(rng, 2026, rng.choice(months))
-            rows.append([d.isoformat(), rng.choice(payees), rng.choice(cats), f"{flavor.amount(rng, 4, 700):.2f}"])
-        roles = {"date": "date", "name": "payee", "group": "category", "value": "amount"}
-    elif kind == "readings":
-        header = ["date", "site", "sensor", "reading"]
-        sites = rng.sample(flavor.CITIES, 3)
-        sensors = rng.sample(["temp", "humidity", "co2", "pressure", "soil_moisture"], 3)
-        for _ in range(n):
-            d = flavor.date_in(rng, 2026, rng.choice(months))
-            rows.append([d.isoformat(), rng.choice(sites), rng.choice(sensors), f"{rng.uniform(5, 95):.1f}"])
-        roles = {"date": "date", "group": "site", "value": "reading", "name": "sensor"}
+# Exports a persona of each domain would automate, as (kind, columns by role, group pool, name pool, value range and
+# decimals, id column or ""): the roles are date / group / name / value; a pool is a list or one of "items",
+# "categories", "people", "orgs", "cities".
+SCHEMAS: dict[str, list[tuple]] = {
+    "health": [
+        ("dispensing", {"date": "day", "group": "ward", "name": "item", "value": "units"},
+         ["Ward 3", "Paeds", "Maternity", "A&E", "Day unit"], "items", (1, 60, 0), ""),
+        ("overtime", {"date": "shift_date", "group": "unit", "name": "nurse", "value": "hours"},
+         ["ICU", "Paeds", "Theatre", "Outpatients"], "people", (0.5, 9, 1), "shift_id"),
+        ("clinic_visits", {"date": "visit_date", "group": "clinic", "name": "clinician", "value": "minutes"},
+         ["Diabetes", "Asthma", "Travel", "Baby check"], "people", (5, 45, 0), "ref"),
+    ],
+    "education": [
+        ("marks", {"date": "submitted", "group": "class", "name": "pupil", "value": "score"},
+         ["7A", "7B", "8C", "9A", "10B"], "people", (12, 100, 0), ""),
+        ("trip_payments", {"date": "paid_on", "group": "trip", "name": "parent", "value": "amount"},
+         ["Museum", "Zoo", "Science park", "Theatre"], "people", (4, 45, 2), "receipt"),
+        ("library_loans", {"date": "loan_date", "group": "genre", "name": "borrower", "value": "days_out"},
+         ["Fiction", "History", "Science", "Poetry"], "people", (1, 40, 0), ""),
+    ],
+    "food": [
+        ("orders", {"date": "date", "group": "item", "name": "customer", "value": "total"},
+         "items", "people", (6, 240, 2), "order_id"),
+        ("waste_log", {"date": "logged", "group": "station", "name": "ingredient", "value": "kg"},
+         ["Pastry", "Grill", "Cold", "Prep"], "items", (0.2, 8, 2), ""),
+        ("covers", {"date": "service_date", "group": "sitting", "name": "host", "value": "covers"},
+         ["Lunch", "Early dinner", "Late dinner"], "people", (8, 90, 0), ""),
+    ],
+    "software": [
+        ("cloud_costs", {"date": "usage_date", "group": "service", "name": "project", "value": "cost_usd"},
+         ["compute", "storage", "egress", "database", "cdn"], ["api", "web", "batch", "ml"], (3, 900, 2), ""),
+        ("incidents", {"date": "opened", "group": "severity", "name": "owner", "value": "minutes_to_fix"},
+         ["sev1", "sev2", "sev3"], "people", (4, 480, 0), "incident"),
+        ("builds", {"date": "started", "group": "pipeline", "name": "branch", "value": "duration_s"},
+         ["unit", "integration", "deploy", "lint"], ["main", "release", "hotfix", "feature"], (20, 1800, 0), "run"),
+    ],
+    "finance": [
+        ("expenses", {"date": "date", "group": "category", "name": "payee", "value": "amount"},
+         "categories", "orgs", (4, 700, 2), ""),
+        ("invoices", {"date": "issued", "group": "client", "name": "matter", "value": "net"},
+         "orgs", ["audit", "tax return", "payroll", "advisory"], (80, 4800, 2), "invoice_no"),
+        ("card_spend", {"date": "posted", "group": "card", "name": "merchant", "value": "eur"},
+         ["*1234", "*7781", "*0420"], "orgs", (2, 600, 2), ""),
+    ],
+    "farm": [
+        ("milk_yield", {"date": "date", "group": "cow", "name": "milker", "value": "litres"},
+         ["Daisy", "Bella", "Clover", "Rosie", "Maple"], "people", (8, 38, 1), ""),
+        ("readings", {"date": "date", "group": "site", "name": "sensor", "value": "reading"},
+         "cities", ["temp", "humidity", "co2", "soil_moisture"], (5, 95, 1), ""),
+        ("sales", {"date": "market_day", "group": "produce", "name": "stall", "value": "takings"},
+         "items", ["North gate", "Square", "Farm shop"], (10, 420, 2), ""),
+    ],
+    "creative": [
+        ("print_sales", {"date": "sold_on", "group": "series", "name": "buyer", "value": "price"},
+         ["Coastlines", "Night city", "Portraits", "Botanicals"], "people", (25, 600, 2), "order"),
+        ("studio_hours", {"date": "day", "group": "project", "name": "artist", "value": "hours"},
+         "projects", "people", (0.5, 10, 1), ""),
+        ("streams", {"date": "week_of", "group": "platform", "name": "track", "value": "plays"},
+         ["Spotify", "Bandcamp", "Apple Music", "YouTube"], ["Intro", "Low tide", "Paper moon", "Outro"],
+         (40, 9000, 0), ""),
+    ],
+    "legal": [
+        ("billable_time", {"date": "date", "group": "matter", "name": "fee_earner", "value": "hours"},
+         ["Smith v Jones", "Harbor lease", "Estate of Kim", "Acme merger"], "people", (0.1, 7.5, 1), "entry"),
+        ("disbursements", {"date": "incurred", "group": "type", "name": "supplier", "value": "amount"},
+         "categories", "orgs", (5, 800, 2), ""),
+    ],
+    "general": [
+        ("expenses", {"date": "date", "group": "category", "name": "payee", "value": "amount"},
+         "categories", "orgs", (4, 700, 2), ""),
+        ("meter_readings", {"date": "read_on", "group": "meter", "name": "reader", "value": "kwh"},
+         ["kitchen", "garage", "main", "heat pump"], "people", (2, 60, 1), ""),
+        ("orders", {"date": "date", "group": "item", "name": "customer", "value": "total"},
+         "items", "people", (6, 240, 2), "order_id"),
+    ],
+}
+
+
+DATA_FOLDERS = ["data", "exports", "downloads", "raw", "incoming", "sheets", "inbox"]
+SCRIPT_FOLDERS = ["scripts", "tools", "bin", "automation", "jobs", "cron", "utils"]
+OUT_FOLDERS = ["reports", "out", "output", "summaries", "results"]
+
+
+def _period_stem(rng, kind: str, months: list[int]) -> str:
+    a, b = dt.date(2026, months[0], 1), dt.date(2026, months[-1], 1)
+    return rng.choice([f"{kind}_{a:%b}_{b:%b}".lower(), f"{kind}_2026-{a:%m}_to_{b:%m}", f"{kind}-{a:%Y-%m}-{b:%m}",
+                       f"{a:%Y%m}-{b:%m}_{kind}", f"export_{kind}_{a:%b}-{b:%b}{b:%y}".lower()])
+
+
+def _spec(rng, chore: str, sl: dict) -> str:
+    """What the script does, in lower case to follow "it reads INPUT and": the core, the output's columns and the
+    details (rounding, blanks, order) as independent choices in a drawn order."""
+    def ex(t: str) -> str:
+        text = expand(t, rng, **sl)
+        return text[:1].lower() + text[1:]
+
+    if chore == "filter":
+        core = ex("[keeps only|selects|writes out just|keeps] the rows whose `{v}` is at least THRESHOLD (a number "
+                  "given as the third argument)")
+        details = [ex("[rows with an empty {v} are dropped|a row without a {v} is left out|blank {v} cells never "
+                      "pass]"),
+                   ex("[the rows stay unchanged, with the same columns|every column is kept as it is|rows are "
+                      "copied unchanged, all columns]"),
+                   ex("[in their original order|in the order of the input|without re-sorting]")]
+        out = ex("[to the output CSV|into OUTPUT (CSV)|as a CSV at OUTPUT]")
+        text = f"{core} {out}"
+    elif chore == "average":
+        core = ex("[averages|computes the mean of|works out the average] `{v}` [per|for each|by] `{g}`")
+        out = ex("[writes|saves|outputs] a CSV with the columns {g}, {average}, {count}")
+        details = [ex("{average} [with two decimals|rounded to 2 decimals|formatted with 2 decimals]"),
+                   ex("{count} = [the number of rows averaged|how many rows went into it|rows used]"),
+                   ex("[skip rows whose {v} is empty|rows with an empty {v} don't count|ignore blank {v} cells]"),
+                   ex("[highest {average} first, ties by {g}|sorted by {average}, biggest first, then by {g}]")]
+        text = f"{core} and {out}"
+    elif chore == "latest":
+        core = ex("[finds|picks|keeps] [the most recent|the latest|the newest] `{v}` [per|for each] `{g}` (the row "
+                  "with the latest `{d}`[; on a tie the later row in the file|, the last one in the file on a tie])")
+        out = ex("[writes|saves|outputs] a CSV with the columns {g}, {d}, {v}")
+        details = [ex("[one row per {g}|a row for each {g}]"),
+                   ex("[sorted by {g}|in order of {g} (A-Z)|{g} in alphabetical order]"),
+                   ex("[rows with an empty {v} or {d} are ignored|skip rows without a {v} or {d}]"),
+                   ex("[{d} and {v} copied as they are|values unchanged]")]
+        text = f"{core} and {out}"
+    elif chore == "count":
+        core = ex("[counts the rows per|counts how many rows there are for each|tallies the rows by] `{g}`")
+        out = ex("[writes|saves|outputs] a CSV with the columns {g}, {count}")
+        details = [ex("[most frequent first|the largest {count} first|highest {count} on top]"),
+                   ex("[ties by {g}|ties broken by {g} (A-Z)|equal counts in order of {g}]")]
+        text = f"{core} and {out}"
     else:
-        header = ["order_id", "date", "customer", "item", "qty", "total"]
-        people = flavor.people(rng, 6)
-        start = rng.randint(1000, 8000)
-        for i in range(n):
-            d = flavor.date_in(rng, 2026, rng.choice(months))
-            qty = rng.randint(1, 12)
-            rows.append([f"A-{start + i}", d.isoformat(), rng.choice(people), rng.choice(voc["items"]), str(qty),
-                         f"{qty * flavor.amount(rng, 2, 80):.2f}"])
-        roles = {"date": "date", "name": "customer", "group": "item", "value": "total"}
-    rows.sort(key=lambda r: r[header.index("date")])
+        key = "`{g}`" if chore == "group" else "calendar month (YYYY-MM) of `{d}`"
+        core = ex("[adds up|sums|totals] `{v}` [per|for each|by] " + key)
+        first = "{g}" if chore == "group" else "{month} (YYYY-MM)"
+        out = ex("[writes|saves|outputs] a CSV with the columns " + first + ", {total}, {count}")
+        details = [ex("{total} [with two decimals|rounded to 2 decimals|to the cent (two decimals)]"),
+                   ex("{count} = [the number of rows added up|how many rows went into the {total}|rows summed]"),
+                   ex("[skip rows whose {v} is empty|rows with an empty {v} don't count|ignore blank {v} cells]")]
+        details.append(ex("[largest {total} first, ties by {g}|sorted by {total}, biggest first, then by {g}|"
+                          "highest {total} on top (ties: {g} A-Z)]") if chore == "group" else
+                       ex("[oldest month first|in date order, oldest first|months in ascending order]"))
+        text = f"{core} and {out}"
+    rng.shuffle(details)
+    if rng.random() < 0.5:
+        return text + " (" + "; ".join(details) + ")"
+    return text + " - " + ", ".join(details[:-1]) + " and " + details[-1]
+
+
+def _pool(rng, spec, voc, n: int) -> list[str]:
+    if isinstance(spec, list):
+        return rng.sample(spec, k=min(n, len(spec)))
+    if spec == "people":
+        return flavor.people(rng, n)
+    if spec == "orgs":
+        return flavor.orgs(rng, n)
+    if spec == "cities":
+        return rng.sample(flavor.CITIES, n)
+    return rng.sample(voc[spec], k=min(n, len(voc[spec])))
+
+
+def _own_table(rng, voc, months: list[int], domain: str = "general"
+               ) -> tuple[str, list[str], list[list[str]], dict[str, str]]:
+    kind, roles, gspec, nspec, (lo, hi, dec), idcol = rng.choice(SCHEMAS[domain])
+    n = rng.randint(12, 26)
+    groups = _pool(rng, gspec, voc, rng.randint(3, 4))
+    names = _pool(rng, nspec, voc, rng.randint(3, 6))
+    order = ["date", "name", "group", "value"] if rng.random() < 0.5 else ["date", "group", "name", "value"]
+    header = ([idcol] if idcol else []) + [roles[r] for r in order]
+    start = rng.randint(100, 8000)
+    prefix = rng.choice(["", "A-", "#", f"{kind[:2].upper()}-"])
+    rows: list[list[str]] = []
+    for i in range(n):
+        d = flavor.date_in(rng, 2026, rng.choice(months))
+        cells = {"date": d.isoformat(), "name": rng.choice(names), "group": rng.choice(groups),
+                 "value": f"{rng.uniform(lo, hi):.{dec}f}"}
+        rows.append(([f"{prefix}{start + i}"] if idcol else []) + [cells[r] for r in order])
+    di = header.index(roles["date"])
+    rows.sort(key=lambda r: r[di])
     # real exports have a gap or two
     vcol = header.index(roles["value"])
     for i in rng.sample(range(len(rows)), k=rng.randint(1, 2)):
         rows[i][vcol] = ""
-    return kind, header, rows, roles
+    return kind, header, rows, dict(roles)
 
 
 def _variant_rows(rng, header, rows, roles, months: list[int]) -> list[list[str]]:
@@ -117,9 +264,18 @@ def _blank(v) -> bool:
     return str(v).strip() == ""
 
 
-def run_chore(chore: str, header: list[str], rows: list[list[str]], cols: dict[str, str], arg: str | None):
-    """(output header, output rows) of the chore, exactly as the reference script computes them."""
+OUT_NAMES = {"total": "total", "count": "count", "month": "month", "average": "average"}
+
+
+def run_chore(chore: str, header: list[str], rows: list[list[str]], cols: dict[str, str], arg: str | None,
+              names: dict[str, str] | None = None, skip: list[str] | None = None):
+    """(output header, output rows) of the chore, exactly as the reference script computes them; `names` are the
+    output's own column names (total, count, month by default); `skip` = [column, value]: rows whose column holds
+    that value (stripped) are left out first."""
+    nm = {**OUT_NAMES, **(names or {})}
     ix = {h: i for i, h in enumerate(header)}
+    if skip:
+        rows = [r for r in rows if str(r[ix[skip[0]]]).strip() != skip[1]]
     if chore == "filter":
         v = ix[cols["value"]]
         thr = float(arg)
@@ -130,7 +286,29 @@ def run_chore(chore: str, header: list[str], rows: list[list[str]], cols: dict[s
         for r in rows:
             counts[str(r[g]).strip()] += 1
         order = sorted(counts, key=lambda k: (-counts[k], k))
-        return [cols["group"], "count"], [[k, str(counts[k])] for k in order]
+        return [cols["group"], nm["count"]], [[k, str(counts[k])] for k in order]
+    if chore == "latest":  # per group, the row with the latest date (the last such row in the file on ties)
+        g, d, v = ix[cols["group"]], ix[cols["date"]], ix[cols["value"]]
+        last: dict[str, list[str]] = {}
+        for r in rows:
+            if _blank(r[v]) or _blank(r[d]):
+                continue
+            k = str(r[g]).strip()
+            if k not in last or str(r[d]).strip() >= last[k][0]:
+                last[k] = [str(r[d]).strip(), str(r[v]).strip()]
+        return [cols["group"], cols["date"], cols["value"]], [[k, *last[k]] for k in sorted(last)]
+    if chore == "average":
+        g, v = ix[cols["group"]], ix[cols["value"]]
+        sums: dict[str, float] = defaultdict(float)
+        ns: dict[str, int] = defaultdict(int)
+        for r in rows:
+            if _blank(r[v]):
+                continue
+            sums[str(r[g]).strip()] += float(r[v])
+            ns[str(r[g]).strip()] += 1
+        avg = {k: f"{sums[k] / ns[k]:.2f}" for k in sums}
+        order = sorted(avg, key=lambda k: (-float(avg[k]), k))
+        return [cols["group"], nm["average"], nm["count"]], [[k, avg[k], str(ns[k])] for k in order]
     v = ix[cols["value"]]
     key_of = (lambda r: str(r[ix[cols["group"]]]).strip()) if chore == "group" else \
         (lambda r: str(r[ix[cols["date"]]]).strip()[:7])
@@ -146,8 +324,8 @@ def run_chore(chore: str, header: list[str], rows: list[list[str]], cols: dict[s
         first = cols["group"]
     else:
         order = sorted(totals)
-        first = "month"
-    return [first, "total", "count"], [[k, f"{totals[k]:.2f}", str(counts[k])] for k in order]
+        first = nm["month"]
+    return [first, nm["total"], nm["count"]], [[k, f"{totals[k]:.2f}", str(counts[k])] for k in order]
 
 
 SCRIPT_HEAD = '''#!/usr/bin/env python3
@@ -224,7 +402,7 @@ def main(src, dst):
         totals[key] += float(value)
         counts[key] += 1
     order = sorted(totals, key=lambda k: (-round(totals[k], 2), k))
-    save(dst, [{group!r}, "total", "count"], [[k, f"{{totals[k]:.2f}}", counts[k]] for k in order])
+    save(dst, [{group!r}, {total!r}, {count!r}], [[k, f"{{totals[k]:.2f}}", counts[k]] for k in order])
 ''',
     "month": '''
 def main(src, dst):
@@ -237,7 +415,7 @@ def main(src, dst):
         month = (row.get({date!r}) or "").strip()[:7]
         totals[month] += float(value)
         counts[month] += 1
-    save(dst, ["month", "total", "count"], [[m, f"{{totals[m]:.2f}}", counts[m]] for m in sorted(totals)])
+    save(dst, [{month!r}, {total!r}, {count!r}], [[m, f"{{totals[m]:.2f}}", counts[m]] for m in sorted(totals)])
 ''',
     "filter": '''
 def main(src, dst, threshold):
@@ -256,9 +434,39 @@ def main(src, dst):
     for row in rows:
         counts[(row.get({group!r}) or "").strip()] += 1
     order = sorted(counts, key=lambda k: (-counts[k], k))
-    save(dst, [{group!r}, "count"], [[k, counts[k]] for k in order])
+    save(dst, [{group!r}, {count!r}], [[k, counts[k]] for k in order])
 ''',
 }
+
+SCRIPT_BODY["average"] = '''
+def main(src, dst):
+    _, rows = load(src)
+    sums, counts = defaultdict(float), defaultdict(int)
+    for row in rows:
+        value = (row.get({value!r}) or "").strip()
+        if not value:
+            continue
+        key = (row.get({group!r}) or "").strip()
+        sums[key] += float(value)
+        counts[key] += 1
+    avg = {{k: f"{{sums[k] / counts[k]:.2f}}" for k in sums}}
+    order = sorted(avg, key=lambda k: (-float(avg[k]), k))
+    save(dst, [{group!r}, {average!r}, {count!r}], [[k, avg[k], counts[k]] for k in order])
+'''
+SCRIPT_BODY["latest"] = '''
+def main(src, dst):
+    _, rows = load(src)
+    last = {{}}
+    for row in rows:
+        value = (row.get({value!r}) or "").strip()
+        day = (row.get({date!r}) or "").strip()
+        if not value or not day:
+            continue
+        key = (row.get({group!r}) or "").strip()
+        if key not in last or day >= last[key][0]:
+            last[key] = [day, value]
+    save(dst, [{group!r}, {date!r}, {value!r}], [[k, *last[k]] for k in sorted(last)])
+'''
 
 SCRIPT_TAIL = '''
 
@@ -320,6 +528,18 @@ INPUT_FORMATS = {"csv": "a CSV file with a header row", "tsv": "a tab-separated 
                  "json": "a JSON file holding a list of objects", "yaml": "a YAML file holding a list of mappings"}
 
 
+# other ways to say INPUT_FORMATS (the same formats)
+INPUT_PHRASES = {
+    "csv": [INPUT_FORMATS["csv"], "a CSV export whose first row names the columns", "comma-separated, column names in "
+            "the first line", "a CSV with headers", "a .csv file, header row first"],
+    "tsv": [INPUT_FORMATS["tsv"], "tab-separated, column names in the first line", "a TSV export with headers"],
+    "xlsx": [INPUT_FORMATS["xlsx"], "an Excel .xlsx file; its first sheet starts with a header row",
+             "a workbook (.xlsx), header row on the first sheet"],
+    "json": [INPUT_FORMATS["json"], "a JSON array of records", "JSON: a list of objects, one per row"],
+    "yaml": [INPUT_FORMATS["yaml"], "a YAML list of records", "YAML: a list of mappings, one per row"],
+}
+
+
 def _input_format(path: str) -> str | None:
     ext = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
     return {"csv": "csv", "tsv": "tsv", "xlsx": "xlsx", "json": "json", "yaml": "yaml", "yml": "yaml"}.get(ext)
@@ -377,11 +597,16 @@ class WriteAutomationScript:
         if source is None and rng.random() < 0.25:
             return self._rename_plan(ctx, voc)
         if source is None:
-            kind, header, rows, roles = _own_table(rng, voc, months)
-            src = ctx.path(f"data/{kind}_{dt.date(2026, months[0], 1):%b}_{dt.date(2026, months[-1], 1):%b}.csv".lower())
+            dk = flavor.domain_key(ctx.persona.domain, ctx.persona.occupation)
+            kind, header, rows, roles = _own_table(rng, voc, months, dk)
+            data_dir = world.folder(ctx.persona, rng, DATA_FOLDERS, p_world=0.4)
+            stem = _period_stem(rng, kind, months)
+            src = ctx.path(f"{data_dir}/{stem}.csv")
             files.append(WorkspaceFile(path=src, content=to_csv(header, rows)))
             fmt = "csv"
-            what = f"the {kind} export `{src}`"
+            what = expand("[the {k} export|the {k} file|this period's {k}|the current {k} sheet] `{src}`", rng,
+                          k=kind.replace("_", " "), src=src)
+            what = what[:1].lower() + what[1:]
         else:
             if source.kind == RECORDS:
                 header, rows = _records_table(list(source.data))
@@ -396,7 +621,9 @@ class WriteAutomationScript:
         cols = _pick_columns(header, rows, roles)
         chores = []
         if "group" in cols and "value" in cols:
-            chores += ["group", "group"]
+            chores += ["group", "group", "average"]
+            if "date" in cols and fmt in ("csv", "tsv"):
+                chores.append("latest")
         if "date" in cols and "value" in cols and len({str(r[header.index(cols['date'])])[:7] for r in rows}) > 1:
             chores.append("month")
         if "value" in cols:
@@ -410,7 +637,7 @@ class WriteAutomationScript:
         var_rows = _variant_rows(rng, header, rows, cols, other_months)
         folder, _, name = src.rpartition("/")
         if source is None:
-            name = f"{kind}_{dt.date(2026, other_months[0], 1):%b}_{dt.date(2026, other_months[-1], 1):%b}".lower()
+            name = _period_stem(rng, kind, other_months)
         else:
             name = re.sub(r"\.[A-Za-z]+$", "", name) + "_sample"
         var_path = ctx.path(f"{folder}/{name}.{fmt}" if folder else f"{name}.{fmt}")
@@ -427,59 +654,130 @@ class WriteAutomationScript:
             arg2 = fmt_num(vals[len(vals) // 4])
             if arg2 == arg:
                 arg2 = fmt_num(vals[0]) if fmt_num(vals[0]) != arg else f"{float(arg) / 2:g}"
-        out_header, out_rows = run_chore(chore, header, rows, cols, arg)
-        var_header, var_out = run_chore(chore, header, var_rows, cols, arg)
-        if not var_out and "value" in cols:  # the sample must give the script something to do
-            vi = header.index(cols["value"])
-            top = max(rows, key=lambda r: _num(r[vi]) if _num(r[vi]) is not None else float("-inf"))
-            var_rows[0][vi] = top[vi]
-            var_header, var_out = run_chore(chore, header, var_rows, cols, arg)
+        vslug = flavor.slug(cols.get("value", "value")) or "value"
+        names = {"total": rng.choice(["total", "total", "sum", f"sum_{vslug}", f"{vslug}_total"]),
+                 "count": rng.choice(["count", "count", "rows", "n", "entries"]),
+                 "month": rng.choice(["month", "month", "period", "yyyy_mm"]),
+                 "average": rng.choice(["average", "avg", f"avg_{vslug}", "mean", f"mean_{vslug}"])}
+        if set(names.values()) & set(header) or len(set(names.values())) < 4:
+            names = dict(OUT_NAMES)
+        # a persona-grounded exception: the rows of one payee / nurse / customer... are left out
+        skip = None
+        ncol = roles.get("name")
+        if ncol in header and ncol not in cols.values() and rng.random() < 0.4:
+            ni = header.index(ncol)
+            present = sorted({str(r[ni]).strip() for r in rows if str(r[ni]).strip()})
+            in_var = [x for x in present if any(str(r[ni]).strip() == x for r in var_rows)]
+            if len(present) > 2 and in_var:
+                skip = [ncol, rng.choice(in_var)]
+        why = rng.choice(["that account is closed", "those are test entries", "they are handled separately",
+                          "they were entered by mistake", "that one is billed elsewhere",
+                          "they are already in last year's figures", "I track those on paper"])
+        for attempt in (skip, None):
+            skip = attempt
+            out_header, out_rows = run_chore(chore, header, rows, cols, arg, names, skip)
+            var_header, var_out = run_chore(chore, header, var_rows, cols, arg, names, skip)
+            if not var_out and "value" in cols:  # the sample must give the script something to do
+                vi = header.index(cols["value"])
+                top = max(rows, key=lambda r: _num(r[vi]) if _num(r[vi]) is not None else float("-inf"))
+                keep_i = [i for i, r in enumerate(var_rows)
+                          if not skip or str(r[header.index(skip[0])]).strip() != skip[1]]
+                if keep_i:
+                    var_rows[keep_i[0]][vi] = top[vi]
+                var_header, var_out = run_chore(chore, header, var_rows, cols, arg, names, skip)
+            if out_rows and var_out:
+                break
         files.append(_variant_file(var_path, fmt, header, var_rows, source))
-        verb = {"group": f"totals_by_{flavor.slug(cols.get('group', 'group'))}", "month": "monthly_totals",
-                "filter": f"filter_{flavor.slug(cols.get('value', 'value'))}",
-                "count": f"count_by_{flavor.slug(cols.get('group', 'group'))}"}[chore]
-        script = ctx.path(f"{rng.choice(['scripts', 'tools', 'bin', 'automation'])}/{verb}.py")
-        out = ctx.path(f"reports/{verb}.csv")
+        gslug = flavor.slug(cols.get("group", "group")) or "group"
+        verb = rng.choice({
+            "group": [f"totals_by_{gslug}", f"sum_per_{gslug}", f"{gslug}_totals", f"rollup_{gslug}",
+                      f"{vslug}_by_{gslug}"],
+            "month": ["monthly_totals", "per_month", "month_summary", f"{vslug}_per_month", "monthly_rollup"],
+            "filter": [f"filter_{vslug}", f"big_{vslug}", f"{vslug}_over", f"min_{vslug}", f"select_{vslug}"],
+            "average": [f"average_{vslug}_by_{gslug}", f"mean_per_{gslug}", f"{gslug}_averages", f"avg_{vslug}"],
+            "latest": [f"latest_per_{gslug}", f"last_{vslug}_by_{gslug}", f"{gslug}_latest", "most_recent"],
+            "count": [f"count_by_{gslug}", f"{gslug}_counts", f"tally_{gslug}", f"how_many_per_{gslug}"],
+        }[chore])
+        script_dir = world.folder(ctx.persona, rng, SCRIPT_FOLDERS, p_world=0.2)
+        script = ctx.path(f"{script_dir}/{verb}.py")
+        out = ctx.path(f"{world.folder(ctx.persona, rng, OUT_FOLDERS, p_world=0.3)}/{verb}.csv")
 
         usage_arg = " THRESHOLD" if chore == "filter" else ""
+        v, g, d = cols.get("value"), cols.get("group"), cols.get("date")
         doc = {
-            "group": f"Total {cols.get('value')} per {cols.get('group')} (rows with an empty {cols.get('value')} are skipped).",
-            "month": f"Total {cols.get('value')} per month (YYYY-MM of {cols.get('date')}); empty values are skipped.",
-            "filter": f"Keep the rows whose {cols.get('value')} is at least THRESHOLD.",
-            "count": f"Count the rows per {cols.get('group')}.",
+            "group": f"Total {v} per {g} (rows with an empty {v} are skipped).",
+            "month": f"Total {v} per month (YYYY-MM of {d}); empty values are skipped.",
+            "filter": f"Keep the rows whose {v} is at least THRESHOLD.",
+            "count": f"Count the rows per {g}.",
+            "average": f"Average {v} per {g} (rows with an empty {v} are skipped).",
+            "latest": f"The latest {v} per {g} (by {d}).",
         }[chore]
-        body = SCRIPT_BODY[chore].format(value=cols.get("value"), group=cols.get("group"), date=cols.get("date"))
+        body = SCRIPT_BODY[chore].format(value=v, group=g, date=d, **names)
+        if skip:
+            doc += f" Rows whose {skip[0]} is {skip[1]!r} are left out."
+            body = body.replace("    for row in rows:\n", f"    for row in rows:\n        if (row.get({skip[0]!r}) or \"\").strip() "
+                                f"== {skip[1]!r}:\n            continue\n", 1)
         code = (SCRIPT_HEAD.format(doc=doc, script=script, usage_arg=usage_arg) + body +
                 SCRIPT_TAIL.format(argc=4 if chore == "filter" else 3))
         run = " ".join(shlex.quote(a) for a in ["python3", script, src, out] + ([arg] if arg else []))
 
-        inp = INPUT_FORMATS[fmt]
-        spec = {
-            "group": (f"adds up `{cols.get('value')}` per `{cols.get('group')}` and writes a CSV with the columns "
-                      f"{cols.get('group')}, total, count (total with two decimals, count = rows added up; skip rows "
-                      f"whose {cols.get('value')} is empty), largest total first, ties by {cols.get('group')}"),
-            "month": (f"adds up `{cols.get('value')}` per calendar month of `{cols.get('date')}` and writes a CSV with "
-                      f"the columns month (YYYY-MM), total (two decimals), count (rows added up), oldest month first; "
-                      f"rows whose {cols.get('value')} is empty are skipped"),
-            "filter": (f"keeps only the rows whose `{cols.get('value')}` is at least THRESHOLD (a number given as the "
-                       "third argument; rows with an empty value are dropped) and writes them, unchanged and in their "
-                       "original order with the same columns, to the output CSV"),
-            "count": (f"counts the rows per `{cols.get('group')}` and writes a CSV with the columns "
-                      f"{cols.get('group')}, count, most frequent first, ties by {cols.get('group')}"),
-        }[chore]
+        inp = rng.choice(INPUT_PHRASES[fmt])
+        sl = dict(v=v, g=g, d=d, total=names["total"], count=names["count"], month=names["month"],
+                  average=names["average"])
+        spec = _spec(rng, chore, sl)
         usage = f"`python3 {script} INPUT OUTPUT{usage_arg}`"
-        instruction = rng.choice([
-            f"I redo this by hand every month, so please automate it. Write a Python script `{script}`, run as "
-            f"{usage}, that reads INPUT ({inp}) and {spec}. It must work on any export in this format (another one is "
-            f"`{var_path}`), not just this one. Then run it once on {what} so the result lands in `{out}`"
-            + (f" (threshold {arg})." if arg else "."),
-            f"Can you write me a reusable script for a recurring chore? `{script}` (usage: {usage}): it reads "
-            f"INPUT ({inp}) and {spec}. Don't hard-code anything about this month's data - next month's file will "
-            f"differ, see `{var_path}`. Run it on {what} and save the output as `{out}`"
-            + (f", using {arg} as the threshold." if arg else "."),
-            f"Please create `{script}`: {usage}. Given INPUT ({inp}), it {spec}. Test it on {what}, writing "
-            f"`{out}`" + (f" with THRESHOLD {arg}" if arg else "") + f"; I'll also use it on files like `{var_path}`.",
-        ])
+        slots = dict(script=script, usage=usage, inp=inp, spec=spec, var=var_path, what=what, out=out, arg=arg or "",
+                     often=rng.choice(["every month", "every week", "each quarter", "after every payday",
+                                       "every Monday", "at each month-end", "twice a month"]),
+                     who=flavor.person(rng).split()[0],
+                     minutes=rng.choice([20, 30, 40, 45, 60, 90]))
+        run_clause = one_of(rng, [
+            "Then run it once on {what} so the result lands in `{out}`" + (" (threshold {arg})." if arg else "."),
+            "Run it on {what} and save the output as `{out}`" + (", using {arg} as the threshold." if arg else "."),
+            "Test it on {what}, writing `{out}`" + (" with THRESHOLD {arg}." if arg else "."),
+            "[For now|Today], [run it on|use it on|point it at] {what}[ and write|, output to|; the result goes to] "
+            "`{out}`" + (" (THRESHOLD = {arg})." if arg else "."),
+        ], **slots)
+        reuse = one_of(rng, [
+            "It must work on any export in this format (another one is `{var}`), not just this one.",
+            "Don't hard-code anything about this data - the next file will differ, see `{var}`.",
+            "I'll also use it on files like `{var}`[, so nothing may be hard-coded|].",
+            "[It has to be reusable|It must be generic]: `{var}` is another export it has to handle.",
+        ], **slots)
+        opening = one_of(rng, [
+            "I redo this by hand {often}, so please automate it. Write a Python script `{script}`, run as {usage}, "
+            "that reads INPUT ({inp}) and {spec}.",
+            "Can you write me a reusable script for a recurring chore? `{script}` (usage: {usage}): it reads INPUT "
+            "({inp}) and {spec}.",
+            "Please create `{script}`: {usage}. Given INPUT ({inp}), it {spec}.",
+            "[This takes me|I lose] about {minutes} minutes {often}[ in a spreadsheet|]. [I'd like|I need] a "
+            "python3 script, `{script}`, [called as|used like] {usage}: it reads INPUT ({inp}) and {spec}.",
+            "{who} [used to do|did] this by hand {often}; let's script it. `{script}`, [usage|invoked as] {usage}, "
+            "reads INPUT ({inp}) and {spec}.",
+        ], **slots)
+        parts = [opening, reuse, run_clause]
+        if rng.random() < 0.5:
+            parts = [opening, run_clause, reuse]
+        if rng.random() < 0.6:
+            di = header.index(d) if d in header else None
+            dates = sorted(str(r[di])[:10] for r in rows if di is not None and ISO.match(str(r[di])))
+            facts = dict(n=len(rows), d0=dates[0] if dates else "", d1=dates[-1] if dates else "",
+                         cols=", ".join(f"`{h}`" for h in header), src=src)
+            parts.insert(rng.randint(1, len(parts)), one_of(rng, [
+                "[The current export|`{src}`|This file] has {n} rows" + (
+                    "[ from {d0} to {d1}| ({d0} - {d1})|]" if dates else "") + "[ and the columns {cols}|].",
+                "[Its|The] columns are {cols}[; {n} rows this time|, {n} rows in all|].",
+                "[For reference|FYI], {n} rows[ this time| at the moment|]" + (
+                    "[, dated {d0} to {d1}|]" if dates else "") + ".",
+            ], **facts))
+        if skip:
+            parts.insert(1, one_of(rng, [
+                "[Leave out|Skip|Ignore] [the rows|every row|all rows] where `{col}` is {val}[ - {why}| ({why})|].",
+                "[One exception|Important|Note]: [rows with|anything with] `{col}` = {val} [must not count|should be "
+                "skipped|stays out][, {why}|].",
+                "[The script must|It should] [drop|skip|ignore] rows whose `{col}` is {val}[; {why}|].",
+            ], col=skip[0], val=skip[1], why=why))
+        instruction = ("\n" if rng.random() < 0.3 else " ").join(parts)
         base_argv = ["python3", script]
         checks = [
             Check("output_correct", "sys_table_rows", {"path": out, "header": out_header, "rows": out_rows}),
@@ -490,14 +788,14 @@ class WriteAutomationScript:
                 "rows": var_out, "ordered": True}),
         ]
         if chore == "filter":
-            h2, rows2 = run_chore(chore, header, rows, cols, arg2)
+            h2, rows2 = run_chore(chore, header, rows, cols, arg2, names, skip)
             checks.append(Check("script_uses_threshold", "sys_script_table", {
                 "argv": base_argv + [src, "{out}", arg2], "header": h2, "rows": rows2, "ordered": True}))
         out_roles = ({k: v for k, v in roles.items() if v in out_header} if chore == "filter" else
-                     {"group": out_header[0], "value": out_header[1]} if chore != "count" else
-                     {"group": out_header[0], "value": "count"})
+                     {"group": out_header[0], "date": out_header[1], "value": out_header[2]} if chore == "latest" else
+                     {"group": out_header[0], "value": out_header[1]})
         if chore == "month":
-            out_roles["date"] = "month"
+            out_roles["date"] = out_header[0]
         digest = hashlib.sha256((code + repr(rows) + repr(var_rows)).encode()).hexdigest()[:16]
         return StepPlan(
             operation=self.id,
@@ -516,38 +814,85 @@ class WriteAutomationScript:
 
     def _rename_plan(self, ctx: OpContext, voc) -> StepPlan:
         rng = ctx.rng
-        folder = ctx.path(rng.choice(["inbox/scans", "downloads", "incoming", "phone_dump"]))
+        base = world.folder(ctx.persona, rng, ["inbox/scans", "downloads", "incoming", "phone_dump", "scans",
+                                                "camera_roll", "desktop_dump", "to_sort"], p_world=0.3)
+        folder = ctx.path(base if rng.random() < 0.7 else f"{base}/{rng.choice(['new', 'batch1', '2026', 'unsorted'])}")
         other = ctx.path(f"{folder.rsplit('/', 1)[0] + '/' if '/' in folder else ''}"
-                         f"{rng.choice(['next_batch', 'more_scans', 'old_laptop'])}")
-        script = ctx.path(f"{rng.choice(['scripts', 'bin', 'tools'])}/tidy_names.sh")
-        manifest = ctx.path(rng.choice(["reports/renames.csv", "rename_log.csv", "logs/renamed_files.csv"]))
-        first = make_messy_names(rng, voc, rng.randint(6, 10))
-        second = make_messy_names(rng, voc, rng.randint(4, 7))
+                         f"{rng.choice(['next_batch', 'more_scans', 'old_laptop', 'from_phone', 'batch2'])}")
+        script = ctx.path(f"{world.folder(ctx.persona, rng, SCRIPT_FOLDERS, p_world=0.2)}/"
+                          f"{rng.choice(['tidy_names', 'clean_names', 'fix_filenames', 'normalise_names'])}.sh")
+        manifest = ctx.path(rng.choice(["reports/renames.csv", "rename_log.csv", "logs/renamed_files.csv",
+                                        "logs/renames.csv", "manifests/renamed.csv", "renamed.csv"]))
+        cols = rng.choice([["old", "new"], ["old", "new"], ["before", "after"], ["old_name", "new_name"],
+                           ["from", "to"]])
+        sep = rng.choice(["_", "_", "-"])
+        first = make_messy_names(rng, voc, rng.randint(6, 10), sep)
+        second = make_messy_names(rng, voc, rng.randint(4, 7), sep)
         files = [WorkspaceFile(path=f"{folder}/{n}", content=f"{n} - scanned copy\n") for n in first]
         files += [WorkspaceFile(path=f"{other}/{n}", content=f"{n}\n") for n in second]
-        rows = [[n, tidy_name(n)] for n in first if tidy_name(n) != n]
-        var_rows = [[n, tidy_name(n)] for n in second if tidy_name(n) != n]
-        kept = [f"{folder}/{n}" for n in first if tidy_name(n) == n]
-        rule = ("lower-case the whole name, replace every run of characters other than a-z, 0-9 and `.` with a "
-                "single `_`, drop `_` next to a `.` and at the start or end")
+        rows = [[n, tidy_name(n, sep)] for n in first if tidy_name(n, sep) != n]
+        var_rows = [[n, tidy_name(n, sep)] for n in second if tidy_name(n, sep) != n]
+        kept = [f"{folder}/{n}" for n in first if tidy_name(n, sep) == n]
+        ex = rng.choice(rows) if rows else ["Invoice March.PDF", tidy_name("Invoice March.PDF", sep)]
         usage = f"`sh {script} DIR MANIFEST`"
-        instruction = rng.choice([
-            f"My `{folder}/` folder is full of badly named files. Write a POSIX shell script `{script}` ({usage}) that "
-            f"renames every file directly in DIR: {rule} (e.g. `IMG 2026-03-01 (2).JPG` -> `img_2026_03_01_2.jpg`). "
-            f"Files whose name is already tidy stay as they are. It must also write MANIFEST, a CSV with the header "
-            f"`old,new` and one row per renamed file. Run it on `{folder}` with the manifest `{manifest}`; I'll reuse "
-            f"it on other folders such as `{other}/`.",
-            f"Please automate my file-name clean-up with a shell script at `{script}`, run as {usage}. For each file "
-            f"in DIR (not subfolders): {rule}; e.g. `Invoice March.PDF` becomes `invoice_march.pdf`. Leave already "
-            f"tidy names alone and list every rename in MANIFEST (CSV, columns old,new). Use it on `{folder}/` "
-            f"(manifest: `{manifest}`) - and it has to work on other folders too, like `{other}/`.",
-        ])
+        hdr = ",".join(cols)
+        shown = rng.sample(first, k=min(2, len(first)))
+        slots = dict(folder=folder, script=script, usage=usage, sep=sep, manifest=manifest, other=other, hdr=hdr,
+                     a=ex[0], b=ex[1], n=len(first), f1=shown[0], f2=shown[-1])
+        opening = one_of(rng, [
+            "My `{folder}/` folder is full of badly named files[ ({n} of them)|].",
+            "[The files in `{folder}/` have|Everything in `{folder}/` has|Half the files in `{folder}/` have] "
+            "[awful|messy|inconsistent] names[ - `{f1}`, `{f2}` and so on|].",
+            "[I keep dumping|My phone and scanner dump] files into `{folder}/`[, {n} so far|] and the names are "
+            "[a mess|all over the place][ (think `{f1}`)|].",
+            "[Please automate my file-name clean-up.|File names again...|Time to fix the names in `{folder}/`.]",
+        ], **slots)
+        script_s = one_of(rng, [
+            "Write a POSIX shell script `{script}` ({usage}) that renames every file directly in DIR.",
+            "[I'd like|I need|Please write] `{script}`, a POSIX sh script [used as|run as|called like] {usage}, "
+            "[that renames|to rename] each file directly in DIR (subfolders are left alone).",
+            "[Automate it|Script it] with a shell script at `{script}`, run as {usage}, that renames the files "
+            "directly in DIR[, not in subfolders| (no recursion)|].",
+        ], **slots)
+        items = [
+            expand("[lower-case the whole name|everything in lower case|make the name lower case]", rng),
+            expand("[[each|every] run of characters other than a-z, 0-9 and `.`|anything that is not a-z, 0-9 or "
+                   "`.` (one or more in a row)|every stretch of characters outside a-z, 0-9 and `.`] [becomes|is "
+                   "replaced by|turns into] [one|a single] `{sep}`", rng, sep=sep),
+            expand("[no|drop any] `{sep}` at the start, at the end or next to a `.`", rng, sep=sep),
+            expand("[names that are already tidy stay as they are|leave tidy names alone|a file whose name is "
+                   "already tidy is not touched]", rng),
+            expand("MANIFEST [is|gets] a CSV with the header `{hdr}` and one row per renamed file", rng, hdr=hdr),
+        ]
+        tail_items = items[3:]
+        rng.shuffle(tail_items)
+        style = rng.choice(["sentence", "bullets", "numbered", "block"])
+        rules = requirements(rng, items[:3] + tail_items, fixed_order=True, style=style,
+                             lead="" if style == "block" else
+                             expand("[The rules:|Naming rules:|How to rename:|For each file:]", rng))
+        example = expand("[For example|E.g.|So], `{a}` [->|becomes|turns into|should end up as] `{b}`.", rng,
+                         a=ex[0], b=ex[1])
+        run_s = one_of(rng, [
+            "Run it on `{folder}` with the manifest `{manifest}`.",
+            "[Then run it|Run it once] on `{folder}/`[, manifest|, writing the manifest to| with MANIFEST =] "
+            "`{manifest}`.",
+            "[Use it on|Point it at] `{folder}` (manifest: `{manifest}`).",
+        ], **slots)
+        reuse_s = one_of(rng, [
+            "I'll reuse it on other folders such as `{other}/`.",
+            "It has to work on other folders too, like `{other}/`.",
+            "`{other}/` is next[, so nothing folder-specific, please|].",
+        ], **slots)
+        tail = [run_s, reuse_s] if rng.random() < 0.6 else [reuse_s, run_s]
+        joiner = "\n" if rng.random() < 0.3 else " "
+        instruction = joiner.join([opening, script_s]) + "\n" + rules + "\n" + joiner.join([example] + tail)
         moves = {f"{folder}/{o}": [f"{folder}/{n}", f"{o} - scanned copy\n"] for o, n in rows}
+        tidy = tidy_script(sep, hdr)
         checks = [
             Check("files_renamed", "files_moved", {"moves": moves}),
-            Check("manifest_correct", "sys_table_rows", {"path": manifest, "header": ["old", "new"], "rows": rows}),
+            Check("manifest_correct", "sys_table_rows", {"path": manifest, "header": cols, "rows": rows}),
             Check("script_on_new_folder", "sys_script_table", {
-                "argv": ["sh", script, "{stage}", "{out}"], "stage": other, "header": ["old", "new"],
+                "argv": ["sh", script, "{stage}", "{out}"], "stage": other, "header": cols,
                 "rows": var_rows}),
         ]
         if kept:
@@ -558,10 +903,10 @@ class WriteAutomationScript:
             instruction=instruction,
             files=files,
             checks=checks,
-            steps=[ls(folder), write(script, TIDY_SCRIPT), exec_(f"sh {script} {folder} {manifest}")],
-            partial=[write(script, TIDY_SCRIPT)],  # written, never run
-            outputs=[Artifact(manifest, TABLE, {"header": ["old", "new"], "rows": rows},
-                              f"the rename manifest ({manifest})", roles={"name": "new"})],
+            steps=[ls(folder), write(script, tidy), exec_(f"sh {script} {folder} {manifest}")],
+            partial=[write(script, tidy)],  # written, never run
+            outputs=[Artifact(manifest, TABLE, {"header": cols, "rows": rows},
+                              f"the rename manifest ({manifest})", roles={"name": cols[1]})],
             summary=f"write {script} and tidy {folder}",
             fingerprint=hashlib.sha256(repr((first, second)).encode()).hexdigest()[:16],
         )
@@ -589,13 +934,24 @@ done
 """
 
 
-def tidy_name(name: str) -> str:
-    s = re.sub(r"[^a-z0-9.]+", "_", name.lower())
-    s = re.sub(r"_*\._*", ".", s)
-    return s.strip("_")
+def tidy_name(name: str, sep: str = "_") -> str:
+    s = re.sub(r"[^a-z0-9.]+", sep, name.lower())
+    s = re.sub(rf"{re.escape(sep)}*\.{re.escape(sep)}*", ".", s)
+    return s.strip(sep)
 
 
-def make_messy_names(rng, voc, n: int) -> list[str]:
+def tidy_script(sep: str, header: str) -> str:
+    """The reference rename script with `sep` between words and `header` as the manifest's first line."""
+    text = TIDY_SCRIPT.replace('echo "old,new"', f'echo "{header}"').replace("(CSV: old,new)", f"(CSV: {header})")
+    if sep != "_":
+        old = "-e 's/[^a-z0-9.]\\{1,\\}/_/g' -e 's/_*\\._*/./g' -e 's/^_//' -e 's/_$//'"
+        new = old.replace("_", sep)
+        assert old in text
+        text = text.replace(old, new).replace('runs of other characters -> "_"', f'runs of other characters -> "{sep}"')
+    return text
+
+
+def make_messy_names(rng, voc, n: int, sep: str = "_") -> list[str]:
     items = voc["items"] + voc["projects"]
     months = ["Jan", "Feb", "March", "April", "May", "June", "July", "Aug", "Sept", "Oct", "Nov", "Dec"]
     out: list[str] = []
@@ -612,7 +968,7 @@ def make_messy_names(rng, voc, n: int) -> list[str]:
             f"  {rng.choice(items)} list.txt",
             f"WhatsApp Image {d.isoformat()} at 10.{rng.randint(10, 59)}.jpeg",
         ])
-        tidy = tidy_name(name)
+        tidy = tidy_name(name, sep)
         if tidy in seen or name in seen or not tidy or tidy.startswith("."):
             continue
         seen.update({tidy, name})
