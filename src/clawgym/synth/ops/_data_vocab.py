@@ -230,3 +230,17 @@ def reqs(rng: random.Random, items: list[str], list_leads: tuple[str, ...] = (),
     leads = list(list_leads) + ["", "", "Rules:", "Specifically:", "A few things:", "Please make sure to:",
                                 "What I need:", "Details:", "Notes:", "Checklist:"]
     return "\n" + requirements(rng, items, lead=rng.choice(leads), fixed_order=fixed_order, style=style)
+
+
+def cols(rng: random.Random, header: list[str]) -> str:
+    """A header as a request writes it: "a, b, c", "a,b,c" or "`a`, `b`, `c`" (names exact in every form)."""
+    return rng.choice([", ".join(header), ",".join(header), ", ".join(f"`{h}`" for h in header)])
+
+
+def glue(rng: random.Random, lead: str, body: str, tail: str = "") -> str:
+    """lead + requirements (from :func:`reqs`) + tail: the tail on its own line after a list, else after a space
+    or a new line."""
+    text = lead + body
+    if tail:
+        text += ("\n" if body.startswith("\n") or rng.random() < 0.4 else " ") + tail
+    return text
