@@ -215,15 +215,18 @@ def mess(rng: random.Random) -> str:
                        "full of junk", "inconsistent", "hard to use as it is"])
 
 
-def reqs(rng: random.Random, items: list[str], list_leads: tuple[str, ...] = (), fixed_order: bool = False) -> str:
+def reqs(rng: random.Random, items: list[str], list_leads: tuple[str, ...] = (), fixed_order: bool = False,
+         verbs: bool = False) -> str:
     """Requirement clauses (see grammar.requirements) with a lead that fits the drawn style: a sentence gets
-    "Please ..."-style openers, a list a heading or none, a block no lead (it has its own heading). Returns the
+    "Please ..."-style openers when the items are verb phrases (`verbs`) or neutral ones ("In short:") when they
+    are not, a list a heading or none, a block no lead (it has its own heading). Returns the
     text starting on a new line for list styles ("\\n..."), or with a leading space for a sentence."""
     style = rng.choice(STYLES)
     items = [i[:1].upper() + i[1:] for i in items]
     if style == "sentence":
         items = [i[:1].lower() + i[1:] if not i[1:2].isupper() else i for i in items]
-        lead = expand("[Please|Make sure to|When you do it,|Just|And please|Remember to|]", rng)
+        lead = expand("[Please|Make sure to|When you do it,|Just|And please|Remember to|]", rng) if verbs else \
+            expand("[In short:|Details:|Rules:|Format:|Note:|Specifically:|To be clear:|]", rng)
         return " " + requirements(rng, items, lead=lead, fixed_order=fixed_order, style=style)
     if style == "block":
         return "\n" + requirements(rng, items, fixed_order=fixed_order, style=style)
@@ -240,7 +243,20 @@ def cols(rng: random.Random, header: list[str]) -> str:
 def glue(rng: random.Random, lead: str, body: str, tail: str = "") -> str:
     """lead + requirements (from :func:`reqs`) + tail: the tail on its own line after a list, else after a space
     or a new line."""
-    text = lead + body
-    if tail:
-        text += ("\n" if body.startswith("\n") or rng.random() < 0.4 else " ") + tail
+    if not tail:
+        return cat(lead, body)
+    return cat(lead, body, ("\n" if body.startswith("\n") or rng.random() < 0.4 else " ") + tail)
+
+
+def cat(*parts: str) -> str:
+    """Request parts joined: a part that starts with a space stays on the line, unless the text so far ends in a
+    list item (it then starts a new line)."""
+    text = ""
+    for p in parts:
+        if not p:
+            continue
+        last = text.rsplit("\n", 1)[-1].lstrip()
+        if p.startswith(" ") and (last[:2] in ("- ", "* ") or (last[:1].isdigit() and ". " in last[:4])):
+            p = "\n" + p.lstrip()
+        text += p
     return text
