@@ -230,14 +230,29 @@ class ReconcileRecords:
         expected = [r[:4] + [code[r[4]]] for r in expected]
         C = {k: f"`{v}`" for k, v in code.items()}
         rule_items = [
-            expand("a ledger line and a statement line match when [{n}, date and amount all agree|they have the "
-                   "same {n}, date and amount]", rng, n=ncol),
-            expand("of what is left, pair lines with the same {n} and amount but different dates (reason {c})", rng,
-                   n=ncol, c=C["date_mismatch"]),
-            expand("[then|after that] pair lines with the same {n} and date but different amounts (reason {c})", rng,
-                   n=ncol, c=C["amount_mismatch"]),
-            expand("any ledger line still unpaired is {a} and any statement line still unpaired is {b}", rng,
-                   a=C["missing_in_bank"], b=C["missing_in_ledger"]),
+            one_of(rng, [
+                "a ledger line and a statement line match when [{n}, date and amount all agree|they have the same "
+                "{n}, date and amount]",
+                "[lines|entries] that share {n}, date and amount on both sides are matched[ and stay out of the "
+                "file|]",
+                "an exact match is the same {n}, [the same |]date and [the same |]amount in both files",
+            ], n=f"`{ncol}`"),
+            one_of(rng, [
+                "of what is left, pair lines with the same {n} and amount but different dates (reason {c})",
+                "[among|of] the leftovers, [same|equal] {n} and amount [but|with] another date [pair up as|is] {c}",
+                "[next|then], unmatched lines with the same {n} and amount on different days [are|count as] {c}",
+            ], n=f"`{ncol}`", c=C["date_mismatch"]),
+            one_of(rng, [
+                "[then|after that] pair lines with the same {n} and date but different amounts (reason {c})",
+                "[after that|then], same {n} and date [but|with] [a different|another] amount [is|pairs up as] {c}",
+                "whatever still has a partner with the same {n} and date but a different amount is {c}",
+            ], n=f"`{ncol}`", c=C["amount_mismatch"]),
+            one_of(rng, [
+                "any ledger line still unpaired is {a} and any statement line still unpaired is {b}",
+                "[everything|whatever] left over is {a} (ledger side) or {b} (statement side)",
+                "unpaired [lines|entries]: {a} [if they are|when] in the ledger, {b} [if they are|when] on the "
+                "statement",
+            ], a=C["missing_in_bank"], b=C["missing_in_ledger"]),
         ]
         cols_items = [
             expand("[columns|header]: {cols}", rng, cols=V.cols(rng, out_header)),
@@ -248,7 +263,8 @@ class ReconcileRecords:
             expand("[only the mismatches|no matched lines|matching lines left out]", rng),
         ]
         lead = one_of(rng, [
-            "[Please|Could you] reconcile {lw} against the {st} `{bp}`[?|.]",
+            "Please reconcile {lw} against the {st} `{bp}`.",
+            "Could you reconcile {lw} [against|with] the {st} `{bp}`?",
             "I [@need] {lw} checked against `{bp}`, my {st}.",
             "Cross-check {lw} with the {st} in `{bp}`.",
             "[Does|Do] {lw} agree with the {st} (`{bp}`)? [Find out|Check line by line].",
