@@ -260,3 +260,42 @@ def cat(*parts: str) -> str:
             p = "\n" + p.lstrip()
         text += p
     return text
+
+
+WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
+_ASIDES = [
+    "{who} asked for this before the {day} meeting.",
+    "It's for the {mon} review with {who}.",
+    "No rush, but I'd like it before {day}.",
+    "I'll forward the result to {who} at {org} afterwards.",
+    "Last time I did this by hand it took me {n} hours.",
+    "This feeds into the {project}.",
+    "{who} will double-check it on {day}, so it has to be right.",
+    "[Background|Context]: {org} changed their export format in {mon}, hence the state of things.",
+    "Don't touch any other files in there[ - {who} is still using them|].",
+    "I have about {n} more of these to do this [week|month], so this is a test run.",
+    "[FYI|For what it's worth], the {project} deadline is {day}.",
+    "My accountant, {who}, wants it in this shape.",
+    "The old spreadsheet macro for this broke after the {mon} update.",
+]
+
+
+def aside(rng: random.Random, persona: Persona, p: float = 0.5) -> str:
+    """An optional distractor sentence with names and numbers from the persona's world (nothing a check reads);
+    "" with probability 1 - `p`. Always draws the same number of values."""
+    use = rng.random() < p
+    tmpl = rng.choice(_ASIDES)
+    who = flavor.person(rng)
+    org = flavor.org(rng)
+    project = rng.choice(flavor.DOMAINS[domain(persona)]["projects"])
+    day, mon, n = rng.choice(WEEKDAYS), month_name(rng.randint(1, 12)), rng.randint(2, 9)
+    text = expand(tmpl, rng, who=who, org=org, project=project, day=day, mon=mon, n=n)
+    return text if use else ""
+
+
+def with_aside(rng: random.Random, persona: Persona, text: str) -> str:
+    """`text` with an optional aside before or after it."""
+    a = aside(rng, persona)
+    if not a:
+        return text
+    return f"{a} {text}" if rng.random() < 0.4 else f"{text}\n{a}" if "\n" in text else f"{text} {a}"

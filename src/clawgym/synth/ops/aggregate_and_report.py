@@ -357,6 +357,7 @@ class AggregateAndReport:
         half = [list(r) for r in group_rows[: max(1, (len(group_rows) + 1) // 2)]]
         half.reverse()
         half[0][2] = money(float(half[0][2]) + 10)
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id,
             instruction=instruction,
@@ -437,6 +438,7 @@ class AggregateAndReport:
         half = [list(r) for r in out_rows[: max(1, (len(out_rows) + 1) // 2)]][::-1]
         for r in half:
             r[2] = str(r[1])  # share written as the count
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, checks=checks,
             steps=[read(source.path), write(summary, to_csv(out_header, out_rows)), write(report, report_text)],
@@ -518,6 +520,7 @@ class AggregateAndReport:
         half = [list(r) for r in out_rows[: max(1, (len(out_rows) + 1) // 2)]]
         for r in half:
             r[3] = "?"
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, checks=checks,
             steps=[read(source.path), write(summary, to_csv(out_header, out_rows)), write(report, report_text)],

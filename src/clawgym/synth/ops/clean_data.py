@@ -144,6 +144,7 @@ class CleanData:
         half = rows[: max(1, len(rows) // 2)]
         partial_rows = list(reversed(half)) + [[m[0], m[1].strip(), m[2], m[3]] for m in messy[:2]]
         digest = hashlib.sha256(repr((header, rows)).encode()).hexdigest()[:16]
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id,
             instruction=instruction,

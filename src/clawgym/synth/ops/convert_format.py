@@ -250,6 +250,7 @@ class ConvertFormat:
         half = [{k: (str(v) if v is not None else "") for k, v in r.items()} for r in recs][::-1]
         half = half[:-1] if len(half) > 1 else [{**half[0], "note": "check"}]
         partial_text = _json(half) if fmt == "json" else _yaml(half)
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, files=files, checks=checks,
             steps=reads + [write(out, text)], partial=[write(out, partial_text)],
@@ -297,6 +298,7 @@ class ConvertFormat:
         ]
         half = rows[: max(1, len(rows) // 2)]
         partial = to_csv(list(reversed(header)), [list(reversed(r)) for r in half][::-1])
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, files=files, checks=checks,
             steps=reads + [write(out, to_csv(header, rows))], partial=[write(out, partial)],
@@ -363,6 +365,7 @@ class ConvertFormat:
         text = _yaml(data) if to_yaml else _json(data)
         half = dict(top[: max(1, len(top) // 2)])
         half = json.loads(json.dumps(half), parse_float=str, parse_int=str)
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, files=files, checks=checks,
             steps=reads + [write(out, text)], partial=[write(out, _yaml(half) if to_yaml else _json(half))],

@@ -471,6 +471,7 @@ class ExtractStructuredData:
         if jpath:
             outputs.append(Artifact(jpath, RECORDS, records, f"the extracted {spec['label']} records ({jpath})",
                                     roles=spec["roles"]))
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id,
             instruction=instruction,
@@ -508,6 +509,7 @@ class ExtractStructuredData:
                                                        "exact_keys": True}),
         ]
         partial = [{"level": str(o["level"]), "title": o["title"]} for o in outline[: max(1, len(outline) // 2)]]
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id,
             instruction=instruction,

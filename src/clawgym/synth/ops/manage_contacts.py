@@ -185,6 +185,7 @@ class ManageContacts:
             if e not in seen:
                 seen[e] = [truth[e]["name"], e, r[2], r[3]]
         partial_rows = sorted(seen.values(), key=lambda r: r[0])
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, checks=checks, files=files,
             steps=[read(csv_path), *(read(p) for p in mail_paths), read(vcf_path), write(out, to_csv(out_header, expected))],

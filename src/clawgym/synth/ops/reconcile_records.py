@@ -290,6 +290,7 @@ class ReconcileRecords:
         missing = [list(r) for r in expected if r[4] == code["missing_in_bank"]]
         partial_rows = missing + [[r[0], r[1], r[2], r[2], "amount differs"] for r in expected
                                   if r[4] == code["amount_mismatch"]]
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id,
             instruction=instruction,
@@ -427,6 +428,7 @@ class ReconcileRecords:
         ]
         partial_rows = [r for r in expected if r[4] != vm] + \
             [[r[0], r[1], r[2], r[2], "not_same"] for r in expected if r[4] == vm]
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id,
             instruction=instruction,

@@ -266,6 +266,7 @@ class ScheduleEvents:
                      "location": e["location"]} for e in mine]})),
             WorkspaceFile(path=avail_path, content=to_csv(["person", "date", "busy_from", "busy_to"], avail_rows)),
         ]
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, checks=checks, files=files,
             steps=[read(cal_path), read(avail_path), write(out, text)],
@@ -312,6 +313,7 @@ class ScheduleEvents:
         ]
         late = earliest(first, dur, timed + [(t, t + dt.timedelta(minutes=90))], 9, 17, (12, 13))
         bad = {"summary": summary, "start": late, "end": late + dt.timedelta(minutes=dur), "location": "TBD"}
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, checks=checks,
             steps=[read(source.path), write(out, ics_text([ev]))],
@@ -366,6 +368,7 @@ class ScheduleEvents:
         ]
         bad = [dict(e, start=e["start"] + dt.timedelta(hours=1), end=e["end"] + dt.timedelta(hours=1))
                for e in evs[: max(1, len(evs) - 1)]]
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, checks=checks,
             steps=[read(source.path), write(out, ics_text(evs))],
