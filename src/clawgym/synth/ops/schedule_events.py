@@ -176,6 +176,28 @@ class ScheduleEvents:
             p=project, P=project[:1].upper() + project[1:])
         location = rng.choice(ROOMS).format(org=org)
         busy1 = my_busy + [s for p in att for s in others[p]]
+        # a constraint only the request states (one attendee's hours), which the checks enforce as busy time
+        limit_txt = ""
+        if rng.random() < 0.4:
+            who_l = rng.choice(att)
+            days = [first + dt.timedelta(days=k) for k in range(21)]
+            if rng.random() < 0.5:
+                hh = rng.choice([10, 11, 13])
+                extra = [(dt.datetime.combine(d, dt.time(h0)), dt.datetime.combine(d, dt.time(hh))) for d in days]
+                limit_txt = expand("{w} [can't do anything|isn't available|is never free] before {hh}:00[ ({why})|]",
+                                   rng, w=who_l, hh=hh, why=rng.choice(["school run", "they work part-time",
+                                                                       "clinic in the mornings", "long commute",
+                                                                       "ward rounds", "they start late"]))
+            else:
+                hh = rng.choice([14, 15])
+                extra = [(dt.datetime.combine(d, dt.time(hh)), dt.datetime.combine(d, dt.time(h1))) for d in days]
+                limit_txt = expand("{w} [leaves|has to leave|is gone] at {hh}:00 [every day|that week], so it "
+                                   "[must|has to] end by then", rng, w=who_l, hh=hh)
+            t_try = earliest(first, dur, busy1 + extra, h0, h1, lunch)
+            if t_try.date() <= days[-1]:
+                busy1 = busy1 + extra
+            else:
+                limit_txt = ""
         t1 = earliest(first, dur, busy1, h0, h1, lunch)
         ev1 = {"summary": summary, "start": t1, "end": t1 + dt.timedelta(minutes=dur), "location": location,
                "attendees": [addrs[p] for p in att]}
@@ -216,6 +238,8 @@ class ScheduleEvents:
             rules.append(expand("[never over|keep clear of|not during] lunch ({a}:00-{b}:00)", rng, a=lunch[0],
                                 b=lunch[1]))
         rules.append(expand("attendees as ATTENDEE:mailto: lines", rng))
+        if limit_txt:
+            rules.append(limit_txt)
         ask = one_of(rng, [
             "a {dur}-minute \"{summary}\" with {who}, at the earliest time on or after {day} when I am free (see "
             "`{cal}`) and so are they (their busy times are in `{avail}`), location \"{loc}\"",
