@@ -192,11 +192,15 @@ class ExtractStructuredData:
         what = expand("the scanned receipts in `{f}/` ([one text file each|a text file per receipt], OCR output; "
                       "numeric dates are day-first)", rng, f=folder)
         what = what[:1].lower() + what[1:]
-        fields = expand("{fc} (the receipt's file name), {vc} (the [shop|store] name at the top), {dc} (YYYY-MM-DD) "
-                        "and {tc} (the final amount paid, after tax, as a plain number with two decimals)", rng,
+        fields = expand("{fc} ([the receipt's file name|the name of the text file|which file it came from]), {vc} "
+                        "([the [shop|store] name at the top|the [shop|store] printed at the top|who sold it, as printed "
+                        "at the top]), {dc} ([YYYY-MM-DD|as YYYY-MM-DD|the purchase date, YYYY-MM-DD]) and {tc} ([the "
+                        "final amount paid, after tax|the total actually paid, tax included|what was paid in the end, "
+                        "tax included], as a plain number with two decimals)", rng,
                         fc=f"`{fc}`", vc=f"`{vc}`", dc=f"`{dc}`", tc=f"`{tc}`")
         return dict(files=files, header=header, rows=rows, out=out, what=what, fields=fields, folder=folder,
-                    key=fc, path_key=True, numeric={tc}, order=f"sorted by {dc}, then {fc}",
+                    key=fc, path_key=True, numeric={tc},
+                    order=expand("[sorted|ordered] by {d}[, then| and then by|, ties by] {f}", rng, d=dc, f=fc).lower(),
                     roles={"date": dc, "name": vc, "group": vc, "value": tc},
                     reads=[read(f.path) for f in files[:3]], label="receipts", unit="receipt")
 
@@ -262,11 +266,14 @@ class ExtractStructuredData:
         what = expand("the emails saved in `{f}/` ([skip|ignore] anything that is not an order confirmation, such as "
                       "[newsletters|promotions|marketing mail]; numeric dates are day-first)", rng, f=folder)
         what = what[:1].lower() + what[1:]
-        fields = expand("{oc} (the order number without any leading #), {vc} (the shop's name as in the sender), "
-                        "{dc} (the order date, YYYY-MM-DD) and {tc} (the order total including shipping, [a |]plain "
-                        "number with two decimals)", rng, oc=f"`{oc}`", vc=f"`{vc}`", dc=f"`{dc}`", tc=f"`{tc}`")
+        fields = expand("{oc} ([the order number|the order's number] without any leading #), {vc} ([the shop's name "
+                        "as in the sender|the seller, named as in the From line|who sent it, the shop's name as in the "
+                        "sender]), {dc} ([the order date|the date of the order], YYYY-MM-DD) and {tc} ([the order "
+                        "total including shipping|the full total, shipping included|what the order came to with "
+                        "shipping], [a |]plain number with two decimals)", rng, oc=f"`{oc}`", vc=f"`{vc}`", dc=f"`{dc}`", tc=f"`{tc}`")
         return dict(files=files, header=header, rows=rows, out=out, what=what, fields=fields, folder=folder,
-                    key=oc, numeric={tc}, order=f"sorted by {dc}, then {oc}",
+                    key=oc, numeric={tc},
+                    order=expand("[sorted|ordered] by {d}[, then| and then by|, ties by] {f}", rng, d=dc, f=oc).lower(),
                     roles={"date": dc, "name": vc, "group": vc, "value": tc},
                     reads=[exec_(f"head -n 40 {folder}/*.eml")], label="order emails", unit="order")
 
@@ -327,7 +334,9 @@ class ExtractStructuredData:
                         "otherwise no)", rng, pc=f"`{pc}`", kc=f"`{kc}`", cc=f"`{cc}`", prc=f"`{prc}`",
                         sc=f"`{sc}`")
         return dict(files=[WorkspaceFile(path=path, content=page)], header=header, rows=rows, out=out, what=what,
-                    fields=fields, folder="", key=pc, numeric={prc}, order="in the page's order",
+                    fields=fields, folder="", key=pc, numeric={prc},
+                    order=rng.choice(["in the page's order", "in the same order as on the page", "in page order",
+                                      "keeping the table's order"]),
                     roles={"name": pc, "group": cc, "value": prc},
                     reads=[read(path)], label="price list", unit="product")
 
