@@ -299,3 +299,15 @@ def with_aside(rng: random.Random, persona: Persona, text: str) -> str:
     if not a:
         return text
     return f"{a} {text}" if rng.random() < 0.4 else f"{text}\n{a}" if "\n" in text else f"{text} {a}"
+
+
+def plain2(rng: random.Random) -> str:
+    """"a plain number with two decimals" in other words."""
+    return rng.choice(["a plain number with two decimals", "a plain two-decimal number",
+                       "a bare number with 2 decimal places", "digits only, two decimals",
+                       "a number with exactly two decimals", "a plain decimal like 1234.50"])
+
+
+def day_first(rng: random.Random) -> str:
+    return rng.choice(["numeric dates are day-first", "numeric dates put the day first",
+                       "03/04 means 3 April in these", "dates in numbers are DD/MM", "day-first dates"])

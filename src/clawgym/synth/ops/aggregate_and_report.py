@@ -309,8 +309,8 @@ class AggregateAndReport:
         items = [
             expand("[one row per {g}|a row for [each|every] {g}][| value]", rng, g=G),
             expand("[the columns [must be |]exactly|[exactly |]these columns:|header:] {cols}", rng, cols=cols),
-            expand("{c} = [the number of rows|how many rows] [in that group|for it|], {t} = [the sum|the total] of "
-                   "{v}, {a} = {t} / {c}", rng, c=c_t, t=t_t, a=a_t, v=VC),
+            expand("{c} = [the number of rows|how many rows|the row count] [in that group|for it|], {t} = [the "
+                   "sum|the total|everything added up] of {v}, {a} = {t} / {c}", rng, c=c_t, t=t_t, a=a_t, v=VC),
             expand("{t} and {a} [with|rounded to] [two|2] decimals", rng, t=t_t, a=a_t),
             expand("[@sort] [by|on] {t}[, highest first| from highest to lowest| in descending order| (biggest "
                    "first)]", rng, t=t_t),
@@ -339,7 +339,8 @@ class AggregateAndReport:
         ], src=src_words, v=VC, g=G, summary=summary)
         tail = one_of(rng, [
             "[Then|Also|And] write a [short|brief|quick] markdown [report|note|write-up] `{report}` that [states|gives] "
-            "the grand total and [which {g} has|the {g} with] the highest total (with that total).",
+            "the grand total and [which {g} has|the {g} with] the highest total [(with that total)|and what it came "
+            "to|, with its amount]."
             "[Finally|Last|Then], jot the key figures[ - grand total, top {g} and how much it came to -| (grand "
             "total, top {g} and its total)] into a markdown note `{report}`.",
             "[Add|Include] a [brief|short] markdown [summary|note] at `{report}` [giving|with] the overall total "

@@ -104,8 +104,8 @@ class CleanData:
                    "(keep one copy)]", rng),
             expand("[@remove] [any row|every line|each row] [with no|missing a|that has an empty] {v}[| value]", rng, v=v),
             expand("[write|format|put] [every|each] {d}[| value] as YYYY-MM-DD[| (ISO)]", rng, d=d),
-            expand("[give|write] {v} as a plain number with two decimals[, like 1234.50|] (no currency "
-                   "[signs|symbols] or thousands separators)", rng, v=v),
+            expand("[give|write] {v} as {p2} (no currency [signs|symbols] or thousands separators)", rng, v=v,
+                   p2=V.plain2(rng)),
             expand("[trim stray spaces|strip extra whitespace|remove leading and trailing spaces] [from the "
                    "cells|around names|]", rng),
             expand("[@sort] the rows by {d}[, then|, and then by] {nm}", rng, d=d, nm=nm),

@@ -217,14 +217,15 @@ class ConvertFormat:
             rng.choice(["a YAML list", "a YAML sequence"])
         keys = V.cols(rng, header)
         items = [
-            expand("{what} with one object per row", rng, what=what),
+            expand("{what} [with one object per row|of row objects|holding an object for each row]", rng, what=what),
             expand("rows [kept in|in the same|in their original] order", rng),
             expand("[keys exactly|keyed by the column names|object keys =] {keys}", rng, keys=keys),
         ]
         if numeric:
             nums = ", ".join(f"`{h}`" for h in numeric)
-            items.append(expand("{nums} as [numbers|JSON numbers|numeric values] (not quoted strings)", rng, nums=nums))
-            items.append(expand("empty cells as null", rng))
+            items.append(expand("{nums} as [numbers|JSON numbers|numeric values] [(not quoted strings)|, unquoted|, not "
+                                "text]", rng, nums=nums))
+            items.append(expand("[empty cells as null|blank cells become null|null for empty cells]", rng))
             items.append(expand("everything else as [strings|text]", rng))
         else:
             items.append(expand("all values as strings", rng))

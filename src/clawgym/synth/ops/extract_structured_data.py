@@ -190,13 +190,13 @@ class ExtractStructuredData:
             ["receipts.csv", "receipt_totals.csv", "expenses_from_receipts.csv", "receipt_index.csv", "slips.csv",
              "receipts_table.csv"])))
         what = expand("the scanned receipts in `{f}/` ([one text file each|a text file per receipt], OCR output; "
-                      "numeric dates are day-first)", rng, f=folder)
+                      "{df})", rng, f=folder, df=V.day_first(rng))
         what = what[:1].lower() + what[1:]
         fields = expand("{fc} ([the receipt's file name|the name of the text file|which file it came from]), {vc} "
                         "([the [shop|store] name at the top|the [shop|store] printed at the top|who sold it, as printed "
                         "at the top]), {dc} ([YYYY-MM-DD|as YYYY-MM-DD|the purchase date, YYYY-MM-DD]) and {tc} ([the "
                         "final amount paid, after tax|the total actually paid, tax included|what was paid in the end, "
-                        "tax included], as a plain number with two decimals)", rng,
+                        "tax included], as {p2})", rng, p2=V.plain2(rng),
                         fc=f"`{fc}`", vc=f"`{vc}`", dc=f"`{dc}`", tc=f"`{tc}`")
         return dict(files=files, header=header, rows=rows, out=out, what=what, fields=fields, folder=folder,
                     key=fc, path_key=True, numeric={tc},
@@ -264,13 +264,13 @@ class ExtractStructuredData:
         out = ctx.path(rng.choice(["orders.csv", "order_log.csv", "purchases.csv", "online_orders.csv",
                                    "order_summary.csv", "what_i_ordered.csv"]))
         what = expand("the emails saved in `{f}/` ([skip|ignore] anything that is not an order confirmation, such as "
-                      "[newsletters|promotions|marketing mail]; numeric dates are day-first)", rng, f=folder)
+                      "[newsletters|promotions|marketing mail]; {df})", rng, f=folder, df=V.day_first(rng))
         what = what[:1].lower() + what[1:]
         fields = expand("{oc} ([the order number|the order's number] without any leading #), {vc} ([the shop's name "
                         "as in the sender|the seller, named as in the From line|who sent it, the shop's name as in the "
                         "sender]), {dc} ([the order date|the date of the order], YYYY-MM-DD) and {tc} ([the order "
                         "total including shipping|the full total, shipping included|what the order came to with "
-                        "shipping], [a |]plain number with two decimals)", rng, oc=f"`{oc}`", vc=f"`{vc}`", dc=f"`{dc}`", tc=f"`{tc}`")
+                        "shipping], {p2})", rng, p2=V.plain2(rng), oc=f"`{oc}`", vc=f"`{vc}`", dc=f"`{dc}`", tc=f"`{tc}`")
         return dict(files=files, header=header, rows=rows, out=out, what=what, fields=fields, folder=folder,
                     key=oc, numeric={tc},
                     order=expand("[sorted|ordered] by {d}[, then| and then by|, ties by] {f}", rng, d=dc, f=oc).lower(),
@@ -424,7 +424,8 @@ class ExtractStructuredData:
         json_note = ""
         if jpath:
             nums = ", ".join(f"`{h}`" for h in sorted(spec["numeric"]))
-            json_note = " " + expand("[Also|In addition,|And] [@save] the same records as a JSON array of objects at "
+            json_note = " " + expand("[Also|In addition,|And] [@save] [the same records|those rows|the same data] as "
+                                     "[a JSON array of objects|a JSON list of records|JSON (an array of objects)] at "
                                      "`{j}` (keys = the column names" + ("; {nums} as JSON numbers, not strings"
                                                                          if nums else "") + ").",
                                      rng, j=jpath, nums=nums)

@@ -400,13 +400,18 @@ class ReconcileRecords:
         K = f"`{key}`"
         items = [
             expand("[match|pair] the rows by {k} (ignoring case)[; column names match ignoring case too|]", rng, k=K),
-            expand("one row per {k} that only my file has (reason {a})", rng, k=K, a=f"`{mo}`"),
-            expand("one row per {k} that only `{o}` has (reason {b})", rng, k=K, o=other, b=f"`{mt}`"),
-            expand("one row per cell that differs in a matched row (reason {c}, {f} = the column name, {ou} / {th} = "
-                   "the two values)", rng, c=f"`{vm}`", f=f"`{fc}`", ou=f"`{oc}`", th=f"`{tc}`"),
-            expand("[leave|keep] {f}, {ou} and {th} empty for the missing ones", rng, f=f"`{fc}`", ou=f"`{oc}`",
-                   th=f"`{tc}`"),
-            expand("compare values ignoring case and surrounding spaces, and numbers by value", rng),
+            expand("[one row per {k} that only my file has|a row for each {k} missing from theirs|every {k} only "
+                   "I have gets a row] (reason {a})", rng, k=K, a=f"`{mo}`"),
+            expand("[one row per {k} that only `{o}` has|a row for each {k} that is only in `{o}`|every {k} found "
+                   "only in `{o}` gets a row] (reason {b})", rng, k=K, o=other, b=f"`{mt}`"),
+            expand("[one row per cell that differs in a matched row|a row for every value that changed between "
+                   "matched rows|each differing cell of a matched pair gets a row] (reason {c}, {f} = the column "
+                   "name, {ou} / {th} = the two values)", rng, c=f"`{vm}`", f=f"`{fc}`", ou=f"`{oc}`", th=f"`{tc}`"),
+            expand("[leave|keep] {f}, {ou} and {th} [empty|blank] for the missing ones", rng, f=f"`{fc}`",
+                   ou=f"`{oc}`", th=f"`{tc}`"),
+            expand("[compare values ignoring case and surrounding spaces, and numbers by value|case and stray spaces "
+                   "don't count as differences, and numbers are equal when their values are|treat 'Abc ' and 'abc' "
+                   "as the same, and 5 and 5.0 as the same]", rng),
             expand("[columns|header]: {cols}", rng, cols=V.cols(rng, out_header)),
         ]
         src_w = refer(source)

@@ -69,16 +69,20 @@ def fmt_note(rng) -> str:
     """The .ics format rule (local times, the four properties), phrased one of many ways."""
     ex = f"DTSTART:2026{rng.randint(1, 12):02d}{rng.randint(1, 28):02d}T{rng.choice([9, 10, 11, 14, 15, 16]):02d}" \
          f"{rng.choice(['00', '30'])}00"
+    props = ["SUMMARY", "DTSTART", "DTEND", "LOCATION"]
+    if rng.random() < 0.6:
+        rng.shuffle(props)
+    four = ", ".join(props[:3]) + " and " + props[3]
     return one_of(rng, [
         "[Write|Give] the times as local times without a time zone ([for example|e.g.|like] {ex}) and give "
-        "[every|each] event a SUMMARY, DTSTART, DTEND and LOCATION.",
-        "[Every|Each] event [needs|gets|should have] SUMMARY, DTSTART, DTEND and LOCATION[ lines|], with "
+        "[every|each] event {four}.",
+        "[Every|Each] event [needs|gets|should have] {four}[ lines|], with "
         "[floating|local] times and no time zone ([e.g.|like|as in] {ex}).",
         "[Use|Keep] local times[, no TZID or Z suffix|, no time zone] ({ex} [style|is the format]), and [include|put] "
-        "SUMMARY, DTSTART, DTEND and LOCATION [on|in] [every|each] event.",
-        "Format: [one|a] VEVENT per meeting with SUMMARY, DTSTART, DTEND and LOCATION; times local, [no time "
+        "{four} [on|in] [every|each] event.",
+        "Format: [one|a] VEVENT per meeting with {four}; times local, [no time "
         "zone|without a zone] ({ex}).",
-    ], ex=ex)
+    ], ex=ex, four=four)
 
 
 # Meeting kinds per domain: "{p}" is the project word.
@@ -230,14 +234,16 @@ class ScheduleEvents:
         rules = [
             expand("[working hours are|only book within|the day runs] {h0}:00-{h1}:00[ on weekdays|, Monday to Friday|, "
                    "weekdays only]", rng, h0=f"{h0:02d}", h1=f"{h1:02d}"),
-            expand("start [times|only] on the hour or half hour", rng),
+            expand("[start [times|only] on the hour or half hour|starts at {hh} only|start times in half-hour "
+                   "steps ({hh})]", rng, hh=":00 or :30"),
             expand("[nobody may be double-booked|no one can be in two places at once|don't clash with anybody's "
                    "busy time]", rng),
         ]
         if lunch:
             rules.append(expand("[never over|keep clear of|not during] lunch ({a}:00-{b}:00)", rng, a=lunch[0],
                                 b=lunch[1]))
-        rules.append(expand("attendees as ATTENDEE:mailto: lines", rng))
+        rules.append(expand("[attendees as ATTENDEE:mailto: lines|one ATTENDEE:mailto: line per attendee|list the "
+                            "attendees as ATTENDEE:mailto: lines]", rng))
         if limit_txt:
             rules.append(limit_txt)
         ask = one_of(rng, [
@@ -316,7 +322,7 @@ class ScheduleEvents:
         rules = [
             expand("[weekdays|Monday to Friday] 09:00-17:00", rng),
             expand("[not over|never during|keep clear of] lunch 12:00-13:00", rng),
-            expand("start[ing|] on the hour or half hour", rng),
+            expand("[start[ing|] on the hour or half hour|starts at {hh}]", rng, hh=":00 or :30"),
         ]
         ask = one_of(rng, [
             "book a {dur}-minute \"{s}\" (location \"{loc}\") at the earliest time on or after {day} that clashes "
