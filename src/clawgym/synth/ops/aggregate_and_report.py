@@ -340,7 +340,7 @@ class AggregateAndReport:
         tail = one_of(rng, [
             "[Then|Also|And] write a [short|brief|quick] markdown [report|note|write-up] `{report}` that [states|gives] "
             "the grand total and [which {g} has|the {g} with] the highest total [(with that total)|and what it came "
-            "to|, with its amount]."
+            "to|, with its amount].",
             "[Finally|Last|Then], jot the key figures[ - grand total, top {g} and how much it came to -| (grand "
             "total, top {g} and its total)] into a markdown note `{report}`.",
             "[Add|Include] a [brief|short] markdown [summary|note] at `{report}` [giving|with] the overall total "
