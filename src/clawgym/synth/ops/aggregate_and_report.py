@@ -12,6 +12,8 @@ import re
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.ops import _data_vocab as V
 from clawgym.synth.ops.base import DOCUMENT, TABLE, Artifact, Check, OpContext, StepPlan, read, to_csv, write
 
 _PLAIN_NUM = re.compile(r"^-?(0|[1-9]\d*)(\.\d+)?$")
@@ -149,8 +151,28 @@ def folder_column(header: list[str], rows: list[list[str]]) -> str | None:
 
 # --------------------------------------------------------------------------------------------- generator
 
-REPORT_NAMES = ["summary_report.md", "report.md", "monthly_report.md", "overview.md", "key_figures.md"]
-SUMMARY_NAMES = ["summary.csv", "totals_by_group.csv", "group_summary.csv", "breakdown.csv"]
+REPORT_NAMES = ["summary_report", "report", "monthly_report", "overview", "key_figures", "highlights", "findings",
+                "summary_note", "breakdown_note", "readout", "notes_for_meeting", "quick_summary"]
+SUMMARY_NAMES = ["summary", "totals_by_{g}", "{g}_summary", "breakdown", "by_{g}", "{g}_totals", "rollup",
+                 "per_{g}", "grouped", "{g}_breakdown"]
+COUNT_COLS = ["count", "n", "rows", "entries", "n_rows", "lines", "records"]
+TOTAL_COLS = ["total", "sum", "total_amount", "subtotal", "sum_total", "amount_total"]
+AVG_COLS = ["average", "mean", "avg", "mean_value", "avg_per_row"]
+TOTAL_LABELS = ["TOTAL", "Total", "ALL", "Grand total", "All rows"]
+SHARE_COLS = ["share_pct", "pct_of_total", "percent", "share", "pct"]
+RANK_COLS = ["rank", "position", "place"]
+SKIP_WHY = ["that account is closed", "those are personal", "they were refunded", "that's a different budget",
+            "they're handled by head office", "those were test entries"]
+REPORT_FOLDERS = ["reports", "notes", "summaries", "out", "analysis", ""]
+
+
+def _out_name(ctx: OpContext, names: list[str], g: str, ext: str, folder: str = "") -> str:
+    stem = ctx.rng.choice(names).format(g=flavor.slug(g) or "group")
+    return ctx.path(V.join(folder, f"{stem}.{ext}"))
+
+
+def _report_folder(ctx: OpContext) -> str:
+    return V.folder(ctx.persona, ctx.rng, REPORT_FOLDERS) if ctx.rng.random() < 0.5 else ""
 
 
 def _aggregate(header, rows, gcol, vcol):
@@ -189,35 +211,27 @@ class AggregateAndReport:
 
     def _own_input(self, ctx: OpContext):
         rng = ctx.rng
-        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
-        kind = rng.choice(["expenses", "sales", "orders"])
-        if kind == "expenses":
-            header = ["date", "payee", "category", "amount"]
-            payees = flavor.orgs(rng, rng.randint(4, 7))
-            groups = rng.sample(voc["categories"], k=rng.randint(3, len(voc["categories"])))
-        elif kind == "sales":
-            header = ["date", "customer", "product", "amount"]
-            payees = flavor.people(rng, rng.randint(4, 8))
-            groups = rng.sample(voc["items"], k=rng.randint(3, 5))
-        else:
-            header = ["date", "supplier", "item", "amount"]
-            payees = flavor.orgs(rng, rng.randint(3, 6))
-            groups = rng.sample(voc["items"], k=rng.randint(3, 5))
+        sc = V.schema(rng, ctx.persona, n_names=rng.randint(4, 7), n_groups=rng.randint(3, 5))
+        header, groups = sc.header, sc.groups
         month = rng.randint(1, 12)
         n = rng.randint(10, 24)
         rows = []
         for i in range(n):
             g = groups[i] if i < len(groups) else rng.choice(groups)
-            rows.append([flavor.date_in(rng, 2026, month).isoformat(), rng.choice(payees), g,
-                         money(flavor.amount(rng, 5, 600))])
+            rows.append([flavor.date_in(rng, 2026, month).isoformat(), rng.choice(sc.names), g,
+                         money(flavor.amount(rng, sc.lo, sc.hi))])
         blanks = rng.randint(0, 2)
         for _ in range(blanks):
             rows.insert(rng.randint(0, len(rows)), [flavor.date_in(rng, 2026, month).isoformat(),
-                                                    rng.choice(payees), rng.choice(groups), ""])
+                                                    rng.choice(sc.names), rng.choice(groups), ""])
         rows.sort(key=lambda r: r[0])
-        name = ctx.path(rng.choice([f"{kind}_2026_{month:02d}.csv", f"{kind}.csv", f"{kind}_export.csv"]))
-        words = {"expenses": "expense list", "sales": "sales log", "orders": "purchase orders export"}[kind]
-        return header, rows, header[2], header[3], name, f"my {words} `{name}`", True
+        fold = V.folder(ctx.persona, rng)
+        mon = V.month_name(month)
+        name = ctx.path(V.join(fold, rng.choice([f"{sc.stem}_2026_{month:02d}.csv", f"{sc.stem}.csv",
+                                                 f"{sc.stem}_{mon[:3].lower()}.csv", f"{sc.stem}_export.csv"])))
+        words = expand("[my|the|our] {what}[ for {mon}| ({mon} 2026)|] `{name}`", rng, what=sc.what, mon=mon, name=name)
+        words = words[:1].lower() + words[1:]
+        return header, rows, sc.group, sc.value, name, words, True
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
         rng = ctx.rng
@@ -248,56 +262,98 @@ class AggregateAndReport:
         if own:
             files.append(WorkspaceFile(path=src_path, content=to_csv(header, rows)))
 
-        agg = _aggregate(header, rows, gcol, vcol)
+        # own data: sometimes the rows of one name are to be left out (a closed account...), which the checks enforce
+        skip_name = None
+        if own and rng.random() < 0.35:
+            cand = rng.choice(list(dict.fromkeys(r[1] for r in rows)))
+            kept = [r for r in rows if r[1] != cand]
+            if len(kept) >= 6 and len(_aggregate(header, kept, gcol, vcol)) >= 2:
+                skip_name = cand
+
+        def used() -> list:
+            return [r for r in rows if r[1] != skip_name] if skip_name else rows
+
+        agg = _aggregate(header, used(), gcol, vcol)
         gi, vi = header.index(gcol), header.index(vcol)
         for _ in range(50):  # own data: nudge tied totals apart so "sorted" and "top" are unambiguous
             totals = [a[2] for a in agg]
             tied = next((a for i, a in enumerate(agg) if a[2] in totals[:i]), None)
             if tied is None or not own:
                 break
-            r = next(r for r in rows if r[gi].strip().casefold() == tied[0].casefold() and num(r[vi]) is not None)
+            r = next(r for r in used() if r[gi].strip().casefold() == tied[0].casefold() and num(r[vi]) is not None)
             r[vi] = money(num(r[vi]) + 0.01)
-            agg = _aggregate(header, rows, gcol, vcol)
+            agg = _aggregate(header, used(), gcol, vcol)
             files[0] = WorkspaceFile(path=src_path, content=to_csv(header, rows))
         ties = len({a[2] for a in agg}) != len(agg)
         n_rows = sum(a[1] for a in agg)
         grand = round(sum(a[2] for a in agg), 2)
         total_row = rng.random() < 0.5
-        out_header = [gcol.lower(), "count", "total", "average"]
+        c_col, t_col, a_col = rng.choice(COUNT_COLS), rng.choice(TOTAL_COLS), rng.choice(AVG_COLS)
+        g_out = gcol.lower()
+        if g_out in (c_col, t_col, a_col):
+            g_out = f"{g_out}_name"
+        label = rng.choice(TOTAL_LABELS)
+        if any(a[0].casefold() == label.casefold() for a in agg):
+            label = "TOTAL (all)"
+        out_header = [g_out, c_col, t_col, a_col]
         out_rows = [[a[0], str(a[1]), money(a[2]), money(a[3])] for a in agg]
         if total_row:
-            out_rows.append(["TOTAL", str(n_rows), money(grand), money(round(grand / n_rows, 2))])
-        summary = ctx.path(rng.choice(SUMMARY_NAMES))
-        report = ctx.path(rng.choice(REPORT_NAMES))
+            out_rows.append([label, str(n_rows), money(grand), money(round(grand / n_rows, 2))])
+        rfold = _report_folder(ctx)
+        summary = _out_name(ctx, SUMMARY_NAMES, gcol, "csv", rfold)
+        report = _out_name(ctx, REPORT_NAMES, gcol, "md", rfold)
         top = agg[0]
-
-        skip_note = f"skip rows with an empty {vcol}" if any(not r[vi].strip() for r in rows) else "every row counts"
+        cols = V.cols(rng, out_header)
+        G, VC = f"`{gcol}`", f"`{vcol}`"
+        c_t, t_t, a_t = (f"`{c}`" for c in (c_col, t_col, a_col))
+        items = [
+            expand("[one row per {g}|a row for [each|every] {g}][| value]", rng, g=G),
+            expand("[the columns [must be |]exactly|[exactly |]these columns:|header:] {cols}", rng, cols=cols),
+            expand("{c} = [the number of rows|how many rows|the row count] [in that group|for it|], {t} = [the "
+                   "sum|the total|everything added up] of {v}, {a} = {t} / {c}", rng, c=c_t, t=t_t, a=a_t, v=VC),
+            expand("{t} and {a} [with|rounded to] [two|2] decimals", rng, t=t_t, a=a_t),
+            expand("[@sort] [by|on] {t}[, highest first| from highest to lowest| in descending order| (biggest "
+                   "first)]", rng, t=t_t),
+        ]
+        if any(not r[vi].strip() for r in rows):
+            items.append(expand("[skip|ignore|leave out] rows [with an empty {v}|where {v} is blank|that have no "
+                                "{v}]", rng, v=VC))
         if ties:
-            skip_note += f"; break ties in the total alphabetically by {gcol}"
-        total_note = ("and finish with a last row labelled TOTAL carrying the overall count, total and average"
-                      if total_row else "with no total row")
-        instruction = rng.choice([
-            f"Using {src_words}, total the `{vcol}` column per `{gcol}` ({skip_note}). Save the result as "
-            f"`{summary}` with exactly the columns {', '.join(out_header)} (count = number of rows, total = sum, "
-            f"average = total / count, both with two decimals), one row per {gcol}, sorted by total from highest "
-            f"to lowest, {total_note}. Then write a short markdown report `{report}` that states the grand total "
-            f"and which {gcol} has the highest total (with that total).",
-            f"Break down {src_words} by `{gcol}`: for each {gcol} I need the number of rows, the sum of "
-            f"`{vcol}` and the average ({skip_note}). Put it in `{summary}` (header: {','.join(out_header)}; "
-            f"two-decimal numbers; biggest total first; {total_note}). Also add a brief markdown write-up at "
-            f"`{report}` giving the overall total and naming the top {gcol} and its total.",
-            f"Can you summarise {src_words}? Group the rows by `{gcol}` and compute count, total and average of "
-            f"`{vcol}` ({skip_note}); write them to `{summary}` with the header `{','.join(out_header)}`, highest "
-            f"total first, amounts rounded to 2 decimals, {total_note}. Finally jot the key figures (grand total, "
-            f"top {gcol} and how much it came to) into a markdown note `{report}`.",
-        ])
+            items.append(expand("break ties in {t} alphabetically by {g}", rng, t=t_t, g=G))
+        if skip_name:
+            items.append(expand("[leave out|ignore|don't count] the rows of {who} in {nc}[ - {why}|, since {why}|]",
+                                rng, who=f"\"{skip_name}\"", nc=f"`{header[1]}`", why=rng.choice(SKIP_WHY)))
+        if total_row:
+            items.append(expand("[finish|end] with a [last |final |]row labelled {lab} [carrying|holding|with] the "
+                                "overall {c}, {t} and {a}", rng, lab=label, c=c_t, t=t_t, a=a_t))
+        else:
+            items.append(expand("[no total row|don't add a total row|leave out any grand-total row]", rng))
+        lead = one_of(rng, [
+            "[Using|From|Based on] {src}, [total|sum up|add up] {v} per {g} into `{summary}`.",
+            "Break down {src} by {g}[ for me|] and [@save] it as `{summary}`.",
+            "Can you summarise {src}? [Group|Bucket] the rows by {g}[ and total {v}|] and [@save] the result "
+            "[to|as|in] `{summary}`.",
+            "I [@need] the {v} totals of {src} per {g}, in `{summary}`.",
+            "How much [is there|did each one come to] per {g} in {src}? Put the [totals|figures] in `{summary}`.",
+            "[Please |]make `{summary}` from {src}: {v} [grouped|totalled] by {g}.",
+        ], src=src_words, v=VC, g=G, summary=summary)
+        tail = one_of(rng, [
+            "[Then|Also|And] write a [short|brief|quick] markdown [report|note|write-up] `{report}` that [states|gives] "
+            "the grand total and [which {g} has|the {g} with] the highest total [(with that total)|and what it came "
+            "to|, with its amount].",
+            "[Finally|Last|Then], jot the key figures[ - grand total, top {g} and how much it came to -| (grand "
+            "total, top {g} and its total)] into a markdown note `{report}`.",
+            "[Add|Include] a [brief|short] markdown [summary|note] at `{report}` [giving|with] the overall total "
+            "and naming the top {g} [and its total|with its total].",
+        ], report=report, g=gcol)
+        instruction = V.glue(rng, lead, V.reqs(rng, items), tail)
 
         lines = [f"# {gcol.capitalize()} summary", "",
                  f"- Rows counted: {n_rows}",
                  f"- Grand total: {money(grand)}",
                  f"- Top {gcol}: {top[0]} with {money(top[2])} ({top[1]} rows)", ""]
         if rng.random() < 0.5:
-            lines += [f"| {gcol} | count | total | average |", "|---|---:|---:|---:|"]
+            lines += [f"| {gcol} | {c_col} | {t_col} | {a_col} |", "|---|---:|---:|---:|"]
             lines += [f"| {a[0]} | {a[1]} | {money(a[2])} | {money(a[3])} |" for a in agg]
         else:
             lines += [f"## By {gcol}", ""] + [f"- {a[0]}: {money(a[2])} over {a[1]} rows" for a in agg]
@@ -307,10 +363,10 @@ class AggregateAndReport:
         checks = [
             Check("summary_rows_correct", "csv_rows", {"path": summary, "header": out_header, "rows": out_rows}),
             Check("summary_sorted_by_total", "csv_rows",
-                  {"path": summary, "header": [out_header[0], "total"], "rows": [[r[0], r[2]] for r in out_rows],
+                  {"path": summary, "header": [out_header[0], t_col], "rows": [[r[0], r[2]] for r in out_rows],
                    "ordered": True}),
             Check("counts_and_averages", "csv_rows",
-                  {"path": summary, "header": [out_header[0], "count", "average"],
+                  {"path": summary, "header": [out_header[0], c_col, a_col],
                    "rows": [[r[0], r[1], r[3]] for r in out_rows]}),
             key_figures(report, [grand, top[2]], [top[0]]),
         ]
@@ -318,6 +374,7 @@ class AggregateAndReport:
         half = [list(r) for r in group_rows[: max(1, (len(group_rows) + 1) // 2)]]
         half.reverse()
         half[0][2] = money(float(half[0][2]) + 10)
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id,
             instruction=instruction,
@@ -328,7 +385,7 @@ class AggregateAndReport:
             outputs=[
                 Artifact(summary, TABLE, {"header": out_header, "rows": out_rows},
                          f"the per-{gcol} summary ({summary})",
-                         roles={"group": out_header[0], "name": out_header[0], "value": "total"}),
+                         roles={"group": out_header[0], "name": out_header[0], "value": t_col}),
                 Artifact(report, DOCUMENT, report_text, f"the {gcol} summary report ({report})"),
             ],
             summary=f"summarise {src_path} by {gcol} into {summary} and {report}",
@@ -352,42 +409,59 @@ class AggregateAndReport:
         if folders:
             gcol = "folder"
             gcol_words = f"folder (the directory part of `{header[gi]}`, without a trailing slash)"
-        out_header = [g, "count", "share_pct"]
+        c_col, sh_col = rng.choice(COUNT_COLS), rng.choice(SHARE_COLS)
+        if g in (c_col, sh_col):
+            g = f"{g}_name"
+        out_header = [g, c_col, sh_col]
         out_rows = [[a[0], str(a[1]), f"{a[1] * 100 / n_rows:.1f}"] for a in agg]
-        summary = ctx.path(rng.choice(["counts_by_" + flavor.slug(g) + ".csv", "summary.csv", "breakdown.csv"]))
-        report = ctx.path(rng.choice(REPORT_NAMES))
+        rfold = _report_folder(ctx)
+        summary = _out_name(ctx, ["counts_by_{g}", "{g}_counts", "summary", "breakdown", "how_many_per_{g}",
+                                  "{g}_frequency", "tally"], g, "csv", rfold)
+        report = _out_name(ctx, REPORT_NAMES, g, "md", rfold)
         top = agg[0]
-        instruction = rng.choice([
-            f"Count the rows of {refer(source)} per {gcol_words} and save `{summary}` with the columns "
-            f"{', '.join(out_header)} (share_pct = that {gcol}'s share of all {n_rows} rows in percent, one decimal), "
-            f"most frequent first, ties in alphabetical order. Then write a short markdown note `{report}` naming "
-            f"the most common {gcol}, how many rows it has, and the total number of rows.",
-            f"How is {refer(source)} spread over {gcol_words}? Write `{summary}` (header: {','.join(out_header)}; one "
-            f"row per {gcol}; share_pct = percent of all rows with one decimal; biggest count first, ties "
-            f"alphabetical) and a brief markdown summary `{report}` with the row total and the top {gcol} with "
-            f"its count.",
-        ])
+        cols = V.cols(rng, out_header)
+        items = [
+            expand("[one row per {g}|a row for [each|every] {g}]", rng, g=gcol_words),
+            expand("[the columns [must be |]exactly|columns:|header:] {cols}", rng, cols=cols),
+            expand("{sh} = [that {g}'s share|the share] of all {n} rows in percent, [one decimal|1 decimal place]",
+                   rng, sh=f"`{sh_col}`", g=gcol, n=n_rows),
+            expand("[most frequent first|biggest {c} first|[@sort] by {c}, highest first]", rng, c=c_col),
+            expand("[ties in alphabetical order|break ties alphabetically|equal counts in A-Z order]", rng),
+        ]
+        lead = one_of(rng, [
+            "[Count|Tally] the rows of {src} per {gw} [and @save|into] `{summary}`.",
+            "How is {src} spread over {gw}? [Write|Put] the counts in `{summary}`.",
+            "I'd like to know how many rows of {src} fall under each {gw}[ value|]; [@save] that as `{summary}`.",
+            "[Please |]make a frequency table of {src} by {gw} at `{summary}`.",
+        ], src=refer(source), gw=gcol_words, summary=summary)
+        tail = one_of(rng, [
+            "[Then|Also] write a [short|brief] markdown note `{report}` naming the most common {g}, how many rows it "
+            "has, and the total number of rows.",
+            "[And|Also] a [brief|quick] markdown summary `{report}` with the row total and the top {g} with its count.",
+        ], report=report, g=gcol)
+        instruction = V.glue(rng, lead, V.reqs(rng, items), tail)
         lines = [f"# Rows per {gcol}", "", f"- Total rows: {n_rows}", f"- Most common {gcol}: {top[0]} ({top[1]} rows)",
                  "", f"## By {gcol}", ""] + [f"- {a[0]}: {a[1]}" for a in agg]
         report_text = "\n".join(lines) + "\n"
         checks = [
-            Check("counts_correct", "csv_rows", {"path": summary, "header": [g, "count"],
+            Check("counts_correct", "csv_rows", {"path": summary, "header": [g, c_col],
                                                  "rows": [r[:2] for r in out_rows]}),
-            Check("shares_correct", "csv_rows", {"path": summary, "header": [g, "share_pct"],
+            Check("shares_correct", "csv_rows", {"path": summary, "header": [g, sh_col],
                                                  "rows": [[r[0], r[2]] for r in out_rows], "tol": 0.06}),
-            Check("sorted_by_count", "csv_rows", {"path": summary, "header": [g, "count"],
+            Check("sorted_by_count", "csv_rows", {"path": summary, "header": [g, c_col],
                                                   "rows": [r[:2] for r in out_rows], "ordered": True}),
             key_figures(report, [n_rows, top[1]], [top[0]]),
         ]
         half = [list(r) for r in out_rows[: max(1, (len(out_rows) + 1) // 2)]][::-1]
         for r in half:
             r[2] = str(r[1])  # share written as the count
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, checks=checks,
             steps=[read(source.path), write(summary, to_csv(out_header, out_rows)), write(report, report_text)],
             partial=[write(summary, to_csv(out_header, half))],
             outputs=[Artifact(summary, TABLE, {"header": out_header, "rows": out_rows}, f"the per-{gcol} counts ({summary})",
-                              roles={"group": g, "name": g, "value": "count"}),
+                              roles={"group": g, "name": g, "value": c_col}),
                      Artifact(report, DOCUMENT, report_text, f"the {gcol} count note ({report})")],
             summary=f"count {source.path} per {gcol} into {summary} and {report}",
             fingerprint=digest([header, rows, gcol, "count"]),
@@ -401,28 +475,45 @@ class AggregateAndReport:
         items.sort(key=lambda x: (-x[1], x[0].casefold()))
         grand = round(sum(v for _, v in items), 2)
         k, v = key.lower(), vcol.lower()
-        if v in (k, "rank", "share_pct"):
+        rk, sh = rng.choice(RANK_COLS), rng.choice(SHARE_COLS)
+        if v in (k, rk, sh):
             v = "value"
-        out_header = ["rank", k, v, "share_pct"]
+        if k in (rk, sh):
+            k = f"{k}_name"
+        out_header = [rk, k, v, sh]
 
         def fmt(x: float) -> str:
             return str(int(x)) if float(x).is_integer() and all(float(y).is_integer() for _, y in items) else money(x)
 
         out_rows = [[str(i), name, fmt(val), f"{val * 100 / grand:.1f}" if grand else "0.0"]
                     for i, (name, val) in enumerate(items, start=1)]
-        summary = ctx.path(rng.choice(["ranking.csv", f"{flavor.slug(k)}_ranking.csv", "top_list.csv"]))
-        report = ctx.path(rng.choice(REPORT_NAMES))
-        skip = f" (skip rows with an empty {vcol})" if len(items) < len(rows) else ""
-        instruction = rng.choice([
-            f"Rank the entries of {refer(source)} by `{vcol}`{skip}, highest first (ties alphabetically by {key}), "
-            f"and save `{summary}` with the columns {', '.join(out_header)}: rank = 1, 2, 3... in that order, "
-            f"share_pct = the entry's percentage of the total {vcol}, one decimal. Add a short markdown note "
-            f"`{report}` naming the top {key} with its {vcol} and giving the total.",
-            f"Which {key} has the most `{vcol}` in {refer(source)}? Write a ranking to `{summary}` (header "
-            f"{','.join(out_header)}; highest {vcol} first, ties by {key} alphabetically; share_pct = percent of the "
-            f"overall total with one decimal){skip}, and a markdown summary `{report}` with the overall total and "
-            f"the top {key} and its value.",
-        ])
+        rfold = _report_folder(ctx)
+        summary = _out_name(ctx, ["ranking", "{g}_ranking", "top_list", "leaderboard", "{g}_ranked", "ranked"], k,
+                            "csv", rfold)
+        report = _out_name(ctx, REPORT_NAMES, k, "md", rfold)
+        cols = V.cols(rng, out_header)
+        reqs = [
+            expand("[the columns [must be |]exactly|columns:|header:] {cols}", rng, cols=cols),
+            expand("{rk} = 1, 2, 3... in [that|ranking] order", rng, rk=f"`{rk}`"),
+            expand("{sh} = [the entry's|each row's] [percentage|share in percent] of the [total|overall] {v}, "
+                   "[one decimal|1 decimal place]", rng, sh=f"`{sh}`", v=f"`{vcol}`"),
+            expand("[highest|biggest] {v} first", rng, v=f"`{vcol}`"),
+            expand("[ties alphabetically by {k}|break ties by {k}, A-Z]", rng, k=f"`{key}`"),
+        ]
+        if len(items) < len(rows):
+            reqs.append(expand("[skip|ignore] rows with an empty {v}", rng, v=f"`{vcol}`"))
+        lead = one_of(rng, [
+            "Rank the entries of {src} by {v} and [@save] `{summary}`.",
+            "Which {k} has the most {v} in {src}? Write a ranking to `{summary}`.",
+            "[I [@need]|Please make] a ranking of {src} by {v}, in `{summary}`.",
+            "[Order|Sort] {src} into a league table by {v} at `{summary}`.",
+        ], src=refer(source), v=f"`{vcol}`", k=key, summary=summary)
+        tail = one_of(rng, [
+            "[Add|Also write] a [short|brief] markdown note `{report}` naming the top {k} with its {v} and giving "
+            "the total.",
+            "[And|Then] a markdown summary `{report}` with the overall total and the top {k} and its value.",
+        ], report=report, k=key, v=vcol)
+        instruction = V.glue(rng, lead, V.reqs(rng, reqs), tail)
         lines = [f"# {vcol.capitalize()} ranking", "", f"- Total {vcol}: {fmt(grand)}",
                  f"- Top {key}: {items[0][0]} ({fmt(items[0][1])}, {out_rows[0][3]}%)", "", "## Ranking", ""]
         lines += [f"{r[0]}. {r[1]}: {r[2]}" for r in out_rows]
@@ -433,19 +524,20 @@ class AggregateAndReport:
             Check("ranking_values", "gated", parts=[
                 Check("", "csv_rows", {"path": summary, "header": [k, v], "rows": [r[1:3] for r in out_rows]}),
                 Check("", "mean_of", parts=[
-                    Check("", "csv_rows", {"path": summary, "header": ["rank", k], "rows": [r[:2] for r in out_rows],
+                    Check("", "csv_rows", {"path": summary, "header": [rk, k], "rows": [r[:2] for r in out_rows],
                                            "ordered": True}),
-                    Check("", "csv_rows", {"path": summary, "header": [k, "share_pct"],
+                    Check("", "csv_rows", {"path": summary, "header": [k, sh],
                                            "rows": [[r[1], r[3]] for r in out_rows], "tol": 0.06})])]),
-            Check("ranking_order", "csv_rows", {"path": summary, "header": ["rank", k],
+            Check("ranking_order", "csv_rows", {"path": summary, "header": [rk, k],
                                                 "rows": [r[:2] for r in out_rows], "ordered": True}),
-            Check("shares_correct", "csv_rows", {"path": summary, "header": [k, "share_pct"],
+            Check("shares_correct", "csv_rows", {"path": summary, "header": [k, sh],
                                                  "rows": [[r[1], r[3]] for r in out_rows], "tol": 0.06}),
             key_figures(report, [grand, items[0][1]], [items[0][0]]),
         ]
         half = [list(r) for r in out_rows[: max(1, (len(out_rows) + 1) // 2)]]
         for r in half:
             r[3] = "?"
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, checks=checks,
             steps=[read(source.path), write(summary, to_csv(out_header, out_rows)), write(report, report_text)],

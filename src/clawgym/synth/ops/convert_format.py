@@ -11,6 +11,8 @@ import yaml
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.ops import _data_vocab as V
 from clawgym.synth.ops.aggregate_and_report import digest, money, refer, table_of
 from clawgym.synth.ops.base import (
     CONFIG,
@@ -126,6 +128,18 @@ for line in open(SRC):
 """ + _SAVE
 
 
+def _out_path(ctx: OpContext, src_path: str, stem: str, ext: str) -> str:
+    """The converted file: next to the source or in an output folder, as the source's stem or a variant."""
+    rng = ctx.rng
+    folder = src_path.rsplit("/", 1)[0] if "/" in src_path else ""
+    if ctx.dir and folder.startswith(ctx.dir):
+        folder = folder[len(ctx.dir):].lstrip("/")
+    if rng.random() < 0.4:
+        folder = rng.choice(["converted", "out", "export", "for_import", ext, ""])
+    name = rng.choice([stem, stem, f"{stem}_{rng.choice(['converted', 'export', 'v2', 'import', 'out'])}"])
+    return V.join(folder, f"{name}.{ext}")
+
+
 def _json(data) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
@@ -197,18 +211,33 @@ class ConvertFormat:
         recs = typed_records(header, rows, numeric)
         fmt = rng.choice(["json", "json", "yaml"])
         stem = src_path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-        out = ctx.path(f"{stem}.{fmt}")
-        num_note = (f"the {', '.join(numeric)} values as numbers (not quoted strings), empty cells as null, "
-                    "everything else as strings") if numeric else "all values as strings"
-        what = "a JSON array" if fmt == "json" else "a YAML list"
-        instruction = rng.choice([
-            f"Convert {src_words} to {fmt.upper()}: write `{out}` as {what} with one object per row (in the "
-            f"same order), keyed by the CSV column names ({', '.join(header)}), with {num_note}.",
-            f"Our import tool wants {fmt.upper()}, so please turn {src_words} into `{out}`: {what} of objects, "
-            f"one per row in the original order, keys exactly {', '.join(header)}; {num_note}.",
-            f"Please save {src_words} as {fmt.upper()} in `{out}`: {what} of row objects (keys: "
-            f"{', '.join(header)}), rows kept in order, {num_note}.",
-        ])
+        out = ctx.path(_out_path(ctx, src_path, stem, fmt))
+        F = fmt.upper()
+        what = rng.choice(["a JSON array", "a top-level JSON list"]) if fmt == "json" else \
+            rng.choice(["a YAML list", "a YAML sequence"])
+        keys = V.cols(rng, header)
+        items = [
+            expand("{what} [with one object per row|of row objects|holding an object for each row]", rng, what=what),
+            expand("rows [kept in|in the same|in their original] order", rng),
+            expand("[keys exactly|keyed by the column names|object keys =] {keys}", rng, keys=keys),
+        ]
+        if numeric:
+            nums = ", ".join(f"`{h}`" for h in numeric)
+            items.append(expand("{nums} as [numbers|JSON numbers|numeric values] [(not quoted strings)|, unquoted|, not "
+                                "text]", rng, nums=nums))
+            items.append(expand("[empty cells as null|blank cells become null|null for empty cells]", rng))
+            items.append(expand("everything else as [strings|text]", rng))
+        else:
+            items.append(expand("all values as strings", rng))
+        lead = one_of(rng, [
+            "Convert {src} to {F}[ for me|]: write `{out}`.",
+            "Our [import tool|new app|dashboard|script] wants {F}, so please turn {src} into `{out}`.",
+            "[Please |]save {src} as {F} in `{out}`.",
+            "Could you [re-save|convert|export] {src} as {F} (`{out}`)?",
+            "I [@need] {src} in {F} form at `{out}`.",
+        ], src=src_words, F=F, out=out)
+        lead = lead[:1].upper() + lead[1:]
+        instruction = lead + V.reqs(rng, items)
         checks = [
             Check("records_converted", "data_records", {"path": out, "records": recs}),
             Check("keys_exact", "data_records", {"path": out, "records": recs, "exact_keys": True}),
@@ -222,6 +251,7 @@ class ConvertFormat:
         half = [{k: (str(v) if v is not None else "") for k, v in r.items()} for r in recs][::-1]
         half = half[:-1] if len(half) > 1 else [{**half[0], "note": "check"}]
         partial_text = _json(half) if fmt == "json" else _yaml(half)
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, files=files, checks=checks,
             steps=reads + [write(out, text)], partial=[write(out, partial_text)],
@@ -241,18 +271,27 @@ class ConvertFormat:
                     header.append(str(k))
         rows = [[_cell(r.get(h)) for h in header] for r in recs]
         stem = src_path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-        out = ctx.path(f"{stem}.csv")
+        out = ctx.path(_out_path(ctx, src_path, stem, "csv"))
         sheet_note = f" (only the sheet named \"{sheet}\")" if sheet is not None else ""
         program = python(XLSX_CSV.format(src=src_path, sheet=sheet, out=out) if sheet is not None else
                          RECORDS_CSV.format(src=src_path, out=out))
-        instruction = rng.choice([
-            f"Convert {src_words}{sheet_note} to CSV at `{out}`: header row {','.join(header)} (in that order), "
-            "then one row per record in the original order; missing or null values as empty cells, numbers "
-            "written as plain numbers.",
-            f"I need {src_words}{sheet_note} as a CSV for the spreadsheet people: `{out}`, columns "
-            f"{', '.join(header)} in this order, one line per record, same order as the source, blanks for "
-            "missing values.",
-        ])
+        items = [
+            expand("header row {h} (in that order)", rng, h=",".join(header)) if rng.random() < 0.5 else
+            expand("columns {h} in this order", rng, h=", ".join(header)),
+            expand("one [row|line] per record[, in the original order|, same order as the source|, order kept]", rng),
+            expand("[missing or null values as empty cells|blanks for missing values|null or absent fields left "
+                   "empty]", rng),
+            expand("numbers written as plain numbers", rng),
+        ]
+        lead = one_of(rng, [
+            "Convert {src}{sheet} to CSV at `{out}`.",
+            "I [@need] {src}{sheet} as a CSV for the spreadsheet people: `{out}`.",
+            "[Please |]flatten {src}{sheet} into the CSV `{out}`.",
+            "Could you export {src}{sheet} to `{out}` (CSV)?",
+            "[Turn|Make] {src}{sheet} into a plain CSV, `{out}`.",
+        ], src=src_words, sheet=sheet_note, out=out)
+        lead = lead[:1].upper() + lead[1:]
+        instruction = lead + V.reqs(rng, items)
         checks = [
             Check("csv_rows_converted", "csv_rows", {"path": out, "header": header, "rows": rows}),
             Check("record_order_kept", "csv_rows", {"path": out, "header": header, "rows": rows, "ordered": True}),
@@ -260,6 +299,7 @@ class ConvertFormat:
         ]
         half = rows[: max(1, len(rows) // 2)]
         partial = to_csv(list(reversed(header)), [list(reversed(r)) for r in half][::-1])
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, files=files, checks=checks,
             steps=reads + [write(out, to_csv(header, rows))], partial=[write(out, partial)],
@@ -275,7 +315,7 @@ class ConvertFormat:
         ini = not src_path.endswith((".json", ".yaml", ".yml"))
         to_yaml = src_path.endswith(".json") or (ini and rng.random() < 0.4)
         stem = src_path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-        out = ctx.path(f"{stem}.yaml" if to_yaml else f"{stem}.json")
+        out = ctx.path(_out_path(ctx, src_path, stem, "yaml" if to_yaml else "json"))
         fmt = "YAML" if to_yaml else "JSON"
         if ini:
             data = {k: ({kk: _ini_value(vv) for kk, vv in v.items()} if isinstance(v, dict) else _ini_value(v))
@@ -288,6 +328,9 @@ class ConvertFormat:
                 "(without surrounding quotes).",
                 f"Our orchestration tool wants the variables of {src_words} as {fmt}: write `{out}` as {out_env}; "
                 "plain numbers become numbers, true/false become booleans, the rest stay strings (unquoted).",
+                f"Please turn the environment file {src_words} into {fmt} at `{out}` - {out_env}. Typing rule: plain "
+                "numbers (no leading zeros) become numbers, true/false become booleans, anything else stays a "
+                "string without its quotes.",
             ])
         elif ini:
             instruction = rng.choice([
@@ -297,6 +340,9 @@ class ConvertFormat:
                 f"The new deploy tool only reads {fmt}: please write `{out}` with the settings of {src_words} - a "
                 "mapping of section name to its key/value pairs; values that are plain numbers become numbers, "
                 "true/false become booleans, the rest stay strings exactly as written.",
+                f"Could you rewrite the INI-style settings in {src_words} as {fmt} (`{out}`)? Each [section] becomes "
+                "an object of its keys (as written); plain numbers without leading zeros become numbers, true/false "
+                "become booleans, everything else stays a string.",
             ])
         else:
             instruction = rng.choice([
@@ -304,6 +350,8 @@ class ConvertFormat:
                 "(numbers stay numbers, booleans stay booleans).",
                 f"The new deploy tool only reads {fmt}: please write `{out}` with the same content as {src_words} - "
                 "same keys and nesting, same values and types.",
+                f"I need {src_words} in {fmt}: save it to `{out}` with nothing lost - every key, list and nested "
+                "block, and each value with its type (numbers, booleans, null) unchanged.",
             ])
         fn = "yaml_matches" if to_yaml else "json_matches"
         top = list(data.items())
@@ -318,6 +366,7 @@ class ConvertFormat:
         text = _yaml(data) if to_yaml else _json(data)
         half = dict(top[: max(1, len(top) // 2)])
         half = json.loads(json.dumps(half), parse_float=str, parse_int=str)
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, files=files, checks=checks,
             steps=reads + [write(out, text)], partial=[write(out, _yaml(half) if to_yaml else _json(half))],
@@ -329,34 +378,57 @@ class ConvertFormat:
 
     # ----------------------------------------------------------------------------------------- standalone inputs
     def _own_table(self, ctx: OpContext):
+        """(stem, header, rows, roles) of a small table of the persona's world, its column names drawn."""
         rng = ctx.rng
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
-        kind = rng.choice(["stock", "contacts", "timesheet"])
+        kind = rng.choice(["stock", "contacts", "timesheet", "ledger", "ledger"])
         if kind == "stock":
-            header = ["sku", "item", "qty", "unit_price", "supplier"]
+            sku, item, qty, price, sup = (rng.choice(c) for c in (
+                ["sku", "code", "item_code", "part_ref", "article"], ["item", "product", "description", "name"],
+                ["qty", "quantity", "on_hand", "in_stock", "count"], ["unit_price", "price", "cost_each", "unit_cost"],
+                ["supplier", "vendor", "source", "bought_from"]))
+            header = [sku, item, qty, price, sup]
             sups = flavor.orgs(rng, 3)
             rows = [[f"{rng.choice('ABCDEFG')}{rng.randint(100, 999)}-{rng.randint(0, 99):02d}", it,
                      str(rng.randint(0, 120)), money(flavor.amount(rng, 0.5, 90)), rng.choice(sups)]
                     for it in rng.sample(voc["items"], k=len(voc["items"]))]
             if rng.random() < 0.5:
                 rows[rng.randrange(len(rows))][2] = ""
-            roles = {"name": "item", "group": "supplier", "value": "unit_price"}
+            roles = {"name": item, "group": sup, "value": price}
+            stem = rng.choice(["stock", "inventory", "stock_count", "stock_list", "shelf_count"])
         elif kind == "contacts":
-            header = ["name", "email", "phone", "city", "visits"]
+            name, mail, phone, city, visits = (rng.choice(c) for c in (
+                ["name", "full_name", "contact"], ["email", "e_mail", "mail"], ["phone", "mobile", "tel"],
+                ["city", "town", "location"], ["visits", "orders", "sessions", "bookings", "appointments"]))
+            header = [name, mail, phone, city, visits]
             rows = []
             for n in flavor.people(rng, rng.randint(5, 9)):
                 rows.append([n, flavor.email_of(n), f"+{rng.randint(1, 99)} {rng.randint(100, 999)} "
                              f"{rng.randint(1000, 9999)}", rng.choice(flavor.CITIES), str(rng.randint(0, 30))])
-            roles = {"name": "name", "group": "city", "value": "visits"}
-        else:
-            header = ["date", "person", "project", "hours"]
+            roles = {"name": name, "group": city, "value": visits}
+            stem = rng.choice(["contacts", "clients", "customers", "members", "mailing_list", "regulars"])
+        elif kind == "timesheet":
+            date, person, project, hours = (rng.choice(c) for c in (
+                V.DATE_COLS, ["person", "who", "staff", "worker", "name"], ["project", "task", "job", "activity"],
+                ["hours", "hrs", "time_h", "duration_h"]))
+            header = [date, person, project, hours]
             people = flavor.people(rng, 3)
             month = rng.randint(1, 12)
             rows = [[flavor.date_in(rng, 2026, month).isoformat(), rng.choice(people), rng.choice(voc["projects"]),
                      str(rng.choice([0.5, 1, 1.5, 2, 3, 4, 6, 7.5, 8]))] for _ in range(rng.randint(6, 12))]
             rows.sort(key=lambda r: r[0])
-            roles = {"date": "date", "name": "person", "group": "project", "value": "hours"}
-        return kind, header, rows, roles
+            roles = {"date": date, "name": person, "group": project, "value": hours}
+            stem = rng.choice(["timesheet", "hours", "time_log", "timesheet_" + V.month_name(month)[:3].lower()])
+        else:
+            sc = V.schema(rng, ctx.persona, n_names=rng.randint(3, 5))
+            header = sc.header
+            month = rng.randint(1, 12)
+            rows = [[flavor.date_in(rng, 2026, month).isoformat(), rng.choice(sc.names), rng.choice(sc.groups),
+                     money(flavor.amount(rng, sc.lo, sc.hi))] for _ in range(rng.randint(5, 11))]
+            rows.sort(key=lambda r: r[0])
+            roles = sc.roles
+            stem = sc.stem
+        return stem, header, rows, roles
 
     def _standalone(self, ctx: OpContext) -> StepPlan:
         rng = ctx.rng
@@ -368,36 +440,44 @@ class ConvertFormat:
             mode = rng.choice(["csv_json", "json_csv", "xlsx_csv"])
         if mode == "csv_json":
             kind, header, rows, roles = self._own_table(ctx)
-            src = ctx.path(f"{kind}.csv")
+            src = ctx.path(V.join(V.folder(ctx.persona, rng), f"{kind}.csv"))
             files = [WorkspaceFile(path=src, content=to_csv(header, rows))]
-            return self._table_to_records(ctx, header, rows, src, f"`{src}`", files, roles, [read(src)])
+            words = rng.choice(["`{p}`", "the CSV `{p}`", "my sheet `{p}`", "the file `{p}`", "the export `{p}`",
+                                "the table in `{p}`"]).format(p=src)
+            return self._table_to_records(ctx, header, rows, src, words, files, roles, [read(src)])
         if mode == "json_csv":
             kind, header, rows, roles = self._own_table(ctx)
             recs = typed_records(header, rows, numeric_columns(header, rows))
             for r in recs:  # an export drops empty fields instead of writing null
                 for k in [k for k, v in r.items() if v is None]:
                     del r[k]
-            src = ctx.path(f"{kind}_export.json")
+            src = ctx.path(V.join(V.folder(ctx.persona, rng), f"{kind}_{rng.choice(['export', 'api', 'dump', 'backup'])}.json"))
             files = [WorkspaceFile(path=src, content=_json(recs))]
-            return self._records_to_csv(ctx, recs, src, f"the JSON export `{src}`", files, roles, [read(src)])
+            words = rng.choice(["the JSON export `{p}`", "the API dump `{p}`", "`{p}` (JSON)", "the JSON backup `{p}`",
+                                "the records in `{p}`"]).format(p=src)
+            return self._records_to_csv(ctx, recs, src, words, files, roles, [read(src)])
         if mode == "xlsx_csv":
             kind, header, rows, roles = self._own_table(ctx)
             numeric = numeric_columns(header, rows)
             recs = typed_records(header, rows, numeric)
-            sheet = rng.choice(["Data", kind.capitalize(), "2026"])
+            sheet = rng.choice(["Data", kind.replace("_", " ").capitalize(), "2026", "Sheet1", "Current", "Export"])
             other = {"Notes": [["Exported from the shared drive"], ["Do not edit the Data tab by hand"]]}
             sheet_rows = [header] + [[r.get(h) for h in header] for r in recs]
             sheets = {"Summary": [["rows", len(rows)], ["owner", ctx.persona.name]], sheet: sheet_rows, **other} \
                 if rng.random() < 0.5 else {sheet: sheet_rows, **other}
-            src = ctx.path(f"{kind}.xlsx")
+            src = ctx.path(V.join(V.folder(ctx.persona, rng), f"{kind}.xlsx"))
             files = [WorkspaceFile(path=src, generate=GeneratedContent(kind="xlsx", params={"sheets": sheets}))]
-            return self._records_to_csv(ctx, recs, src, f"the workbook `{src}`", files, roles, [],
+            words = rng.choice(["the workbook `{p}`", "the Excel file `{p}`", "the spreadsheet `{p}`",
+                                "`{p}`"]).format(p=src)
+            return self._records_to_csv(ctx, recs, src, words, files, roles, [],
                                         sheet=sheet)
         data = self._own_config(ctx)
         ext = rng.choice(["yaml", "json"])
-        src = ctx.path(rng.choice(["settings", "config", "app_config", "sync_settings"]) + f".{ext}")
+        src = ctx.path(V.join(rng.choice(["", "", "config", "conf", "app"]), rng.choice(
+            ["settings", "config", "app_config", "sync_settings", "service", "defaults", "local"]) + f".{ext}"))
         files = [WorkspaceFile(path=src, content=_yaml(data) if ext == "yaml" else _json(data))]
-        return self._config(ctx, data, src, f"the config file `{src}`", files, [read(src)])
+        words = rng.choice(["the config file `{p}`", "`{p}`", "the settings in `{p}`", "our config `{p}`"]).format(p=src)
+        return self._config(ctx, data, src, words, files, [read(src)])
 
     def _own_config(self, ctx: OpContext) -> dict:
         rng = ctx.rng

@@ -12,6 +12,8 @@ from email.utils import parseaddr, parsedate_to_datetime
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.ops import _data_vocab as V
 from clawgym.synth.ops.aggregate_and_report import digest, money, refer
 from clawgym.synth.ops.base import (
     DOCUMENT,
@@ -129,7 +131,10 @@ class ExtractStructuredData:
     def _receipts(self, ctx: OpContext):
         rng = ctx.rng
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
-        folder = ctx.path(rng.choice(["receipts", "scanned_receipts", "receipts_2026"]))
+        base = V.folder(ctx.persona, rng, ["receipts", "scans", "paperwork", "expenses"]) if rng.random() < 0.5 else ""
+        folder = ctx.path(V.join(base, rng.choice(["receipts", "scanned_receipts", "receipts_2026", "ocr", "till_slips",
+                                                   f"receipts_{V.month_name(1 + rng.randrange(12))[:3].lower()}",
+                                                   "scans", "shoebox"])))
         n = rng.randint(4, 8)
         vendors = flavor.orgs(rng, rng.randint(2, min(4, n - 1)))
         month = rng.randint(1, 12)
@@ -176,21 +181,35 @@ class ExtractStructuredData:
             files.append(WorkspaceFile(path=path, content="\n".join(lines) + "\n"))
             rows.append([names[i], vendor, d.isoformat(), money(total)])
         rows.sort(key=lambda r: (r[2], r[0]))
-        header = ["file", "vendor", "date", "total"]
-        out = ctx.path(rng.choice(["receipts.csv", "receipt_totals.csv", "expenses_from_receipts.csv"]))
-        what = (f"the scanned receipts in `{folder}/` (one text file each, OCR output; numeric dates are "
-                f"day-first)")
-        fields = ("file (the receipt's file name), vendor (the shop name at the top), date (YYYY-MM-DD) and "
-                  "total (the final amount paid, after tax, as a plain number with two decimals)")
+        fc, vc, dc, tc = (rng.choice(c) for c in (["file", "filename", "source_file", "receipt_file"],
+                                                  ["vendor", "shop", "merchant", "store"],
+                                                  ["date", "purchase_date", "receipt_date", "bought_on"],
+                                                  ["total", "amount_paid", "total_paid", "grand_total"]))
+        header = [fc, vc, dc, tc]
+        out = ctx.path(V.join(rng.choice(["", "", base]), rng.choice(
+            ["receipts.csv", "receipt_totals.csv", "expenses_from_receipts.csv", "receipt_index.csv", "slips.csv",
+             "receipts_table.csv"])))
+        what = expand("the scanned receipts in `{f}/` ([one text file each|a text file per receipt], OCR output; "
+                      "{df})", rng, f=folder, df=V.day_first(rng))
+        what = what[:1].lower() + what[1:]
+        fields = expand("{fc} ([the receipt's file name|the name of the text file|which file it came from]), {vc} "
+                        "([the [shop|store] name at the top|the [shop|store] printed at the top|who sold it, as printed "
+                        "at the top]), {dc} ([YYYY-MM-DD|as YYYY-MM-DD|the purchase date, YYYY-MM-DD]) and {tc} ([the "
+                        "final amount paid, after tax|the total actually paid, tax included|what was paid in the end, "
+                        "tax included], as {p2})", rng, p2=V.plain2(rng),
+                        fc=f"`{fc}`", vc=f"`{vc}`", dc=f"`{dc}`", tc=f"`{tc}`")
         return dict(files=files, header=header, rows=rows, out=out, what=what, fields=fields, folder=folder,
-                    key="file", numeric={"total"}, order="sorted by date, then file name",
-                    roles={"date": "date", "name": "vendor", "group": "vendor", "value": "total"},
+                    key=fc, path_key=True, numeric={tc},
+                    order=expand("[sorted|ordered] by {d}[, then| and then by|, ties by] {f}", rng, d=dc, f=fc).lower(),
+                    roles={"date": dc, "name": vc, "group": vc, "value": tc},
                     reads=[read(f.path) for f in files[:3]], label="receipts", unit="receipt")
 
     def _orders(self, ctx: OpContext):
         rng = ctx.rng
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
-        folder = ctx.path(rng.choice(["order_mails", "inbox_orders", "mail/orders"]))
+        folder = ctx.path(V.join(V.folder(ctx.persona, rng, ["mail", "inbox", "email"]) if rng.random() < 0.4 else "",
+                                 rng.choice(["order_mails", "inbox_orders", "mail/orders", "confirmations",
+                                             "shop_emails", "purchases_mail", "saved_mail"])))
         n = rng.randint(3, 6)
         vendors = flavor.orgs(rng, rng.randint(2, min(4, n - 1)))
         me = ctx.persona.name
@@ -237,16 +256,25 @@ class ExtractStructuredData:
             files.append(WorkspaceFile(path=f"{folder}/{i + 1:03d}.eml", generate=GeneratedContent(kind="eml",
                                                                                                    params=params)))
         rows.sort(key=lambda r: (r[2], r[0]))
-        header = ["order_id", "vendor", "date", "total"]
-        out = ctx.path(rng.choice(["orders.csv", "order_log.csv", "purchases.csv"]))
-        what = (f"the emails saved in `{folder}/` (skip anything that is not an order confirmation, such as "
-                f"newsletters; numeric dates are day-first)")
-        fields = ("order_id (the order number without any leading #), vendor (the shop's name as in the sender), "
-                  "date (the order date, YYYY-MM-DD) and total (the order total including shipping, plain number "
-                  "with two decimals)")
+        oc, vc, dc, tc = (rng.choice(c) for c in (["order_id", "order_number", "order_ref", "order"],
+                                                  ["vendor", "shop", "seller", "retailer"],
+                                                  ["date", "order_date", "ordered_on"],
+                                                  ["total", "order_total", "amount", "paid"]))
+        header = [oc, vc, dc, tc]
+        out = ctx.path(rng.choice(["orders.csv", "order_log.csv", "purchases.csv", "online_orders.csv",
+                                   "order_summary.csv", "what_i_ordered.csv"]))
+        what = expand("the emails saved in `{f}/` ([skip|ignore] anything that is not an order confirmation, such as "
+                      "[newsletters|promotions|marketing mail]; {df})", rng, f=folder, df=V.day_first(rng))
+        what = what[:1].lower() + what[1:]
+        fields = expand("{oc} ([the order number|the order's number] without any leading #), {vc} ([the shop's name "
+                        "as in the sender|the seller, named as in the From line|who sent it, the shop's name as in the "
+                        "sender]), {dc} ([the order date|the date of the order], YYYY-MM-DD) and {tc} ([the order "
+                        "total including shipping|the full total, shipping included|what the order came to with "
+                        "shipping], {p2})", rng, p2=V.plain2(rng), oc=f"`{oc}`", vc=f"`{vc}`", dc=f"`{dc}`", tc=f"`{tc}`")
         return dict(files=files, header=header, rows=rows, out=out, what=what, fields=fields, folder=folder,
-                    key="order_id", numeric={"total"}, order="sorted by date, then order_id",
-                    roles={"date": "date", "name": "vendor", "group": "vendor", "value": "total"},
+                    key=oc, numeric={tc},
+                    order=expand("[sorted|ordered] by {d}[, then| and then by|, ties by] {f}", rng, d=dc, f=oc).lower(),
+                    roles={"date": dc, "name": vc, "group": vc, "value": tc},
                     reads=[exec_(f"head -n 40 {folder}/*.eml")], label="order emails", unit="order")
 
     def _html(self, ctx: OpContext):
@@ -288,15 +316,28 @@ class ExtractStructuredData:
             "  <tbody>", *trs, "  </tbody>", "</table>",
             f"<footer><p>Questions? Call {rng.randint(200, 999)} {rng.randint(1000, 9999)} - "
             f"&copy; 2026 {html.escape(supplier)}</p></footer>", "</body></html>", ""])
-        path = ctx.path(rng.choice(["price_list.html", "supplier_prices.html", "saved_page.html"]))
-        header = ["product", "sku", "category", "price", "in_stock"]
-        out = ctx.path(rng.choice(["prices.csv", "price_list.csv", "supplier_prices.csv"]))
-        what = f"the price table on the saved web page `{path}` (from {supplier})"
-        fields = ("product (as shown, with HTML entities decoded), sku, category, price (a plain number with two decimals, "
-                  "no currency) and in_stock (yes if the item is in stock or available, otherwise no)")
+        sname = flavor.slug(supplier)
+        path = ctx.path(V.join(rng.choice(["", "", "downloads", "web", "suppliers"]), rng.choice(
+            ["price_list.html", "supplier_prices.html", "saved_page.html", f"{sname}.html", f"{sname}_prices.html",
+             "catalogue.html"])))
+        pc, kc, cc, prc, sc = (rng.choice(c) for c in (["product", "item", "name"], ["sku", "code", "article"],
+                                                       ["category", "section", "range"],
+                                                       ["price", "price_eur", "unit_price"],
+                                                       ["in_stock", "available", "stocked"]))
+        header = [pc, kc, cc, prc, sc]
+        out = ctx.path(rng.choice(["prices.csv", "price_list.csv", "supplier_prices.csv", f"{sname}_prices.csv",
+                                   "catalogue.csv"]))
+        what = expand("the price table on the saved web page `{p}` (from {s})", rng, p=path, s=supplier)
+        what = what[:1].lower() + what[1:]
+        fields = expand("{pc} (as shown, with HTML entities decoded), {kc} (the SKU), {cc}, {prc} (a plain number "
+                        "with two decimals, no currency) and {sc} (yes if the item is in stock or available, "
+                        "otherwise no)", rng, pc=f"`{pc}`", kc=f"`{kc}`", cc=f"`{cc}`", prc=f"`{prc}`",
+                        sc=f"`{sc}`")
         return dict(files=[WorkspaceFile(path=path, content=page)], header=header, rows=rows, out=out, what=what,
-                    fields=fields, folder="", key="product", numeric={"price"}, order="in the page's order",
-                    roles={"name": "product", "group": "category", "value": "price"},
+                    fields=fields, folder="", key=pc, numeric={prc},
+                    order=rng.choice(["in the page's order", "in the same order as on the page", "in page order",
+                                      "keeping the table's order"]),
+                    roles={"name": pc, "group": cc, "value": prc},
                     reads=[read(path)], label="price list", unit="product")
 
     # ----------------------------------------------------------------------------------------- consumed
@@ -316,12 +357,15 @@ class ExtractStructuredData:
             rows.append([d.isoformat(), addr.lower(), subj])
         rows.sort(key=lambda r: (r[0], r[1], r[2]))
         rng = ctx.rng
-        header = ["date", "from", "subject"]
-        out = ctx.path(rng.choice(["message_index.csv", "mail_log.csv", "inbox_index.csv"]))
-        fields = "date (the day it was sent, YYYY-MM-DD), from (the sender's bare email address) and subject"
+        dc, fc, sc = (rng.choice(c) for c in (["date", "sent_on", "day"], ["from", "sender", "from_address"],
+                                              ["subject", "title", "subject_line"]))
+        header = [dc, fc, sc]
+        out = ctx.path(rng.choice(["message_index.csv", "mail_log.csv", "inbox_index.csv", "mail_list.csv",
+                                   "messages.csv"]))
+        fields = f"`{dc}` (the day it was sent, YYYY-MM-DD), `{fc}` (the sender's bare email address) and `{sc}`"
         return dict(files=[], header=header, rows=rows, out=out, what=refer(source), fields=fields, folder="",
-                    key="subject", numeric=set(), order="sorted by date, then sender, then subject",
-                    roles={"date": "date", "name": "from", "group": "from"}, label="messages", unit="message",
+                    key=sc, numeric=set(), order=f"sorted by {dc}, then {fc}, then {sc}",
+                    roles={"date": dc, "name": fc, "group": fc}, label="messages", unit="message",
                     reads=[read(source.path)] if "." in source.path.rsplit("/", 1)[-1] else [ls(source.path)])
 
     def _document(self, ctx: OpContext, source: Artifact):
@@ -379,19 +423,26 @@ class ExtractStructuredData:
         records = _typed(header, rows, spec["numeric"])
         json_note = ""
         if jpath:
-            nums = ", ".join(sorted(spec["numeric"]))
-            json_note = (f" Also save the same records as a JSON array of objects at `{jpath}` (keys = the column "
-                         f"names" + (f"; {nums} as JSON numbers, not strings" if nums else "") + ").")
-        instruction = rng.choice([
-            f"Go through {spec['what']} and pull out {spec['fields']}. Save one row per {spec['unit']} to `{out}` with the "
-            f"header {','.join(header)}, {spec['order']}.{json_note}",
-            f"I need the data in {spec['what']} as a table: write `{out}` with the columns {', '.join(header)}, "
-            f"that is {spec['fields']}; {spec['order']}.{json_note}",
-            f"Extract {spec['fields']} from {spec['what']} into the CSV `{out}` "
-            f"(header: {','.join(header)}; {spec['order']}).{json_note}",
-        ])
+            nums = ", ".join(f"`{h}`" for h in sorted(spec["numeric"]))
+            json_note = " " + expand("[Also|In addition,|And] [@save] [the same records|those rows|the same data] as "
+                                     "[a JSON array of objects|a JSON list of records|JSON (an array of objects)] at "
+                                     "`{j}` (keys = the column names" + ("; {nums} as JSON numbers, not strings"
+                                                                         if nums else "") + ").",
+                                     rng, j=jpath, nums=nums)
+        cols = V.cols(rng, header)
+        instruction = one_of(rng, [
+            "Go through {what} and pull out {fields}. [Save|Write|Put] one row per {unit} to `{out}` with the header {cols}, "
+            "{order}.{json}",
+            "I [want|need] the data in {what} as a table: write `{out}` with the columns {cols}, that is {fields}; "
+            "{order}.{json}",
+            "Extract {fields} from {what} into the CSV `{out}` (header: {cols}; {order}).{json}",
+            "Could you [turn|make] {what} into a [CSV|spreadsheet] at `{out}`? [One row per {unit}|A row for each "
+            "{unit}], columns {cols}: {fields}. Rows {order}.{json}",
+            "[Read|Look at] {what}. [For each|For every] {unit}, I want {fields} - in `{out}` ({cols}), {order}.{json}",
+        ], what=spec["what"], fields=spec["fields"], unit=spec["unit"], out=out, cols=cols, order=spec["order"],
+            json=json_note)
         key = spec["key"]
-        pcols = [key] if key == "file" else []
+        pcols = [key] if spec.get("path_key") else []
         base = spec["folder"]
         checks = [
             Check("rows_extracted", "data_path_rows",
@@ -430,6 +481,7 @@ class ExtractStructuredData:
         if jpath:
             outputs.append(Artifact(jpath, RECORDS, records, f"the extracted {spec['label']} records ({jpath})",
                                     roles=spec["roles"]))
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id,
             instruction=instruction,
@@ -445,7 +497,8 @@ class ExtractStructuredData:
     def _outline_plan(self, ctx: OpContext, source: Artifact, spec: dict) -> StepPlan:
         rng = ctx.rng
         outline = spec["outline"]
-        out = ctx.path(rng.choice(["outline.json", "headings.json", "document_outline.json"]))
+        out = ctx.path(rng.choice(["outline.json", "headings.json", "document_outline.json", "toc.json",
+                                   "structure.json", "sections.json"]))
         instruction = rng.choice([
             f"Extract the outline of {spec['what']}: write `{out}` as a JSON array with one object per markdown "
             "heading, in document order, each {\"level\": <number of #, as a JSON number>, \"title\": <heading "
@@ -453,6 +506,11 @@ class ExtractStructuredData:
             f"Turn the headings of {spec['what']} into structured data: `{out}` must be a JSON array of "
             "{\"level\", \"title\"} objects (level = how many # the heading has, as a number; title = the heading "
             "text), one per heading, in the order they appear.",
+            f"Could you build a table of contents for {spec['what']}? Save it as `{out}`: a JSON list, one "
+            "{\"level\": ..., \"title\": ...} object per markdown heading in reading order, level being the "
+            "count of # characters (a number, not a string) and title the heading text without them.",
+            f"I want the heading structure of {spec['what']} as JSON in `{out}` - an array of objects with a numeric "
+            "\"level\" (1 for #, 2 for ##, and so on) and a \"title\" (the text after the #s), in document order.",
         ])
         checks = [
             Check("headings_extracted", "data_records", {"path": out, "records": outline}),
@@ -461,6 +519,7 @@ class ExtractStructuredData:
                                                        "exact_keys": True}),
         ]
         partial = [{"level": str(o["level"]), "title": o["title"]} for o in outline[: max(1, len(outline) // 2)]]
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id,
             instruction=instruction,

@@ -8,6 +8,8 @@ import random
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.ops import _data_vocab as V
 from clawgym.synth.ops._docs_common import digest, persona_email
 from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, read, to_csv, write
 
@@ -94,9 +96,13 @@ class ManageContacts:
         sig_sources = [missing_phone[0]] + extra_people[:1]
         vcf_sources = [missing_phone[1]] + extra_people[1:]
         files: list[WorkspaceFile] = []
-        csv_path = ctx.path(rng.choice(["contacts_export.csv", "crm/contacts_export.csv", "address_book_old.csv"]))
+        base = V.folder(ctx.persona, rng, ["contacts", "crm", "clients", "people", "admin"])
+        csv_path = ctx.path(V.join(base, rng.choice(["contacts_export.csv", "crm_export.csv", "address_book_old.csv",
+                                                     "outlook_contacts.csv", "phone_export.csv", "people.csv",
+                                                     "gmail_contacts.csv", "client_list.csv"])))
         files.append(WorkspaceFile(path=csv_path, content=to_csv(header, rows)))
-        mail_dir = rng.choice(["mail", "inbox", "signatures"])
+        mail_dir = V.join(base if rng.random() < 0.3 else "", rng.choice(["mail", "inbox", "signatures", "emails",
+                                                                          "saved_mail", "intros"]))
         mail_paths = []
         for i, e in enumerate(sig_sources):
             t = truth[e]
@@ -111,7 +117,8 @@ class ManageContacts:
                 "date": f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(8, 17):02d}:15:00",
                 "body": body})))
             mail_paths.append(p)
-        vcf_path = ctx.path(rng.choice(["cards.vcf", "contacts/exported.vcf", "phone_contacts.vcf"]))
+        vcf_path = ctx.path(V.join(rng.choice(["", base, "contacts", "phone"]), rng.choice(
+            ["cards.vcf", "exported.vcf", "phone_contacts.vcf", "business_cards.vcf", "shared.vcf", "vcards.vcf"])))
         cards = []
         for e in vcf_sources:
             t = truth[e]
@@ -121,40 +128,55 @@ class ManageContacts:
                                     f"EMAIL;TYPE=INTERNET:{t['email'].upper() if rng.random() < 0.3 else t['email']}",
                                     "END:VCARD"]))
         files.append(WorkspaceFile(path=vcf_path, content="\n".join(cards) + "\n"))
-        out_header = ["name", "email", "phone", "company"]
+        nc, ec, pc, cc_ = (rng.choice(c) for c in (["name", "full_name", "contact"], ["email", "e_mail", "email_address"],
+                                                    ["phone", "tel", "mobile", "phone_e164"],
+                                                    ["company", "organisation", "org", "employer"]))
+        out_header = [nc, ec, pc, cc_]
         expected = sorted(([truth[e]["name"], e, truth[e]["phone"], truth[e]["company"]] for e in emails),
                           key=lambda r: r[0])
-        out = ctx.path(rng.choice(["contacts.csv", "address_book.csv", "contacts_merged.csv"]))
+        out = ctx.path(V.join(rng.choice(["", "", base]), rng.choice(
+            ["contacts.csv", "address_book.csv", "contacts_merged.csv", "all_contacts.csv", "contacts_clean.csv",
+             "people_master.csv", "one_address_book.csv"])))
         ex = f"+{cc}" + "".join(str((i * 7 + 3) % 10) for i in range(length))
         trunk_txt = f" (drop the leading {trunk} of national numbers)" if trunk else ""
-        sources = f"`{csv_path}`, the signatures of the emails in `{mail_dir}/` and the vCards in `{vcf_path}`"
-        instruction = rng.choice([
-            f"My contacts are spread over {sources}. Merge them into `{out}` with exactly the columns "
-            f"{','.join(out_header)}: one row per person (same email = same person, whatever the case), names "
-            f"written \"First Last\" in normal capitalisation, emails in lower case, phone numbers in E.164 form "
-            f"(all are {cname} numbers: +{cc} then the digits, no spaces{trunk_txt}, e.g. {ex}), and fill gaps from "
-            "whichever source has the value. Sort by name.",
-            f"Please build one clean address book, `{out}` (columns: {', '.join(out_header)}), from {sources}. "
-            f"De-duplicate by email (case-insensitive), use \"First Last\" names with normal capitals, lower-case "
-            f"emails, and E.164 phones - they're all {cname} numbers, so +{cc} followed by digits only"
-            f"{trunk_txt} (like {ex}). If a field is missing in one source, take it from another. Rows sorted by "
-            "name.",
-        ])
-        sig_records = [{"email": e, "name": truth[e]["name"], "phone": truth[e]["phone"],
-                        "company": truth[e]["company"]} for e in dict.fromkeys(sig_sources + vcf_sources + blank_company)]
+        sources = expand("`{c}`, the signatures of the emails in `{m}/` and the vCards in `{v}`", rng, c=csv_path,
+                         m=mail_dir, v=vcf_path)
+        items = [
+            expand("[exactly the columns|columns|header:] {cols}", rng, cols=V.cols(rng, out_header)),
+            expand("one row per person (same email = same person, whatever the case)", rng) if rng.random() < 0.5
+            else expand("de-duplicate by email (case-insensitive)", rng),
+            expand("names written \"First Last\" in normal capitalisation", rng),
+            expand("emails in lower case", rng),
+            expand("phone numbers in E.164 form (all are {cn} numbers: +{cc} then the digits, no spaces{t}, e.g. {ex})",
+                   rng, cn=cname, cc=cc, t=trunk_txt, ex=ex),
+            expand("[fill gaps from whichever source has the value|if a field is missing in one source, take it "
+                   "from another]", rng),
+            expand("[sorted|rows sorted|ordered] by name", rng),
+        ]
+        lead = one_of(rng, [
+            "My contacts are spread over {src}. Merge them into `{out}`.",
+            "Please build one clean address book, `{out}`, from {src}.",
+            "Could you [build|make] [one clean|a single] address book, `{out}`, from {src}?",
+            "I [keep losing|can never find] people's details - they're in {src}. [Combine|Merge] [them|it all] into "
+            "`{out}`.",
+            "[Time to|Help me] [consolidate|merge] my contacts: {src} [should become|into] one list, `{out}`.",
+        ], src=sources, out=out)
+        instruction = V.cat(lead, V.reqs(rng, items, list_leads=("The rules:", "For the merged file:")))
+        sig_records = [{ec: e, nc: truth[e]["name"], pc: truth[e]["phone"],
+                        cc_: truth[e]["company"]} for e in dict.fromkeys(sig_sources + vcf_sources + blank_company)]
         # the forms (one row per email, E.164 phones, "First Last" names) count as far as the rows are the right
         # people: the messy export copied as it is has some of each already
-        people = Check("", "csv_rows", {"path": out, "header": ["name", "email"], "rows": [r[:2] for r in expected]})
+        people = Check("", "csv_rows", {"path": out, "header": [nc, ec], "rows": [r[:2] for r in expected]})
         checks = [
             Check("contacts_merged", "csv_rows", {"path": out, "header": out_header, "rows": expected}),
             Check("no_duplicates", "gated", parts=[Check("", "docs_csv_unique", {
-                "path": out, "column": "email", "expected_count": len(expected)}), people]),
+                "path": out, "column": ec, "expected_count": len(expected)}), people]),
             Check("phones_e164", "gated", parts=[Check("", "column_matches", {
-                "path": out, "column": "phone", "pattern": rf"\+{cc}\d{{{length}}}"}), people]),
+                "path": out, "column": pc, "pattern": rf"\+{cc}\d{{{length}}}"}), people]),
             Check("names_first_last", "gated", parts=[Check("", "column_matches", {
-                "path": out, "column": "name", "pattern": r"[A-Z][a-z'-]+( [A-Z][a-z'-]+)+"}), people]),
+                "path": out, "column": nc, "pattern": r"[A-Z][a-z'-]+( [A-Z][a-z'-]+)+"}), people]),
             Check("gaps_filled_from_mail_and_vcards", "docs_records", {
-                "path": out, "key": "email", "records": sig_records, "fields": ["name", "phone", "company"]}),
+                "path": out, "key": ec, "records": sig_records, "fields": [nc, pc, cc_]}),
         ]
         # partial: only the CSV, de-duplicated, phones left as they were
         seen = {}
@@ -163,12 +185,13 @@ class ManageContacts:
             if e not in seen:
                 seen[e] = [truth[e]["name"], e, r[2], r[3]]
         partial_rows = sorted(seen.values(), key=lambda r: r[0])
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, checks=checks, files=files,
             steps=[read(csv_path), *(read(p) for p in mail_paths), read(vcf_path), write(out, to_csv(out_header, expected))],
             partial=[write(out, to_csv(out_header, partial_rows))],
             outputs=[Artifact(out, TABLE, {"header": out_header, "rows": expected}, f"the merged address book ({out})",
-                              roles={"name": "name", "group": "company"})],
+                              roles={"name": nc, "group": cc_})],
             summary=f"merge contacts into {out}",
             fingerprint=digest(expected),
         )

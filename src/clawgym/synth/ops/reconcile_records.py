@@ -8,6 +8,8 @@ import re
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.ops import _data_vocab as V
 from clawgym.synth.ops.aggregate_and_report import (
     digest,
     is_quantity,
@@ -23,6 +25,20 @@ from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, 
 OUT_HEADER = ["date", "payee", "ledger_amount", "bank_amount", "reason"]
 REASONS = ["missing_in_bank", "missing_in_ledger", "amount_mismatch", "date_mismatch"]
 TYPES = ["CARD", "DD", "TRF", "POS"]
+# Reason code sets (the codes of REASONS' meanings, in that order) and output column names a request may use.
+REASON_SETS = [
+    REASONS,
+    ["not_on_statement", "not_in_books", "wrong_amount", "wrong_date"],
+    ["only_in_ledger", "only_in_bank", "amount_differs", "date_differs"],
+    ["MISSING_BANK", "MISSING_LEDGER", "AMOUNT", "DATE"],
+]
+OURS_COLS = ["ledger_amount", "our_amount", "books_amount", "recorded_amount", "ledger_value"]
+THEIRS_COLS = ["bank_amount", "statement_amount", "bank_value", "bank_side"]
+REASON_COLS = ["reason", "issue", "status", "problem", "finding"]
+STATEMENT_NAMES = ["bank_statement", "statement_export", "card_statement", "bank_transactions", "bank_csv",
+                   "online_banking_export", "statement_{mon}", "card_{mon}"]
+OUT_NAMES = ["mismatches", "reconciliation", "recon_issues", "discrepancies", "to_investigate", "unmatched",
+             "recon_{mon}", "exceptions"]
 
 
 def reconcile(ledger: list[tuple[dt.date, str, float]], bank: list[tuple[dt.date, str, float]]):
@@ -103,21 +119,22 @@ class ReconcileRecords:
 
     def _own_ledger(self, ctx: OpContext):
         rng = ctx.rng
-        voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
-        payees = flavor.orgs(rng, rng.randint(4, 7))
+        sc = V.schema(rng, ctx.persona, n_names=rng.randint(4, 7))
+        payees = sc.names
         month = rng.randint(1, 11)
         ledger, rows = [], []
         for _ in range(rng.randint(9, 16)):
             d = flavor.date_in(rng, 2026, month)
             p = rng.choice(payees)
-            v = flavor.amount(rng, 8, 900)
+            v = flavor.amount(rng, max(8, sc.lo), max(sc.hi, 60))
             ledger.append((d, p, v))
         ledger.sort(key=lambda x: (x[0], x[1]))
         for d, p, v in ledger:
-            rows.append([d.isoformat(), p, rng.choice(voc["categories"]), money(v)])
-        path = ctx.path(rng.choice(["ledger.csv", "bookkeeping_ledger.csv", "cashbook.csv", "expenses_ledger.csv"]))
-        header = ["date", "payee", "category", "amount"]
-        return ledger, path, header, rows
+            rows.append([d.isoformat(), p, rng.choice(sc.groups), money(v)])
+        fold = V.folder(ctx.persona, rng, ["books", "accounts", "finance"])
+        path = ctx.path(V.join(fold, rng.choice([f"{sc.stem}.csv", "ledger.csv", "cashbook.csv", f"{sc.stem}_ledger.csv",
+                                                 f"{sc.stem}_{V.month_name(month)[:3].lower()}.csv"])))
+        return ledger, path, sc.header, rows, sc, month
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
         rng = ctx.rng
@@ -129,10 +146,13 @@ class ReconcileRecords:
                 return generic
         if ledger is not None and source is not None:
             ledger_path, ledger_words = source.path, refer(source)
+            name_col = role_column(source, table_of(source)[0], "name") or "payee"
         else:
-            ledger, ledger_path, lheader, lrows = self._own_ledger(ctx)
+            ledger, ledger_path, lheader, lrows, sc, _m = self._own_ledger(ctx)
             files.append(WorkspaceFile(path=ledger_path, content=to_csv(lheader, lrows)))
-            ledger_words = f"my ledger `{ledger_path}`"
+            ledger_words = expand("[my|our|the] [ledger|{what}|books] `{p}`", rng, what=sc.what, p=ledger_path)
+            ledger_words = ledger_words[:1].lower() + ledger_words[1:]
+            name_col = sc.name
 
         statement = rng.choice(["bank statement", "card statement", "bank export"])
         # the other side: a copy of the ledger with a few mismatches, in the bank's own format
@@ -172,67 +192,115 @@ class ReconcileRecords:
 
         style = rng.choice(["signed", "debit", "upper"])
         if style == "signed":
-            bheader = ["Booking date", "Counterparty", "Amount", "Balance"]
+            bheader = [rng.choice(["Booking date", "Value date", "Date"]), rng.choice(["Counterparty", "Name", "Details"]),
+                       "Amount", rng.choice(["Balance", "Running balance"])]
             bal = round(rng.uniform(2000, 9000), 2)
             brows = []
             for d, p, v in bank:
                 bal = round(bal - v, 2)
                 brows.append([d.strftime("%d/%m/%Y"), p, f"-{v:.2f}", f"{bal:.2f}"])
-            fmt_note = "The statement's dates are DD/MM/YYYY and money out is negative."
+            fmt_note = expand("[The statement's dates are|The bank writes dates as] DD/MM/YYYY and money out is "
+                              "[negative|shown with a minus sign].", rng)
         elif style == "debit":
-            bheader = ["date", "description", "debit", "credit"]
+            bheader = [rng.choice(["date", "txn date", "posted"]), rng.choice(["description", "narrative", "details"]),
+                       rng.choice(["debit", "paid out", "money out"]), rng.choice(["credit", "paid in", "money in"])]
             brows = [[d.strftime("%d.%m.%Y"), f"{rng.choice(TYPES)} {p}", f"{v:.2f}", ""] for d, p, v in bank]
-            fmt_note = ("The statement's dates are DD.MM.YYYY and each description is a transaction type (CARD, DD, "
-                        "TRF, POS) followed by the payee.")
+            fmt_note = expand("[The statement's dates are|Dates on the statement are] DD.MM.YYYY and each "
+                              "description is a transaction type (CARD, DD, TRF, POS) followed by the [payee|name].", rng)
         else:
-            bheader = ["Posted", "Payee", "Amount (EUR)"]
+            bheader = [rng.choice(["Posted", "Date posted", "Transaction date"]), rng.choice(["Payee", "Merchant", "To"]),
+                       rng.choice(["Amount (EUR)", "Amount (GBP)", "Amount (USD)", "Amount"])]
             brows = [[d.strftime("%Y-%m-%d"), p.upper(), f"{v:,.2f}"] for d, p, v in bank]
-            fmt_note = "The statement writes payees in capitals; compare names ignoring case."
-        bank_path = ctx.path(rng.choice(["bank_statement.csv", "statement_export.csv", "card_statement.csv",
-                                         "bank_transactions.csv"]))
+            fmt_note = expand("The [statement|bank] writes [payees|names] in capitals; compare [names|them] ignoring "
+                              "case.", rng)
+        mon = ledger[0][0].strftime("%b").lower()
+        bfold = V.folder(ctx.persona, rng, ["bank", "statements", "downloads"])
+        bank_path = ctx.path(V.join(bfold, rng.choice(STATEMENT_NAMES).format(mon=mon) + ".csv"))
         files.append(WorkspaceFile(path=bank_path, content=to_csv(bheader, brows)))
-        out = ctx.path(rng.choice(["mismatches.csv", "reconciliation.csv", "recon_issues.csv"]))
-
-        rule = ("A ledger line and a statement line match when payee, date and amount all agree. Of what is left, "
-                "pair lines with the same payee and amount but different dates (reason date_mismatch), then lines "
-                "with the same payee and date but different amounts (reason amount_mismatch); any ledger line still "
-                "unpaired is missing_in_bank and any statement line still unpaired is missing_in_ledger.")
-        cols = ("date, payee, ledger_amount, bank_amount, reason. Dates as YYYY-MM-DD (the ledger's date, or the "
-                "statement's for missing_in_ledger lines); amounts as positive numbers with two decimals, left empty "
-                "on the side where the line is missing")
-        instruction = rng.choice([
-            f"Please reconcile {ledger_words} against the {statement} `{bank_path}`. {fmt_note} {rule} Write "
-            f"only the mismatches to `{out}` with the columns {cols}.",
-            f"I need {ledger_words} checked against `{bank_path}`, my {statement}. {fmt_note} {rule} List every "
-            f"problem line in `{out}`; matching lines should not appear. Columns: {cols}.",
-            f"Cross-check {ledger_words} with the {statement} in `{bank_path}` and save the discrepancies as "
-            f"`{out}`. {fmt_note} {rule} Columns: {cols}.",
-        ])
+        out = ctx.path(V.join(rng.choice(["", "", bfold, "reports"]), rng.choice(OUT_NAMES).format(mon=mon) + ".csv"))
+        codes = rng.choice(REASON_SETS)
+        code = dict(zip(REASONS, codes, strict=True))
+        dcol = rng.choice(["date", "txn_date", "day", "booking_date"])
+        ncol = name_col.lower() if name_col.lower() not in (dcol,) else "payee"
+        ocol, tcol, rcol = rng.choice(OURS_COLS), rng.choice(THEIRS_COLS), rng.choice(REASON_COLS)
+        out_header = [dcol, ncol, ocol, tcol, rcol]
+        if len({h.casefold() for h in out_header}) != 5:
+            out_header = [dcol, "payee", ocol, tcol, rcol]
+            ncol = "payee"
+        expected = [r[:4] + [code[r[4]]] for r in expected]
+        C = {k: f"`{v}`" for k, v in code.items()}
+        rule_items = [
+            one_of(rng, [
+                "a ledger line and a statement line match when [{n}, date and amount all agree|they have the same "
+                "{n}, date and amount]",
+                "[lines|entries] that share {n}, date and amount on both sides are matched[ and stay out of the "
+                "file|]",
+                "an exact match is the same {n}, [the same |]date and [the same |]amount in both files",
+            ], n=f"`{ncol}`"),
+            one_of(rng, [
+                "of what is left, pair lines with the same {n} and amount but different dates (reason {c})",
+                "[among|of] the leftovers, [same|equal] {n} and amount [but|with] another date [pair up as|is] {c}",
+                "[next|then], unmatched lines with the same {n} and amount on different days [are|count as] {c}",
+            ], n=f"`{ncol}`", c=C["date_mismatch"]),
+            one_of(rng, [
+                "[then|after that] pair lines with the same {n} and date but different amounts (reason {c})",
+                "[after that|then], same {n} and date [but|with] [a different|another] amount [is|pairs up as] {c}",
+                "whatever still has a partner with the same {n} and date but a different amount is {c}",
+            ], n=f"`{ncol}`", c=C["amount_mismatch"]),
+            one_of(rng, [
+                "any ledger line still unpaired is {a} and any statement line still unpaired is {b}",
+                "[everything|whatever] left over is {a} (ledger side) or {b} (statement side)",
+                "unpaired [lines|entries]: {a} [if they are|when] in the ledger, {b} [if they are|when] on the "
+                "statement",
+            ], a=C["missing_in_bank"], b=C["missing_in_ledger"]),
+        ]
+        cols_items = [
+            expand("[columns|header]: {cols}", rng, cols=V.cols(rng, out_header)),
+            expand("{d} as YYYY-MM-DD (the ledger's date, or the statement's for {b} lines)", rng, d=f"`{dcol}`",
+                   b=C["missing_in_ledger"]),
+            expand("{o} and {t} as positive numbers with two decimals, [left empty|blank] on the side where the "
+                   "line is missing", rng, o=f"`{ocol}`", t=f"`{tcol}`"),
+            expand("[only the mismatches|no matched lines|matching lines left out]", rng),
+        ]
+        lead = one_of(rng, [
+            "Please reconcile {lw} against the {st} `{bp}`.",
+            "Could you reconcile {lw} [against|with] the {st} `{bp}`?",
+            "I [@need] {lw} checked against `{bp}`, my {st}.",
+            "Cross-check {lw} with the {st} in `{bp}`.",
+            "[Does|Do] {lw} agree with the {st} (`{bp}`)? [Find out|Check line by line].",
+            "[Time for|Help me with] the monthly reconciliation: {lw} vs the {st} `{bp}`.",
+        ], lw=ledger_words, st=statement, bp=bank_path)
+        where = one_of(rng, ["[Write|Save|List] the [mismatches|discrepancies|problem lines] [to|in] `{out}`.",
+                             "The [result|list of problems] goes [in|into] `{out}`."], out=out)
+        instruction = V.cat(lead + " " + fmt_note + " " + where,
+                            V.reqs(rng, rule_items, fixed_order=True, list_leads=("Matching rule:", "How to match:")),
+                            V.reqs(rng, cols_items, list_leads=("Output:", "For the file:")))
         checks = [
             Check("mismatches_found", "csv_rows",
-                  {"path": out, "header": ["payee", "reason"], "rows": [[r[1], r[4]] for r in expected]}),
+                  {"path": out, "header": [ncol, rcol], "rows": [[r[1], r[4]] for r in expected]}),
             Check("mismatch_amounts", "csv_rows",
-                  {"path": out, "header": ["payee", "ledger_amount", "bank_amount", "reason"],
+                  {"path": out, "header": [ncol, ocol, tcol, rcol],
                    "rows": [[r[1], r[2], r[3], r[4]] for r in expected]}),
             Check("mismatch_dates", "csv_rows",
-                  {"path": out, "header": ["date", "payee", "reason"], "rows": [[r[0], r[1], r[4]] for r in expected]}),
+                  {"path": out, "header": [dcol, ncol, rcol], "rows": [[r[0], r[1], r[4]] for r in expected]}),
             Check("reasons_from_list", "column_matches",
-                  {"path": out, "column": "reason", "pattern": "|".join(REASONS)}),
+                  {"path": out, "column": rcol, "pattern": "|".join(codes)}),
         ]
         # partial: only the lines missing from the bank found, and a wrong bank amount for one of them
-        missing = [list(r) for r in expected if r[4] == "missing_in_bank"]
+        missing = [list(r) for r in expected if r[4] == code["missing_in_bank"]]
         partial_rows = missing + [[r[0], r[1], r[2], r[2], "amount differs"] for r in expected
-                                  if r[4] == "amount_mismatch"]
+                                  if r[4] == code["amount_mismatch"]]
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id,
             instruction=instruction,
             files=files,
             checks=checks,
-            steps=[read(ledger_path), read(bank_path), write(out, to_csv(OUT_HEADER, expected))],
-            partial=[read(bank_path), write(out, to_csv(OUT_HEADER, partial_rows))],
-            outputs=[Artifact(out, TABLE, {"header": OUT_HEADER, "rows": expected},
+            steps=[read(ledger_path), read(bank_path), write(out, to_csv(out_header, expected))],
+            partial=[read(bank_path), write(out, to_csv(out_header, partial_rows))],
+            outputs=[Artifact(out, TABLE, {"header": out_header, "rows": expected},
                               f"the reconciliation mismatch list ({out})",
-                              roles={"date": "date", "name": "payee", "group": "reason", "value": "ledger_amount"})],
+                              roles={"date": dcol, "name": ncol, "group": rcol, "value": ocol})],
             summary=f"reconcile {ledger_path} against {bank_path} into {out}",
             fingerprint=digest([[(d.isoformat(), p, v) for d, p, v in ledger], brows]),
         )
@@ -306,39 +374,66 @@ class ReconcileRecords:
         theirs.sort(key=lambda r: r[ki].casefold())
         expected.sort(key=lambda r: (r[4], r[0].casefold(), r[1]))
         other_words = rng.choice(["the copy from the shared drive", "the export from the other system",
-                                  "my colleague's version", "last week's backup copy"])
-        other = ctx.path(rng.choice(["other_copy.csv", "shared_drive_export.csv", "colleague_version.csv",
-                                     "system_export.csv"]))
+                                  "my colleague's version", "last week's backup copy", "the version in the CRM",
+                                  "what the office has", "the old laptop's copy", "the head office file"])
+        other = ctx.path(V.join(V.folder(ctx.persona, rng, ["shared", "other", "incoming"]), rng.choice(
+            ["other_copy.csv", "shared_drive_export.csv", "colleague_version.csv", "system_export.csv",
+             "their_copy.csv", "backup.csv", "office_version.csv", "crm_export.csv"])))
         their_header = [h.capitalize() if rng.random() < 0.5 else h for h in header]
         files = [WorkspaceFile(path=other, content=to_csv(their_header, theirs))]
         ctx.used_paths.add(other)
-        out = ctx.path(rng.choice(["differences.csv", "mismatches.csv", "reconciliation.csv"]))
-        out_header = [key, "field", "ours", "theirs", "reason"]
-        instruction = rng.choice([
-            f"{refer(source)[:1].upper() + refer(source)[1:]} should agree with {other_words}, `{other}`, but they "
-            f"have drifted apart. Match the rows by `{key}` (ignoring case) and list every difference in `{out}` "
-            f"with the columns {', '.join(out_header)}: one row per {key} that only my file has (reason "
-            f"missing_in_theirs), per {key} that only `{other}` has (reason missing_in_ours), and per cell that "
-            f"differs in a matched row (reason value_mismatch, field = the column name, ours / theirs = the two "
-            f"values). Leave field, ours and theirs empty for the missing ones. Compare values ignoring case and "
-            f"surrounding spaces, and numbers by value.",
-            f"Please reconcile {refer(source)} (ours) with `{other}` ({other_words}, theirs). Rows are the same "
-            f"record when their `{key}` matches, ignoring case; column names match ignoring case too. Write "
-            f"`{out}` (header {','.join(out_header)}) with a row for each record missing on one side (reason "
-            f"missing_in_theirs or missing_in_ours; field/ours/theirs left empty) and for each differing value "
-            f"(reason value_mismatch with the column in field and both values). Ignore differences of case or "
-            f"surrounding whitespace; numbers count as equal when their values are.",
-        ])
+        out = ctx.path(rng.choice(["differences.csv", "mismatches.csv", "reconciliation.csv", "drift.csv",
+                                   "diff_report.csv", "what_changed.csv"]))
+        mo, mt, vm = rng.choice([("missing_in_theirs", "missing_in_ours", "value_mismatch"),
+                                 ("only_ours", "only_theirs", "changed"),
+                                 ("MISSING_THEIRS", "MISSING_OURS", "DIFFERENT"),
+                                 ("not_in_theirs", "not_in_ours", "differs")])
+        fc, oc, tc, rc = (rng.choice(c) for c in (["field", "column"], ["ours", "our_value", "mine"],
+                                                  ["theirs", "their_value", "other_value"],
+                                                  ["reason", "status", "kind"]))
+        out_header = [key, fc, oc, tc, rc]
+        if len({h.casefold() for h in out_header}) != 5:
+            fc, oc, tc, rc = "field_name", "ours_value", "theirs_value", "diff_reason"
+            out_header = [key, fc, oc, tc, rc]
+        recode = {"missing_in_theirs": mo, "missing_in_ours": mt, "value_mismatch": vm}
+        expected = [r[:4] + [recode[r[4]]] for r in expected]
+        K = f"`{key}`"
+        items = [
+            expand("[match|pair] the rows by {k} (ignoring case)[; column names match ignoring case too|]", rng, k=K),
+            expand("[one row per {k} that only my file has|a row for each {k} missing from theirs|every {k} only "
+                   "I have gets a row] (reason {a})", rng, k=K, a=f"`{mo}`"),
+            expand("[one row per {k} that only `{o}` has|a row for each {k} that is only in `{o}`|every {k} found "
+                   "only in `{o}` gets a row] (reason {b})", rng, k=K, o=other, b=f"`{mt}`"),
+            expand("[one row per cell that differs in a matched row|a row for every value that changed between "
+                   "matched rows|each differing cell of a matched pair gets a row] (reason {c}, {f} = the column "
+                   "name, {ou} / {th} = the two values)", rng, c=f"`{vm}`", f=f"`{fc}`", ou=f"`{oc}`", th=f"`{tc}`"),
+            expand("[leave|keep] {f}, {ou} and {th} [empty|blank] for the missing ones", rng, f=f"`{fc}`",
+                   ou=f"`{oc}`", th=f"`{tc}`"),
+            expand("[compare values ignoring case and surrounding spaces, and numbers by value|case and stray spaces "
+                   "don't count as differences, and numbers are equal when their values are|treat 'Abc ' and 'abc' "
+                   "as the same, and 5 and 5.0 as the same]", rng),
+            expand("[columns|header]: {cols}", rng, cols=V.cols(rng, out_header)),
+        ]
+        src_w = refer(source)
+        lead = one_of(rng, [
+            "{S} should agree with {ow}, `{o}`, but they have drifted apart. List every difference in `{out}`.",
+            "[Please|Could you] reconcile {s} (ours) with `{o}` ({ow}, theirs) and write the differences to `{out}`.",
+            "{S} and `{o}` ({ow}) [no longer match|have diverged]. [What's different?|Find every difference.] Put "
+            "it in `{out}`.",
+            "[Compare|Diff] {s} against {ow} in `{o}`, [into|and save the result as] `{out}`.",
+        ], S=src_w[:1].upper() + src_w[1:], s=src_w, ow=other_words, o=other, out=out)
+        instruction = V.cat(lead, V.reqs(rng, items, list_leads=("How to compare:", "Rules:")))
         checks = [
-            Check("differences_found", "csv_rows", {"path": out, "header": [key, "reason"],
+            Check("differences_found", "csv_rows", {"path": out, "header": [key, rc],
                                                     "rows": [[r[0], r[4]] for r in expected]}),
-            Check("differing_values", "csv_rows", {"path": out, "header": [key, "field", "ours", "theirs"],
+            Check("differing_values", "csv_rows", {"path": out, "header": [key, fc, oc, tc],
                                                    "rows": [r[:4] for r in expected]}),
             Check("reasons_from_list", "column_matches",
-                  {"path": out, "column": "reason", "pattern": "missing_in_theirs|missing_in_ours|value_mismatch"}),
+                  {"path": out, "column": rc, "pattern": f"{mo}|{mt}|{vm}"}),
         ]
-        partial_rows = [r for r in expected if r[4] != "value_mismatch"] + \
-            [[r[0], r[1], r[2], r[2], "different"] for r in expected if r[4] == "value_mismatch"]
+        partial_rows = [r for r in expected if r[4] != vm] + \
+            [[r[0], r[1], r[2], r[2], "not_same"] for r in expected if r[4] == vm]
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id,
             instruction=instruction,
@@ -347,7 +442,7 @@ class ReconcileRecords:
             steps=[read(source.path), read(other), write(out, to_csv(out_header, expected))],
             partial=[write(out, to_csv(out_header, partial_rows))],
             outputs=[Artifact(out, TABLE, {"header": out_header, "rows": expected},
-                              f"the list of differences ({out})", roles={"name": key, "group": "reason"})],
+                              f"the list of differences ({out})", roles={"name": key, "group": rc})],
             summary=f"reconcile {source.path} with {other} into {out}",
             fingerprint=digest([header, rows, theirs]),
         )

@@ -10,6 +10,8 @@ import re
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.ops import _data_vocab as V
 from clawgym.synth.ops._docs_common import (
     date_col,
     dated,
@@ -63,8 +65,49 @@ def _busy_args(spans: list[Span]) -> list[list[str]]:
     return [[_iso(a), _iso(b)] for a, b in spans]
 
 
-FORMAT = ("Write the times as local times without a time zone (for example DTSTART:20260310T140000) and give "
-          "every event a SUMMARY, DTSTART, DTEND and LOCATION")
+def fmt_note(rng) -> str:
+    """The .ics format rule (local times, the four properties), phrased one of many ways."""
+    ex = f"DTSTART:2026{rng.randint(1, 12):02d}{rng.randint(1, 28):02d}T{rng.choice([9, 10, 11, 14, 15, 16]):02d}" \
+         f"{rng.choice(['00', '30'])}00"
+    props = ["SUMMARY", "DTSTART", "DTEND", "LOCATION"]
+    if rng.random() < 0.6:
+        rng.shuffle(props)
+    four = ", ".join(props[:3]) + " and " + props[3]
+    return one_of(rng, [
+        "[Write|Give] the times as local times without a time zone ([for example|e.g.|like] {ex}) and give "
+        "[every|each] event {four}.",
+        "[Every|Each] event [needs|gets|should have] {four}[ lines|], with "
+        "[floating|local] times and no time zone ([e.g.|like|as in] {ex}).",
+        "[Use|Keep] local times[, no TZID or Z suffix|, no time zone] ({ex} [style|is the format]), and [include|put] "
+        "{four} [on|in] [every|each] event.",
+        "Format: [one|a] VEVENT per meeting with {four}; times local, [no time "
+        "zone|without a zone] ({ex}).",
+    ], ex=ex, four=four)
+
+
+# Meeting kinds per domain: "{p}" is the project word.
+TITLES = {
+    "health": ["{P} huddle", "{P} review", "Clinical governance: {p}", "{P} handover", "{P} audit meeting"],
+    "education": ["{P} planning", "{P} moderation", "Department meeting: {p}", "{P} prep session"],
+    "food": ["{P} tasting", "{P} menu meeting", "Supplier meeting: {p}", "{P} briefing"],
+    "software": ["{P} design review", "{P} sync", "{P} retro", "Architecture chat: {p}", "{P} planning"],
+    "finance": ["{P} review", "{P} sign-off", "{P} working session", "Controls walkthrough: {p}"],
+    "farm": ["{P} planning", "{P} walk-round", "Co-op meeting: {p}", "{P} check-in"],
+    "creative": ["{P} crit", "{P} brief", "{P} planning", "Mood board session: {p}"],
+    "legal": ["{P} conference", "{P} strategy meeting", "{P} case review", "Client call: {p}"],
+    "general": ["{P} planning", "{P} check-in", "Review: {p}", "{P} workshop", "{P} kick-off"],
+}
+MY_TITLES = ["Team stand-up", "1:1 with manager", "Supplier call", "Budget review", "Training", "Client visit",
+             "Focus time", "Interviews", "Dentist", "School run", "Admin block", "Lunch with a friend", "Webinar",
+             "Site visit", "Payroll", "Inspection", "Gym", "Commute"]
+ROOMS = ["Room 2", "Meeting room B", "Online (video call)", "{org} office", "Room 4.12", "The boardroom",
+         "Staff room", "Cafe downstairs", "Zoom", "Teams call", "Phone", "Studio", "Site office", "Library room 3",
+         "Conference room A"]
+CAL_NAMES = ["calendar", "my_calendar", "work", "diary", "schedule", "appointments", "busy", "outlook_export"]
+AVAIL_NAMES = ["availability", "busy_times", "team_busy", "others_busy", "freebusy", "attendee_busy",
+               "blocked_times", "their_calendars"]
+OUT_NAMES = ["new_meeting", "invite", "to_book", "booking", "meeting_request", "new_events", "proposed", "slot"]
+CAL_FOLDERS = ["cal", "calendar", "meetings", "diary", "scheduling", ""]
 
 
 class ScheduleEvents:
@@ -95,8 +138,7 @@ class ScheduleEvents:
         h0, h1 = rng.choice([(9, 17), (8, 16), (9, 18), (8, 17)])
         # my calendar: busy mornings and afternoons in the first days
         mine: list[dict] = []
-        titles = ["Team stand-up", "1:1 with manager", f"{rng.choice(voc['projects']).capitalize()} sync",
-                  "Supplier call", "Budget review", "Training", "Client visit", "Focus time", "Interviews"]
+        titles = rng.sample(MY_TITLES, 7) + [f"{rng.choice(voc['projects']).capitalize()} sync"]
         for k in range(4):
             d = first + dt.timedelta(days=k)
             if d.weekday() >= 5:
@@ -107,7 +149,7 @@ class ScheduleEvents:
                     dur = rng.choice([30, 60, 60, 90, 120])
                     end = min(t + dt.timedelta(minutes=dur), dt.datetime.combine(d, dt.time(h1)))
                     mine.append({"summary": rng.choice(titles), "start": t, "end": end,
-                                 "location": rng.choice(["Room 1", "Online", "Office", "Room 3"])})
+                                 "location": rng.choice(["Room 1", "Online", "Office", "Room 3", "Out", "Home"])})
                     t = end
                 t += dt.timedelta(minutes=rng.choice([30, 60]))
         my_busy = [(e["start"], e["end"]) for e in mine]
@@ -134,10 +176,32 @@ class ScheduleEvents:
         n_att = rng.randint(1, min(2, len(people)))
         att = people[:n_att]
         dur = rng.choice([30, 45, 60, 90])
-        summary = rng.choice([f"{project.capitalize()} planning", f"{project.capitalize()} check-in",
-                              f"Review: {project}", f"{project.capitalize()} workshop"])
-        location = rng.choice(["Room 2", "Meeting room B", "Online (video call)", f"{org} office"])
+        summary = rng.choice(TITLES.get(V.domain(ctx.persona), TITLES["general"])).format(
+            p=project, P=project[:1].upper() + project[1:])
+        location = rng.choice(ROOMS).format(org=org)
         busy1 = my_busy + [s for p in att for s in others[p]]
+        # a constraint only the request states (one attendee's hours), which the checks enforce as busy time
+        limit_txt = ""
+        if rng.random() < 0.4:
+            who_l = rng.choice(att)
+            days = [first + dt.timedelta(days=k) for k in range(21)]
+            if rng.random() < 0.5:
+                hh = rng.choice([10, 11, 13])
+                extra = [(dt.datetime.combine(d, dt.time(h0)), dt.datetime.combine(d, dt.time(hh))) for d in days]
+                limit_txt = expand("{w} [can't do anything|isn't available|is never free] before {hh}:00[ ({why})|]",
+                                   rng, w=who_l, hh=hh, why=rng.choice(["school run", "they work part-time",
+                                                                       "clinic in the mornings", "long commute",
+                                                                       "ward rounds", "they start late"]))
+            else:
+                hh = rng.choice([14, 15])
+                extra = [(dt.datetime.combine(d, dt.time(hh)), dt.datetime.combine(d, dt.time(h1))) for d in days]
+                limit_txt = expand("{w} [leaves|has to leave|is gone] at {hh}:00 [every day|that week], so it "
+                                   "[must|has to] end by then", rng, w=who_l, hh=hh)
+            t_try = earliest(first, dur, busy1 + extra, h0, h1, lunch)
+            if t_try.date() <= days[-1]:
+                busy1 = busy1 + extra
+            else:
+                limit_txt = ""
         t1 = earliest(first, dur, busy1, h0, h1, lunch)
         ev1 = {"summary": summary, "start": t1, "end": t1 + dt.timedelta(minutes=dur), "location": location,
                "attendees": [addrs[p] for p in att]}
@@ -150,7 +214,8 @@ class ScheduleEvents:
             d2 = first + dt.timedelta(days=rng.randint(1, 3))
             d2 = d2 if d2.weekday() < 5 else d2 + dt.timedelta(days=7 - d2.weekday())
             dur2 = rng.choice([30, 60])
-            summary2 = rng.choice([f"1:1 with {p2}", f"Catch-up with {p2}", f"{p2} - handover"])
+            summary2 = rng.choice([f"1:1 with {p2}", f"Catch-up with {p2}", f"{p2} - handover", f"Coffee with {p2}",
+                                   f"{p2}: onboarding", f"Check-in ({p2})", f"Feedback chat with {p2}"])
             busy2 = my_busy + others[p2] + [(ev1["start"], ev1["end"])]
             t2 = earliest(d2, dur2, busy2, h0, h1, lunch)
         if t2 is not None and t2.date() == d2:
@@ -158,28 +223,50 @@ class ScheduleEvents:
                       "location": location, "attendees": [addrs[p2]], "day": d2, "dur": dur2, "who": p2}
             events.append(second)
             busy_checks.append((summary2, my_busy + others[p2]))
-        cal_path = ctx.path(rng.choice(["calendar.ics", "my_calendar.ics", "cal/work.ics"]))
-        avail_path = ctx.path(rng.choice(["availability.csv", "busy_times.csv", "team_busy.csv"]))
-        out = ctx.path(rng.choice(["new_meeting.ics", "meetings/invite.ics", "to_book.ics"]))
+        fold = V.folder(ctx.persona, rng, CAL_FOLDERS)
+        cal_path = ctx.path(V.join(fold, rng.choice(CAL_NAMES) + ".ics"))
+        avail_path = ctx.path(V.join(fold, rng.choice(AVAIL_NAMES) + ".csv"))
+        out = ctx.path(V.join(fold if rng.random() < 0.5 else rng.choice(CAL_FOLDERS),
+                              rng.choice(OUT_NAMES) + rng.choice(["", "", "_" + flavor.slug(project)[:20]]) + ".ics"))
         who = " and ".join(f"{p} ({addrs[p]})" for p in att)
         if from_source:
             who += f" (from {source.description})"
-        lunch_txt = f", never over lunch ({lunch[0]}:00-{lunch[1]}:00)" if lunch else ""
-        rules = (f"working hours are {h0:02d}:00-{h1:02d}:00 on weekdays{lunch_txt}, start times on the hour or "
-                 "half hour, and nobody may be double-booked")
-        ask = (f"a {dur}-minute \"{summary}\" with {who}, at the earliest time on or after "
-               f"{dated(rng, first)} when I am free (see `{cal_path}`) and so are they (their busy times are in "
-               f"`{avail_path}`), location \"{location}\"")
+        rules = [
+            expand("[working hours are|only book within|the day runs] {h0}:00-{h1}:00[ on weekdays|, Monday to Friday|, "
+                   "weekdays only]", rng, h0=f"{h0:02d}", h1=f"{h1:02d}"),
+            expand("[start [times|only] on the hour or half hour|starts at {hh} only|start times in half-hour "
+                   "steps ({hh})]", rng, hh=":00 or :30"),
+            expand("[nobody may be double-booked|no one can be in two places at once|don't clash with anybody's "
+                   "busy time]", rng),
+        ]
+        if lunch:
+            rules.append(expand("[never over|keep clear of|not during] lunch ({a}:00-{b}:00)", rng, a=lunch[0],
+                                b=lunch[1]))
+        rules.append(expand("[attendees as ATTENDEE:mailto: lines|one ATTENDEE:mailto: line per attendee|list the "
+                            "attendees as ATTENDEE:mailto: lines]", rng))
+        if limit_txt:
+            rules.append(limit_txt)
+        ask = one_of(rng, [
+            "a {dur}-minute \"{summary}\" with {who}, at the earliest time on or after {day} when I am free (see "
+            "`{cal}`) and so are they (their busy times are in `{avail}`), location \"{loc}\"",
+            "\"{summary}\" ({dur} minutes, location \"{loc}\") with {who}: the [first|earliest] slot from {day} "
+            "[on |onwards |]that is free in my calendar `{cal}` and in their busy list `{avail}`",
+            "{dur} minutes of \"{summary}\" with {who} [in|at] \"{loc}\" - [as early as possible|the earliest "
+            "possible slot] on or after {day}, going by my calendar `{cal}` and their busy times in `{avail}`",
+        ], dur=dur, summary=summary, who=who, day=dated(rng, first), cal=cal_path, avail=avail_path, loc=location)
+        ask = ask[:1].lower() + ask[1:]
         if second:
-            ask += (f"; then a {second['dur']}-minute \"{second['summary']}\" with {second['who']} "
-                    f"({addrs[second['who']]}) at the earliest free time on {dated(rng, second['day'])} "
-                    f"(same location, and not clashing with the first one)")
-        instruction = rng.choice([
-            f"Please book {ask}. Put the new event{'s' if second else ''} in `{out}` (an .ics calendar file, "
-            f"attendees as ATTENDEE:mailto: lines). Rules: {rules}. {FORMAT}.",
-            f"I need to schedule {ask}. Rules: {rules}. Save {'them' if second else 'it'} as `{out}` with the "
-            f"attendees' emails as ATTENDEE lines. {FORMAT}.",
-        ])
+            ask += expand("; then a {d}-minute \"{s}\" with {w} ({a}) at the earliest free time on {day} (same "
+                          "location, and not clashing with the first one)", rng, d=second['dur'], s=second['summary'],
+                          w=second['who'], a=addrs[second['who']], day=dated(rng, second['day']))
+        it = "them" if second else "it"
+        instruction = one_of(rng, [
+            "[Please|Could you] book {ask}. Put [the new event{s}|{it}] in `{out}` (an {ics} calendar file).",
+            "I [@need] to schedule {ask}. [Save|Write|Store] {it} as `{out}`.",
+            "[Can you|Would you] find a time for {ask}? [Write|Save] {it} to the calendar file `{out}`.",
+            "[Book|Schedule] {ask}, [into|in] `{out}`.",
+        ], ask=ask, s="s" if second else "", it=it, out=out, ics=".ics")
+        instruction = V.glue(rng, instruction, V.reqs(rng, rules), fmt_note(rng))
         exp = [{"summary": e["summary"], "dtstart": ics_stamp(e["start"]), "dtend": ics_stamp(e["end"])}
                for e in events]
         checks = [
@@ -209,6 +296,7 @@ class ScheduleEvents:
                      "location": e["location"]} for e in mine]})),
             WorkspaceFile(path=avail_path, content=to_csv(["person", "date", "busy_from", "busy_to"], avail_rows)),
         ]
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, checks=checks, files=files,
             steps=[read(cal_path), read(avail_path), write(out, text)],
@@ -224,15 +312,29 @@ class ScheduleEvents:
         rng = ctx.rng
         first = min(a for a, _ in timed).date()
         dur = rng.choice([30, 60])
-        summary = rng.choice(["Debrief", "Follow-up meeting", "Wrap-up call"])
-        location = rng.choice(["Room 2", "Online", "Office"])
+        summary = rng.choice(["Debrief", "Follow-up meeting", "Wrap-up call", "Lessons learned", "Next steps chat",
+                              "Retrospective", "Catch-up", "Sign-off meeting", "Review of outcomes"])
+        location = rng.choice(ROOMS).format(org=flavor.org(rng))
         t = earliest(first, dur, timed, 9, 17, (12, 13))
         ev = {"summary": summary, "start": t, "end": t + dt.timedelta(minutes=dur), "location": location}
-        out = ctx.path(rng.choice(["followup.ics", "debrief.ics"]))
-        instruction = (f"book a {dur}-minute \"{summary}\" (location \"{location}\") at the earliest time on or after "
-                       f"{first.isoformat()} that clashes with none of the events in {source.description}: "
-                       "weekdays 09:00-17:00, not over lunch 12:00-13:00, starting on the hour or half hour. Write "
-                       f"it to `{out}`. {FORMAT}.")
+        out = ctx.path(V.join(rng.choice(CAL_FOLDERS), rng.choice(["followup", "debrief", "after", "next_meeting",
+                                                                    "wrap_up", "review_slot"]) + ".ics"))
+        rules = [
+            expand("[weekdays|Monday to Friday] 09:00-17:00", rng),
+            expand("[not over|never during|keep clear of] lunch 12:00-13:00", rng),
+            expand("[start[ing|] on the hour or half hour|starts at {hh}]", rng, hh=":00 or :30"),
+        ]
+        ask = one_of(rng, [
+            "book a {dur}-minute \"{s}\" (location \"{loc}\") at the earliest time on or after {day} that clashes "
+            "with none of the events in {src}.",
+            "once {src} [is|are] in the calendar, [find|book] the first free {dur} minutes on or after {day} for a "
+            "\"{s}\" [in|at] \"{loc}\" - it must not overlap any of those events.",
+            "[add|schedule] a \"{s}\" ({dur} min, \"{loc}\") [as early as possible|at the earliest slot] from {day} "
+            "on, without clashing with anything in {src}.",
+        ], dur=dur, s=summary, loc=location, day=first.isoformat(), src=source.description)
+        ask = ask[:1].lower() + ask[1:]
+        instruction = V.glue(rng, ask, V.reqs(rng, rules),
+                             expand("[Write|Save|Put] it [to|in] `{out}`.", rng, out=out) + " " + fmt_note(rng))
         checks = [
             Check("earliest_slot_chosen", "ics_events", {"path": out, "events": [
                 {"summary": summary, "dtstart": ics_stamp(ev["start"]), "dtend": ics_stamp(ev["end"])}]}),
@@ -241,6 +343,7 @@ class ScheduleEvents:
         ]
         late = earliest(first, dur, timed + [(t, t + dt.timedelta(minutes=90))], 9, 17, (12, 13))
         bad = {"summary": summary, "start": late, "end": late + dt.timedelta(minutes=dur), "location": "TBD"}
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, checks=checks,
             steps=[read(source.path), write(out, ics_text([ev]))],
@@ -253,10 +356,11 @@ class ScheduleEvents:
     def _kickoffs(self, ctx: OpContext, source: Artifact, items: list[tuple[str, dt.date]], what: str,
                   named: str = "<name>", prefixes: tuple[str, ...] = ("Kick-off", "Start")) -> StepPlan:
         rng = ctx.rng
-        hh, mm = rng.choice([(9, 0), (9, 30), (10, 0), (8, 30)])
-        dur = rng.choice([15, 30])
+        hh, mm = rng.choice([(9, 0), (9, 30), (10, 0), (8, 30), (8, 0), (11, 0), (14, 0), (7, 30)])
+        dur = rng.choice([15, 30, 20, 45])
         prefix = rng.choice(prefixes)
-        location = rng.choice(["Online", "Team room", "Office"])
+        location = rng.choice(["Online", "Team room", "Office", "Desk", "Phone", "Kitchen table", "Room 2", "Zoom",
+                               "Front office", "Workshop"])
         items = sorted(set(items), key=lambda it: (it[1], it[0]))
         only = ""
         if len(items) > 8:  # a cut-off by date, so the subset does not depend on the earlier step's row order
@@ -269,13 +373,22 @@ class ScheduleEvents:
             t = dt.datetime.combine(d, dt.time(hh, mm))
             evs.append({"summary": f"{prefix}: {name}", "start": t, "end": t + dt.timedelta(minutes=dur),
                         "location": location})
-        out = ctx.path(rng.choice(["kickoffs.ics", "reminders.ics", "plan_calendar.ics"]))
-        instruction = rng.choice([
-            f"put a {dur}-minute event at {hh:02d}:{mm:02d} on the {what} of every entry{only} of {source.description} "
-            f"into `{out}`, titled \"{prefix}: {named}\" (location \"{location}\"). {FORMAT}.",
-            f"for each entry in `{source.path}`{only}, add a {dur}-minute \"{prefix}: {named}\" event at {hh:02d}:{mm:02d} "
-            f"on its {what} (location \"{location}\") to the calendar file `{out}`. {FORMAT}.",
-        ])
+        out = ctx.path(V.join(rng.choice(CAL_FOLDERS), rng.choice(["kickoffs", "reminders", "plan_calendar", "due_dates",
+                                                                    "deadlines", "nudges", "alerts"]) + ".ics"))
+        at = f"{hh:02d}:{mm:02d}"
+        title = f"\"{prefix}: {named}\""
+        instruction = one_of(rng, [
+            "put a {dur}-minute event at {at} on the {what} of every entry{only} of {src} into `{out}`, titled "
+            "{title} (location \"{loc}\").",
+            "for each entry in `{path}`{only}, add a {dur}-minute {title} event at {at} on its {what} (location "
+            "\"{loc}\") to the calendar file `{out}`.",
+            "[I [@need]|please make] a calendar `{out}` with one {title} event per entry of {src}{only}: {dur} "
+            "minutes at {at} on [its|the entry's] {what}, location \"{loc}\".",
+            "[turn|convert] {src}{only} into calendar [reminders|events] in `{out}` - [one per entry|each entry "
+            "gets one], called {title}, {at} on the {what}, {dur} minutes long, location \"{loc}\".",
+        ], dur=dur, at=at, what=what, only=only, src=source.description, path=source.path, out=out, title=title,
+            loc=location)
+        instruction = instruction[:1].lower() + instruction[1:] + " " + fmt_note(rng)
         exp = [{"summary": e["summary"], "dtstart": ics_stamp(e["start"]), "dtend": ics_stamp(e["end"])} for e in evs]
         checks = [
             Check("one_event_per_entry", "ics_events", {"path": out, "events": [{"summary": e["summary"]} for e in evs]}),
@@ -285,6 +398,7 @@ class ScheduleEvents:
         ]
         bad = [dict(e, start=e["start"] + dt.timedelta(hours=1), end=e["end"] + dt.timedelta(hours=1))
                for e in evs[: max(1, len(evs) - 1)]]
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, checks=checks,
             steps=[read(source.path), write(out, ics_text(evs))],

@@ -1,0 +1,313 @@
+"""Shared vocabularies of the `data` generators (clean_data, aggregate_and_report, reconcile_records,
+convert_format, extract_structured_data, manage_contacts, schedule_events): per-domain table schemas (column
+names, the kinds of things a row records, value ranges), file and folder names mixed with the persona's own
+(:mod:`clawgym.synth.world`), and small phrasing helpers.
+
+Why: every clean_data table used to be date, payee, category, amount in ``expenses_export.csv``; a nurse's
+overtime claims and a farmer's market sales now look like what they are. Every choice is drawn from the task's
+RNG, in a fixed order (no set or dict-order randomness), so a seed still gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from clawgym.synth import flavor, world
+from clawgym.synth.grammar import STYLES, expand, requirements
+from clawgym.synth.personas import Persona
+
+# Date column names; none contains an identifier word (id, no, ref...) the numeric-column finder skips.
+DATE_COLS = ["date", "txn_date", "posted_on", "day", "booked_on", "paid_on", "entry_date", "value_date", "when",
+             "transaction_date", "logged_on"]
+
+# One table kind: (what people call it, name columns, group columns, value columns, where names come from
+# ("orgs", "people" or a list), where groups come from ("categories", "items", "projects" or a list),
+# file stems, value range).
+_K = tuple
+
+
+def _k(what, names, groups, values, name_src, group_src, stems, lo=4.0, hi=650.0) -> _K:
+    return (what, names, groups, values, name_src, group_src, stems, lo, hi)
+
+
+SCHEMAS: dict[str, list[_K]] = {
+    "health": [
+        _k(["supply order log", "ward ordering sheet", "stock order export"], ["supplier", "vendor", "wholesaler"],
+           ["item", "product", "supply_line"], ["cost", "order_cost", "amount"], "orgs", "items",
+           ["supply_orders", "ward_orders", "stock_orders", "consumables"]),
+        _k(["staff expense claims", "claims spreadsheet", "reimbursement log"], ["claimant", "staff_member", "nurse"],
+           ["claim_type", "expense_type"], ["claimed", "amount_claimed", "claim_value"], "people",
+           ["Mileage", "Parking", "Training fees", "Uniform", "Meals", "Conference"],
+           ["staff_claims", "expense_claims", "reimbursements"], 3, 320),
+        _k(["clinic expense export", "practice spending sheet"], ["payee", "paid_to"], ["category", "budget_line"],
+           ["amount", "spend"], "orgs", "categories", ["clinic_spend", "practice_expenses", "cost_centre"]),
+    ],
+    "education": [
+        _k(["classroom spending sheet", "department budget log"], ["shop", "supplier", "vendor"],
+           ["subject", "budget_line", "department"], ["spent", "cost", "amount"], "orgs",
+           ["Science", "Maths", "Art", "English", "History", "Music", "PE"],
+           ["class_spend", "dept_budget", "resources_log"]),
+        _k(["trip payments list", "activity payments export"], ["student", "pupil", "family"],
+           ["trip", "activity"], ["paid", "amount_paid", "payment"], "people",
+           ["Museum visit", "Field trip", "Theatre", "Residential camp", "Swimming", "Science centre"],
+           ["trip_payments", "activity_fees", "parent_payments"], 2, 180),
+        _k(["book order sheet", "library purchase log"], ["bookseller", "supplier"], ["item", "format"],
+           ["price", "cost"], "orgs", "items", ["book_orders", "library_purchases"]),
+    ],
+    "food": [
+        _k(["supplier invoice log", "ingredient purchases sheet", "kitchen order export"], ["supplier", "vendor"],
+           ["ingredient", "item", "product"], ["cost", "invoice_total", "amount"], "orgs", "items",
+           ["supplier_invoices", "ingredient_orders", "kitchen_purchases"]),
+        _k(["till takings export", "daily takings sheet"], ["server", "till_operator", "staff"],
+           ["shift", "section"], ["takings", "sales", "net_sales"], "people",
+           ["Breakfast", "Lunch", "Dinner", "Bar", "Takeaway", "Terrace"],
+           ["takings", "till_export", "shift_sales"], 40, 1400),
+        _k(["catering bookings list", "events income sheet"], ["client", "customer"], ["event_type", "package"],
+           ["deposit", "fee", "amount"], "people", ["Wedding", "Birthday", "Corporate lunch", "Wake", "Christening"],
+           ["catering_bookings", "event_income"], 80, 1500),
+    ],
+    "software": [
+        _k(["cloud bill export", "infrastructure cost sheet", "usage invoice export"], ["service", "provider"],
+           ["team", "environment", "cost_center"], ["cost_usd", "charge", "cost"], "orgs",
+           ["prod", "staging", "dev", "data", "ml", "internal-tools"],
+           ["cloud_costs", "infra_bill", "usage_charges"], 2, 900),
+        _k(["contractor invoice log", "freelancer billing sheet"], ["contractor", "freelancer"],
+           ["project", "workstream"], ["billed", "invoice_amount", "amount"], "people", "projects",
+           ["contractor_invoices", "freelance_billing"], 120, 2400),
+        _k(["hardware purchase log", "equipment spend export"], ["vendor", "reseller", "shop"],
+           ["item", "hardware"], ["price", "cost"], "orgs", "items", ["hardware_orders", "kit_purchases"]),
+    ],
+    "finance": [
+        _k(["client fee ledger", "billing export", "fees received sheet"], ["client", "account_name"],
+           ["service", "engagement"], ["fee", "amount_billed", "amount"], "people",
+           ["Tax return", "Bookkeeping", "Payroll", "Audit support", "Advisory", "VAT filing"],
+           ["client_fees", "billing_export", "fees_received"], 60, 2200),
+        _k(["expense export", "spending sheet", "card statement export"], ["payee", "merchant"],
+           ["category", "expense_type"], ["amount", "debit", "spend"], "orgs", "categories",
+           ["expenses", "spending", "card_export", "outgoings"]),
+    ],
+    "farm": [
+        _k(["input purchases log", "farm supplies sheet", "co-op invoice export"], ["supplier", "merchant", "co_op"],
+           ["input", "item", "product"], ["cost", "amount", "invoice_total"], "orgs", "items",
+           ["feed_purchases", "input_costs", "coop_invoices", "farm_supplies"], 10, 1800),
+        _k(["market sales sheet", "produce sales log"], ["buyer", "customer", "stall"], ["produce", "crop", "line"],
+           ["sale_value", "takings", "revenue"], "people",
+           ["Eggs", "Lamb", "Potatoes", "Apples", "Honey", "Cheese", "Milk", "Hay"],
+           ["market_sales", "produce_sales", "stall_takings"], 5, 600),
+    ],
+    "creative": [
+        _k(["commission log", "client payments sheet", "bookings export"], ["client", "commissioner"],
+           ["medium", "job_type", "format"], ["fee", "paid", "amount"], "people",
+           ["Portrait", "Wedding shoot", "Mural", "Logo", "Editorial", "Album art", "Prints"],
+           ["commissions", "client_payments", "bookings"], 50, 2000),
+        _k(["gear and materials spend", "studio purchases export"], ["shop", "supplier", "vendor"],
+           ["kit_type", "category", "item"], ["price", "cost", "spent"], "orgs", "items",
+           ["gear_spend", "materials", "studio_purchases"]),
+    ],
+    "legal": [
+        _k(["disbursements log", "matter expenses sheet"], ["payee", "paid_to"], ["matter", "matter_type", "file"],
+           ["disbursement", "amount", "cost"], "orgs",
+           ["Conveyancing", "Probate", "Employment", "Family", "Lease", "Litigation"],
+           ["disbursements", "matter_costs", "file_expenses"], 5, 900),
+        _k(["billing export", "time-billing sheet", "fee notes log"], ["client", "instructing_party"],
+           ["work_type", "practice_area"], ["billed", "fee", "amount"], "people",
+           ["Advice", "Drafting", "Hearing", "Negotiation", "Review", "Filing"],
+           ["billing", "fee_notes", "time_billing"], 90, 2500),
+    ],
+    "general": [
+        _k(["expense export", "spending sheet", "ledger export", "card statement export"], ["payee", "merchant", "vendor"],
+           ["category", "expense_type"], ["amount", "spend", "cost"], "orgs", "categories",
+           ["expenses", "spending", "ledger", "outgoings", "card_export"]),
+        _k(["office purchase log", "supplies order sheet"], ["vendor", "supplier", "shop"], ["item", "product"],
+           ["cost", "price", "amount"], "orgs", "items", ["office_purchases", "supplies", "orders"]),
+        _k(["travel claims sheet", "mileage and travel log"], ["traveller", "employee", "claimant"],
+           ["trip", "purpose"], ["claimed", "amount", "cost"], "people",
+           ["Client visit", "Conference", "Site survey", "Training", "Trade fair", "Board meeting"],
+           ["travel_claims", "trips", "mileage_log"], 8, 700),
+    ],
+}
+
+EXPORT_SUFFIX = ["export", "raw", "dump", "download", "messy", "original", "from_bank", "2026", "old", "unclean"]
+CLEAN_SUFFIX = ["clean", "cleaned", "tidy", "fixed", "final", "normalised", "ready", "v2"]
+DATA_FOLDERS = ["data", "exports", "sheets", "finance", "records", "admin", "books", "shared", "downloads",
+                "working", "reports", "inbox_files", ""]
+
+
+@dataclass
+class Schema:
+    """A concrete table schema drawn for one task."""
+
+    what: str  # how the persona calls the table ("supply order log")
+    date: str
+    name: str
+    group: str
+    value: str
+    names: list[str]  # the name column's values
+    groups: list[str]  # the group column's values
+    stem: str  # a file stem for it
+    lo: float
+    hi: float
+
+    @property
+    def header(self) -> list[str]:
+        return [self.date, self.name, self.group, self.value]
+
+    @property
+    def roles(self) -> dict[str, str]:
+        return {"date": self.date, "name": self.name, "group": self.group, "value": self.value}
+
+
+def domain(persona: Persona) -> str:
+    return flavor.domain_key(persona.domain, persona.occupation)
+
+
+def schema(rng: random.Random, persona: Persona, n_names: int = 5, n_groups: int | None = None) -> Schema:
+    """A table schema of the persona's domain, with `n_names` distinct names and some groups."""
+    dom = domain(persona)
+    voc = flavor.DOMAINS[dom]
+    kinds = SCHEMAS.get(dom) or SCHEMAS["general"]
+    what, names, groups, values, name_src, group_src, stems, lo, hi = rng.choice(kinds)
+    date = rng.choice(DATE_COLS)
+    name, group, value = rng.choice(names), rng.choice(groups), rng.choice(values)
+    if name_src == "orgs":
+        nv = flavor.orgs(rng, n_names)
+    elif name_src == "people":
+        nv = flavor.people(rng, n_names)
+    else:
+        nv = rng.sample(list(name_src), k=min(n_names, len(name_src)))
+    pool = voc[group_src] if isinstance(group_src, str) else list(group_src)
+    k = n_groups if n_groups is not None else rng.randint(3, len(pool))
+    gv = rng.sample(pool, k=min(k, len(pool)))
+    st = world.stem(persona, rng, stems, p_world=0.35)
+    return Schema(rng.choice(what), date, name, group, value, nv, gv, st, lo, hi)
+
+
+def folder(persona: Persona, rng: random.Random, extra: list[str] | tuple[str, ...] = ()) -> str:
+    """A folder for a task's files: the persona's own (half the time) or a common one; "" for none."""
+    return world.folder(persona, rng, list(extra) + DATA_FOLDERS, p_world=0.5)
+
+
+def join(folder_name: str, name: str) -> str:
+    return f"{folder_name}/{name}" if folder_name else name
+
+
+def article(phrase: str) -> str:
+    """"a" or "an" before `phrase` (by its first letter, with the usual exceptions)."""
+    w = phrase.strip().casefold()
+    if w.startswith(("hour", "honest", "honour")):
+        return "an"
+    if w.startswith(("uni", "use", "usu", "one", "eu")):
+        return "a"
+    if w[:1].isdigit():
+        return "an" if w.startswith(("8", "11", "18")) and not w.startswith(("80", "110", "180")) else "a"
+    return "an" if w[:1] in "aeiou" else "a"
+
+
+def month_name(m: int) -> str:
+    return ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+            "November", "December"][m - 1]
+
+
+def mess(rng: random.Random) -> str:
+    """How messy the file is, mid-sentence ("a mess", "all over the place")."""
+    return rng.choice(["a mess", "chaotic", "all over the place", "in bad shape", "untidy", "a bit of a disaster",
+                       "full of junk", "inconsistent", "hard to use as it is"])
+
+
+def reqs(rng: random.Random, items: list[str], list_leads: tuple[str, ...] = (), fixed_order: bool = False,
+         verbs: bool = False) -> str:
+    """Requirement clauses (see grammar.requirements) with a lead that fits the drawn style: a sentence gets
+    "Please ..."-style openers when the items are verb phrases (`verbs`) or neutral ones ("In short:") when they
+    are not, a list a heading or none, a block no lead (it has its own heading). Returns the
+    text starting on a new line for list styles ("\\n..."), or with a leading space for a sentence."""
+    style = rng.choice(STYLES)
+    items = [i[:1].upper() + i[1:] for i in items]
+    if style == "sentence":
+        items = [i[:1].lower() + i[1:] if not i[1:2].isupper() else i for i in items]
+        lead = expand("[Please|Make sure to|When you do it,|Just|And please|Remember to|]", rng) if verbs else \
+            expand("[In short:|Details:|Rules:|Format:|Note:|Specifically:|To be clear:|]", rng)
+        return " " + requirements(rng, items, lead=lead, fixed_order=fixed_order, style=style)
+    if style == "block":
+        return "\n" + requirements(rng, items, fixed_order=fixed_order, style=style)
+    leads = list(list_leads) + ["", "", "Rules:", "Specifically:", "A few things:", "Please make sure to:",
+                                "What I need:", "Details:", "Notes:", "Checklist:"]
+    return "\n" + requirements(rng, items, lead=rng.choice(leads), fixed_order=fixed_order, style=style)
+
+
+def cols(rng: random.Random, header: list[str]) -> str:
+    """A header as a request writes it: "a, b, c", "a,b,c" or "`a`, `b`, `c`" (names exact in every form)."""
+    return rng.choice([", ".join(header), ",".join(header), ", ".join(f"`{h}`" for h in header)])
+
+
+def glue(rng: random.Random, lead: str, body: str, tail: str = "") -> str:
+    """lead + requirements (from :func:`reqs`) + tail: the tail on its own line after a list, else after a space
+    or a new line."""
+    if not tail:
+        return cat(lead, body)
+    return cat(lead, body, ("\n" if body.startswith("\n") or rng.random() < 0.4 else " ") + tail)
+
+
+def cat(*parts: str) -> str:
+    """Request parts joined: a part that starts with a space stays on the line, unless the text so far ends in a
+    list item (it then starts a new line)."""
+    text = ""
+    for p in parts:
+        if not p:
+            continue
+        last = text.rsplit("\n", 1)[-1].lstrip()
+        if p.startswith(" ") and (last[:2] in ("- ", "* ") or (last[:1].isdigit() and ". " in last[:4])):
+            p = "\n" + p.lstrip()
+        text += p
+    return text
+
+
+WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
+_ASIDES = [
+    "{who} asked for this before the {day} meeting.",
+    "It's for the {mon} review with {who}.",
+    "No rush, but I'd like it before {day}.",
+    "I'll forward the result to {who} at {org} afterwards.",
+    "Last time I did this by hand it took me {n} hours.",
+    "This feeds into the {project}.",
+    "{who} will double-check it on {day}, so it has to be right.",
+    "[Background|Context]: {org} changed their export format in {mon}, hence the state of things.",
+    "Don't touch any other files in there[ - {who} is still using them|].",
+    "I have about {n} more of these to do this [week|month], so this is a test run.",
+    "[FYI|For what it's worth], the {project} deadline is {day}.",
+    "My accountant, {who}, wants it in this shape.",
+    "The old spreadsheet macro for this broke after the {mon} update.",
+]
+
+
+def aside(rng: random.Random, persona: Persona, p: float = 0.5) -> str:
+    """An optional distractor sentence with names and numbers from the persona's world (nothing a check reads);
+    "" with probability 1 - `p`. Always draws the same number of values."""
+    use = rng.random() < p
+    tmpl = rng.choice(_ASIDES)
+    who = flavor.person(rng)
+    org = flavor.org(rng)
+    project = rng.choice(flavor.DOMAINS[domain(persona)]["projects"])
+    day, mon, n = rng.choice(WEEKDAYS), month_name(rng.randint(1, 12)), rng.randint(2, 9)
+    text = expand(tmpl, rng, who=who, org=org, project=project, day=day, mon=mon, n=n)
+    return text if use else ""
+
+
+def with_aside(rng: random.Random, persona: Persona, text: str) -> str:
+    """`text` with an optional aside before or after it."""
+    a = aside(rng, persona)
+    if not a:
+        return text
+    return f"{a} {text}" if rng.random() < 0.4 else f"{text}\n{a}" if "\n" in text else f"{text} {a}"
+
+
+def plain2(rng: random.Random) -> str:
+    """"a plain number with two decimals" in other words."""
+    return rng.choice(["a plain number with two decimals", "a plain two-decimal number",
+                       "a bare number with 2 decimal places", "digits only, two decimals",
+                       "a number with exactly two decimals", "a plain decimal like 1234.50"])
+
+
+def day_first(rng: random.Random) -> str:
+    return rng.choice(["numeric dates are day-first", "numeric dates put the day first",
+                       "03/04 means 3 April in these", "dates in numbers are DD/MM", "day-first dates"])
