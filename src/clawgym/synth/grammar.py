@@ -24,6 +24,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 # Shared synonym sets: ``[@key]`` draws one. Keys name the plainest member.
 SYNONYMS: dict[str, list[str]] = {
@@ -57,8 +58,9 @@ class GrammarError(ValueError):
     """A template that does not parse: an unclosed or stray bracket, an unknown synonym set or slot."""
 
 
+@lru_cache(maxsize=4096)
 def _parse(template: str) -> list:
-    """The template as a tree: a sequence of strings and choice nodes (lists of alternative sequences)."""
+    """The template as a tree (cached: generators expand the same templates for every task; never mutated): a sequence of strings and choice nodes (lists of alternative sequences)."""
     stack: list[list] = [[[]]]  # each level: its alternatives; each alternative a list of parts
     pos = 0
     for m in _TOKEN.finditer(template):
