@@ -49,6 +49,34 @@ REVIEW = typer.Option(True, help="llm generator: have the model review each vali
 DEDUP = typer.Option(None, "--dedup/--no-dedup", help="Drop near-duplicates (MiniLM cosine >= 0.90 within a category) during the run; the template generator makes another attempt of a dropped task's index instead, so -n tasks are still written when it can. Default: on.")
 DEDUP_AGAINST = typer.Option(None, "--dedup-against", help="llm generator: also count tasks of these files as already kept (repeatable).")
 EXECUTOR = executor_option(SYNTH_EXECUTOR_HELP)
+REWRITE_MODEL = typer.Option(None, "--rewrite-model", help="template generator: have this OpenAI-compatible model (at --base-url, else $OPENAI_BASE_URL; key: $OPENAI_API_KEY) rewrite each validated task's request in the persona's voice; a rewrite is kept only if every constant the checks depend on survives and the task validates again (report: rewrite section).")
+
+
+def rewrite_config(rewrite_model: str | None, base_url: str | None, generator: str, temperature: float):
+    """The rewrite pass's settings (clawgym.synth.rewrite), or None without --rewrite-model."""
+    if rewrite_model is None:
+        return None
+    import os
+
+    from clawgym.synth.rewrite import RewriteConfig
+
+    if generator != "template":
+        fail("--rewrite-model works with the template generator", 2)
+    url = base_url or os.environ.get("OPENAI_BASE_URL")
+    if not url:
+        fail("--rewrite-model: give --base-url or set OPENAI_BASE_URL", 2)
+    return RewriteConfig(model=rewrite_model, base_url=url, temperature=temperature)
+
+
+def _print_rewrite(report) -> None:
+    rw = report.rewrite
+    if rw is None:
+        return
+    d = rw.as_dict()
+    rej = ", ".join(f"{k}={v}" for k, v in sorted(d["rejected"].items())) or "none"
+    y = "-" if d["yield"] is None else f"{100 * d['yield']:.1f}%"
+    out.print(f"rewrite ({d['model']}): kept {d['kept']} of {d['attempted']} (yield {y}); rejected: {rej}",
+              highlight=False)
 
 
 def synth_executor(executor: str, ray_address: str | None, jobs: int, sandbox: str, generator: str):
@@ -149,11 +177,13 @@ def synth_skill_cmd(
     dedup_against: list[Path] | None = DEDUP_AGAINST,
     executor: str = EXECUTOR,
     ray_address: str | None = ray_address_option("--executor ray: the cluster (default: $RAY_ADDRESS, else one running here, else a local instance)."),
+    rewrite_model: str | None = REWRITE_MODEL,
 ) -> None:
     """Skill-grounded tasks: a primary skill (plus up to two supporting ones) becomes one multi-step workflow,
     with the skills in the task's workspace at skills/<name>/SKILL.md; validated like `synth persona`."""
     if generator not in ("template", "llm"):
         fail(f"unknown generator {generator!r}; choose template or llm")
+    rewrite = rewrite_config(rewrite_model, base_url, generator, temperature)
     ex = synth_executor(executor, ray_address, jobs, sandbox, generator)
     if generator == "llm":
         from clawgym.synth.llm_route import skill_briefs
@@ -183,7 +213,7 @@ def synth_skill_cmd(
                 n, seed, output, jobs=jobs, skills_dir=catalog, skills=skill, taxonomy_path=taxonomy,
                 personas_path=personas, sandbox=sandbox, validate=validate,
                 on_progress=lambda done, total: progress.update(bar, completed=done), executor=ex,
-                dedup=template_dedup(dedup))
+                dedup=template_dedup(dedup), rewrite=rewrite)
     except ClawgymError as exc:
         fail(str(exc))
     report_path = output.with_name(output.name + ".report.json")
@@ -199,6 +229,7 @@ def synth_skill_cmd(
               highlight=False)
     out.print(f"report: {report_path}", highlight=False)
     _print_near_duplicates(report)
+    _print_rewrite(report)
 
 
 # ------------------------------------------------------------------------------------------------ stats
@@ -312,10 +343,12 @@ def synth_persona(
     dedup_against: list[Path] | None = DEDUP_AGAINST,
     executor: str = EXECUTOR,
     ray_address: str | None = ray_address_option(),
+    rewrite_model: str | None = REWRITE_MODEL,
 ) -> None:
     """Persona-driven tasks: workflows of 1-4 operations, validated in sandboxes (reference 1, no-op 0)."""
     if generator not in ("template", "llm"):
         fail(f"unknown generator {generator!r}; choose template or llm", 2)
+    rewrite = rewrite_config(rewrite_model, base_url, generator, temperature)
     ex = synth_executor(executor, ray_address, jobs, sandbox, generator)
     if generator == "llm":
         from clawgym.synth.llm_route import LLMSynthError, persona_briefs
@@ -343,7 +376,7 @@ def synth_persona(
             n, seed, output, jobs=jobs, categories=categories, taxonomy_path=taxonomy, personas_path=personas,
             sandbox=sandbox, validate=validate, operations=operations, max_ops=max_ops, solution=solution,
             program_ops=program_ops, on_progress=lambda done, total: progress.update(bar, completed=done),
-            executor=ex, dedup=template_dedup(dedup),
+            executor=ex, dedup=template_dedup(dedup), rewrite=rewrite,
         )
     for title, counts in (("category", report.by_category), ("subcategory", report.by_subcategory),
                           ("operation", report.by_operation)):
@@ -358,6 +391,7 @@ def synth_persona(
               highlight=False)
     out.print(f"report: {output.with_name(output.name + '.report.json')}", highlight=False)
     _print_near_duplicates(report)
+    _print_rewrite(report)
 
 
 @synth_app.command("dedup")

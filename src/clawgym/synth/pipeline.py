@@ -66,6 +66,8 @@ class SynthReport:
     cheat_rejected_by: Counter = field(default_factory=Counter)
     # near-duplicate removal during the run (dedup=True): None when it is off
     near_duplicates: dict | None = None
+    # the rewrite pass (clawgym.synth.rewrite.RewriteReport): None when it is off
+    rewrite: object | None = None
 
     def add_cheat_rejection(self, cheats: list[str]) -> None:
         self.cheat_rejected += 1
@@ -97,6 +99,7 @@ class SynthReport:
             "reference_steps": {"mean": sum(steps) / len(steps), "p50": steps[len(steps) // 2],
                                 "max": steps[-1]} if steps else {},
             **({"near_duplicates": self.near_duplicates} if self.near_duplicates is not None else {}),
+            **({"rewrite": self.rewrite.as_dict()} if self.rewrite is not None else {}),
         }
 
 
@@ -433,10 +436,38 @@ def _drop_sandboxes() -> None:
                 sb.stop()
 
 
-def work(seed: int, jobs: list[tuple[int, int]], validate: bool, make: Callable | None = None) -> list[tuple]:
-    """Make and validate a chunk of (index, attempt) candidates.
+def _rewrite_ok(cands: list, rewrite) -> list:
+    """The validated candidates of a chunk after the rewrite pass (:mod:`clawgym.synth.rewrite`), each with its
+    outcome in `_W["rewrite_outcomes"]` (by candidate id)."""
+    from clawgym.llm.client import LLMClient
+    from clawgym.sandbox.base import SandboxError
+    from clawgym.synth.rewrite import rewrite_candidates
+    from clawgym.synth.validate import validate_batch
 
-    Returns one (index, attempt, task json or None, rejection reason or None, detail, fingerprint, info) each."""
+    key = (rewrite.model, rewrite.base_url)
+    if _W.get("rewrite_key") != key:
+        _W["rewrite_client"] = LLMClient(rewrite.model, rewrite.base_url, max_concurrency=4,
+                                         timeout=rewrite.timeout, max_retries=rewrite.max_retries)
+        _W["rewrite_key"] = key
+
+    def again(new: list) -> list:
+        try:
+            return validate_batch(new, _W["backend"], _sandbox("grader"), replay=_sandbox("replay"))
+        except SandboxError:
+            _drop_sandboxes()
+            return validate_batch(new, _W["backend"], _sandbox("grader"))
+
+    personas = {p.id: p for p in _W.get("personas") or []}
+    return rewrite_candidates(cands, _W["rewrite_client"], rewrite, personas, again)
+
+
+def work(seed: int, jobs: list[tuple[int, int]], validate: bool, make: Callable | None = None,
+         rewrite=None) -> list[tuple]:
+    """Make and validate a chunk of (index, attempt) candidates; with `rewrite` (a
+    :class:`clawgym.synth.rewrite.RewriteConfig`), rewrite the validated ones' requests.
+
+    Returns one (index, attempt, task json or None, rejection reason or None, detail, fingerprint, info) each;
+    with `rewrite`, a written task's info has its outcome under "rewrite"."""
     from clawgym.sandbox.base import SandboxError
     from clawgym.synth.validate import validate_batch
 
@@ -457,7 +488,15 @@ def work(seed: int, jobs: list[tuple[int, int]], validate: bool, make: Callable 
             # sandbox of its own this time
             _drop_sandboxes()
             verdicts = validate_batch([c for _, c in cands], _W["backend"], _sandbox("grader"))
-    for (k, cand), v in zip(cands, verdicts, strict=True):
+    outcomes: list[dict | None] = [None] * len(cands)
+    if rewrite is not None and validate:
+        ok = [i for i, v in enumerate(verdicts) if v is None or v.ok]
+        if ok:
+            done, res = _rewrite_ok([cands[i][1] for i in ok], rewrite)
+            for i, c, o in zip(ok, done, res, strict=True):
+                cands[i] = (cands[i][0], c)
+                outcomes[i] = o
+    for (k, cand), v, outcome in zip(cands, verdicts, outcomes, strict=True):
         index, attempt = jobs[k]
         if v is not None and not v.ok:
             # a cheat's rejection tells the parent which cheats passed, for the report
@@ -465,6 +504,8 @@ def work(seed: int, jobs: list[tuple[int, int]], validate: bool, make: Callable 
             out[k] = (index, attempt, None, v.reason, v.detail[:300], cand.fingerprint, extra)
         else:
             info = task_info(cand.task)
+            if outcome is not None:
+                info["rewrite"] = outcome
             if _W.get("dedup"):
                 t0 = time.process_time()
                 info["emb"] = embed_request(info.get("text", info["instruction"]))
@@ -497,6 +538,7 @@ def synthesize(
     executor: Executor | None = None,
     dedup: bool = False,
     dedup_threshold: float | None = None,
+    rewrite=None,
 ) -> SynthReport:
     """Write tasks 0..n-1 of the seed to `output` (appending after what is already there).
 
@@ -515,12 +557,25 @@ def synthesize(
     default, to a task kept before it in its category) and makes the next attempt of the index instead, so the
     file still gets its n tasks; an index whose every attempt repeats a kept task is left out (the report's
     `near_duplicates` counts them as unreplaced). It changes which tasks a seed gives (never their bytes
-    otherwise): resume a file with the setting it was made with."""
+    otherwise): resume a file with the setting it was made with.
+
+    `rewrite` (a :class:`clawgym.synth.rewrite.RewriteConfig`) has a model rewrite each validated task's request
+    in the persona's voice, in the workers, kept only when it keeps the task's constants and validates again
+    (:mod:`clawgym.synth.rewrite`); the report gets a `rewrite` section. Local workers only (not Ray)."""
     # load here first: bad data files fail with their one-line error before any worker starts, and forked
     # workers inherit what is loaded
     _load_worker_state(str(taxonomy_path) if taxonomy_path else None, str(personas_path) if personas_path else None,
                        categories, validate, operations, max_ops, solution, program_ops)
+    if rewrite is not None:
+        if not validate:
+            raise ClawgymError("--rewrite-model needs validation (a rewrite is kept only if the task validates again)")
+        if executor is not None and executor.name != "local":
+            raise ClawgymError("--rewrite-model runs with local workers only (not --executor ray) for now")
     report = SynthReport()
+    if rewrite is not None:
+        from clawgym.synth.rewrite import RewriteReport
+
+        report.rewrite = RewriteReport(rewrite.model)
     near = RunDedup(dedup_threshold) if dedup else None
     seen_fp: set[str] = set()
     seen_text: set[str] = set()
@@ -574,7 +629,10 @@ def synthesize(
         with pool_cm as pool:
             try:
                 def submit(chunk: list[tuple[int, int]]) -> None:
-                    pending.add(pool.submit(work, seed, chunk, validate, make))
+                    if rewrite is None:
+                        pending.add(pool.submit(work, seed, chunk, validate, make))
+                    else:
+                        pending.add(pool.submit(work, seed, chunk, validate, make, rewrite))
 
                 def submit_next() -> None:
                     size = max(MIN_CHUNK, min(CHUNK, -(-len(queue) // (2 * max(1, jobs)))))
@@ -624,6 +682,9 @@ def synthesize(
                         seen_fp.add(fp)
                         seen_text.add(info["instruction"])
                         info.pop("emb", None)
+                        outcome = info.pop("rewrite", None)
+                        if outcome is not None and report.rewrite is not None:
+                            report.rewrite.add(outcome)
                         appender.append_json(task_json)
                         report.add_info(info)
                         report.written += 1
