@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from scripted_llm import ScriptedLLM
 
 from clawgym.core.jsonl import read_records
 from clawgym.core.records import Task
 from clawgym.synth.pipeline import synthesize
 from clawgym.synth.rewrite import RewriteConfig, check_rewrite, constants
+from scripted_llm import ScriptedLLM
 
 SEED = 3
 N = 3
