@@ -144,3 +144,16 @@ def test_cli_rewrite_model(tmp_path, bwrap_backend):
     assert "rewrite (scripted-model): kept 2 of 2" in r.stdout
     report = json.loads(out.with_name(out.name + ".report.json").read_text())
     assert report["rewrite"]["kept"] == 2
+
+
+def test_skill_route_rewrite(tmp_path, bwrap_backend):
+    from clawgym.synth.skill_route import synthesize_skill_tasks
+
+    out = tmp_path / "skill.jsonl"
+    with ScriptedLLM(responder=keep_all) as server:
+        synthesize_skill_tasks(2, SEED, out, jobs=1, rewrite=RewriteConfig(model="scripted-model",
+                                                                          base_url=server.base_url, max_retries=0))
+    tasks = read_records(out, Task)
+    assert len(tasks) == 2 and all(t.metadata["rewrite"]["model"] == "scripted-model" for t in tasks)
+    report = json.loads(out.with_name(out.name + ".report.json").read_text())
+    assert report["rewrite"]["kept"] == 2 and "by_primary_skill" in report
