@@ -121,16 +121,19 @@ def test_model_error_is_counted(tmp_path, plain):
     assert rw["kept"] == 0 and rw["rejected"] == {"model_error": N} and "404" in rw["examples"]["model_error"]
 
 
-def test_without_rewrite_the_file_is_the_main_branch_bytes(tmp_path, plain):
-    """No --rewrite-model: the same bytes as clawgym without the feature (the main checkout, same seed)."""
-    _, report, base_out = plain
-    assert "rewrite" not in report
-    main_src = Path("/work/main/src")
-    if not (main_src / "clawgym").is_dir() or (main_src / "clawgym/synth/rewrite.py").exists():
-        pytest.skip("no checkout without the feature at /work/main")
-    out = tmp_path / "main.jsonl"
-    code = f"from pathlib import Path; from clawgym.synth.pipeline import synthesize; synthesize({N}, {SEED}, Path({str(out)!r}), jobs=1)"
-    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(main_src)})
+def test_without_rewrite_no_model_is_called_and_nothing_is_recorded(tmp_path, bwrap_backend, plain):
+    """No --rewrite-model: no request reaches a model (even with one listening and OPENAI_BASE_URL pointing at
+    it), no task carries rewrite metadata, the report has no rewrite section, and the file is the same bytes
+    as the module's plain run of the same seed."""
+    tasks, report, base_out = plain
+    assert "rewrite" not in report and all("rewrite" not in t.metadata for t in tasks)
+    out = tmp_path / "again.jsonl"
+    with ScriptedLLM(responder=keep_all) as server:
+        env = {**os.environ, "OPENAI_BASE_URL": server.base_url}
+        code = (f"from pathlib import Path; from clawgym.synth.pipeline import synthesize; "
+                f"synthesize({N}, {SEED}, Path({str(out)!r}), jobs=1)")
+        subprocess.run([sys.executable, "-c", code], check=True, env=env)
+        assert server.requests == []
     assert out.read_bytes() == base_out.read_bytes()
 
 
