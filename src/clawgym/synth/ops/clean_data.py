@@ -17,8 +17,9 @@ from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, 
 # The program solution: the date formats of flavor.messy_date, money without signs or separators, exact
 # duplicates gone once normalised (the clean rows are distinct by construction), the excluded name's rows gone,
 # sorted on all four columns. The column names and the excluded name are constants of the request.
-PROGRAM = """import csv, datetime as dt
+PROGRAM = """import os, csv, datetime as dt
 SRC, OUT = {src!r}, {out!r}
+os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
 COLS = {cols!r}
 SKIP = {skip!r}
 def day(s):

@@ -32,8 +32,9 @@ _NUM = re.compile(r"^-?(0|[1-9]\d*)(\.\d+)?$")
 
 # The program solutions: fixed scripts whose only step-specific parts are the paths (and sheet name) of the
 # request. The numeric columns are found the way numeric_columns() finds them, output formats by extension.
-CSV_RECORDS = """import csv, json, re, yaml
+CSV_RECORDS = """import os, csv, json, re, yaml
 SRC, OUT = {src!r}, {out!r}
+os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
 rows = list(csv.reader(open(SRC, newline='')))
 head = rows[0]
 rows = [r + [''] * (len(head) - len(r)) for r in rows[1:] if r]
@@ -66,8 +67,9 @@ _CELL = """def cell(v):
     return v
 """
 
-RECORDS_CSV = """import csv, json, yaml
+RECORDS_CSV = """import os, csv, json, yaml
 SRC, OUT = {src!r}, {out!r}
+os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
 recs = json.load(open(SRC)) if SRC.endswith('.json') else yaml.safe_load(open(SRC))
 head = []
 for r in recs:
@@ -79,8 +81,9 @@ for r in recs:
 print('wrote', len(recs), 'rows to', OUT)
 """
 
-XLSX_CSV = """import csv, openpyxl
+XLSX_CSV = """import os, csv, openpyxl
 SRC, SHEET, OUT = {src!r}, {sheet!r}, {out!r}
+os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
 rows = list(openpyxl.load_workbook(SRC)[SHEET].iter_rows(values_only=True))
 """ + _CELL + """with open(OUT, 'w', newline='') as f:
     csv.writer(f, lineterminator='\\n').writerows([cell(v) for v in r] for r in rows)
@@ -95,8 +98,9 @@ _SAVE = """with open(OUT, 'w') as f:
 print('wrote', len(data), 'settings to', OUT)
 """
 
-STRUCTURED_CONFIG = """import json, yaml
+STRUCTURED_CONFIG = """import os, json, yaml
 SRC, OUT = {src!r}, {out!r}
+os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
 data = json.load(open(SRC)) if SRC.endswith('.json') else yaml.safe_load(open(SRC))
 """ + _SAVE
 
@@ -109,16 +113,18 @@ _TYPED = """def typed(v):
     return v
 """
 
-INI_CONFIG = """import configparser, json, re, yaml
+INI_CONFIG = """import os, configparser, json, re, yaml
 SRC, OUT = {src!r}, {out!r}
+os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
 """ + _TYPED + """c = configparser.ConfigParser(interpolation=None)
 c.optionxform = str
 c.read(SRC)
 data = {{s: {{k: typed(v) for k, v in c[s].items()}} for s in c.sections()}}
 """ + _SAVE
 
-ENV_CONFIG = """import json, re, yaml
+ENV_CONFIG = """import os, json, re, yaml
 SRC, OUT = {src!r}, {out!r}
+os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
 """ + _TYPED + """data = {{}}
 for line in open(SRC):
     k, eq, v = line.strip().partition('=')
