@@ -77,3 +77,8 @@ def test_world_draws_the_same_number_of_values_with_or_without_names():
     world.folder(with_names, a, ["x"])
     world.folder(with_names.model_copy(update={"files": ["*.csv"]}), b, ["x"])
     assert a.random() == b.random()
+
+
+def test_a_clause_keeps_its_first_letter_and_leading_space():
+    assert expand(" [leave|keep] {x} out.", random.Random(0), clause=True, x="A").startswith((" leave A", " keep A"))
+    assert expand(" [leave|keep] {x} out.", random.Random(0), x="A").startswith(("Leave A", "Keep A"))

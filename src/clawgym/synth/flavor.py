@@ -75,6 +75,11 @@ def domain_key(persona_domain: str, occupation: str = "") -> str:
     return "general"
 
 
+def persona_domain(persona) -> str:
+    """The domain key of a persona (anything with `domain` and `occupation`), as :func:`domain_key` finds it."""
+    return domain_key(persona.domain, persona.occupation)
+
+
 def vocab(persona_domain: str, occupation: str = "") -> dict[str, list[str]]:
     return DOMAINS[domain_key(persona_domain, occupation)]
 

@@ -108,13 +108,15 @@ def _render(parts: list, rng: random.Random) -> str:
 _SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def expand(template: str, rng: random.Random, **slots: object) -> str:
+def expand(template: str, rng: random.Random, *, clause: bool = False, **slots: object) -> str:
     """One phrasing of `template` (see the module docstring), with `slots` filled in; runs of spaces the empty
-    alternatives leave are folded and spaces before punctuation removed. A ``{name}`` without a value is an
-    error, so that a typo never reaches a task as literal braces."""
+    alternatives leave are folded and spaces before punctuation removed. The text is stripped and its first
+    letter capitalised; a `clause` (text for the middle of a sentence) keeps its first letter and any leading
+    space. A ``{name}`` without a value is an error, so that a typo never reaches a task as literal braces."""
     text = _render(_parse(template), rng)
     text = re.sub(r"[ \t]{2,}", " ", text)
-    text = re.sub(r" +([,.;:!?)])", r"\1", text).strip()
+    text = re.sub(r" +([,.;:!?)])", r"\1", text)
+    text = text.rstrip() if clause else text.strip()
 
     def fill(m: re.Match) -> str:
         if m.group(1) not in slots:
@@ -122,7 +124,7 @@ def expand(template: str, rng: random.Random, **slots: object) -> str:
         return str(slots[m.group(1)])
 
     text = _SLOT.sub(fill, text)
-    return text[:1].upper() + text[1:] if text[:1].islower() else text
+    return text[:1].upper() + text[1:] if not clause and text[:1].islower() else text
 
 
 def one_of(rng: random.Random, templates: Sequence[str], **slots: object) -> str:

@@ -277,8 +277,7 @@ _ROLES = {
 }
 
 
-def _domain(persona: Persona) -> str:
-    return flavor.domain_key(persona.domain, persona.occupation)
+_domain = flavor.persona_domain
 
 
 # --------------------------------------------------------------------------------------------- phrasings

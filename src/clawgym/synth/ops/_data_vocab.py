@@ -158,8 +158,7 @@ class Schema:
         return {"date": self.date, "name": self.name, "group": self.group, "value": self.value}
 
 
-def domain(persona: Persona) -> str:
-    return flavor.domain_key(persona.domain, persona.occupation)
+domain = flavor.persona_domain
 
 
 def schema(rng: random.Random, persona: Persona, n_names: int = 5, n_groups: int | None = None) -> Schema:
@@ -190,18 +189,6 @@ def folder(persona: Persona, rng: random.Random, extra: list[str] | tuple[str, .
 
 def join(folder_name: str, name: str) -> str:
     return f"{folder_name}/{name}" if folder_name else name
-
-
-def article(phrase: str) -> str:
-    """"a" or "an" before `phrase` (by its first letter, with the usual exceptions)."""
-    w = phrase.strip().casefold()
-    if w.startswith(("hour", "honest", "honour")):
-        return "an"
-    if w.startswith(("uni", "use", "usu", "one", "eu")):
-        return "a"
-    if w[:1].isdigit():
-        return "an" if w.startswith(("8", "11", "18")) and not w.startswith(("80", "110", "180")) else "a"
-    return "an" if w[:1] in "aeiou" else "a"
 
 
 def month_name(m: int) -> str:

@@ -88,7 +88,7 @@ def _ok_name(name: str) -> bool:
 def package_name(persona, rng=None) -> str:
     """The package: without `rng` the domain's first name (as before); with it, one of the domain's names or, a
     third of the time, one made from the persona's own file stems ("vaccine_stock" -> "vaccine_stock_tools")."""
-    pool = PACKAGES[flavor.domain_key(persona.domain, persona.occupation)]
+    pool = PACKAGES[flavor.persona_domain(persona)]
     if rng is None:
         return pool[0]
     own = [s for s in (flavor.slug(x) for x in world.stems(persona)) if s[:1].isalpha()]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 from clawgym.synth import flavor, world
-from clawgym.synth.grammar import expand, one_of, requirements
+from clawgym.synth.grammar import expand, requirements
 from clawgym.synth.personas import Persona
 
 # Folder names a later step, or this step's own outputs, may write into: never used as a step's working folder.
@@ -48,8 +48,7 @@ TOPICS: dict[str, list[str]] = {
 }
 
 
-def domain(persona: Persona) -> str:
-    return flavor.domain_key(persona.domain, persona.occupation)
+domain = flavor.persona_domain
 
 
 def topics(persona: Persona) -> list[str]:
@@ -68,10 +67,6 @@ def folder_name(persona: Persona, rng: random.Random, fallback: list[str], p_wor
     if name.casefold() in _AVOID or not name:
         name = fallback[min(int(rng.random() * len(fallback)), len(fallback) - 1)]
     return name
-
-
-def stem_name(persona: Persona, rng: random.Random, fallback: list[str], p_world: float = 0.3) -> str:
-    return world.stem(persona, rng, fallback, p_world=p_world)
 
 
 def tool(persona: Persona, rng: random.Random) -> str:
@@ -109,14 +104,9 @@ def paths_rel(rng: random.Random) -> str:
                   "workspace|relative paths (from the workspace root)]", rng)
 
 
-def one(rng: random.Random, templates: list[str], **slots: object) -> str:
-    """grammar.one_of under a short name."""
-    return one_of(rng, templates, **slots)
-
-
 def phrase(template: str, rng: random.Random, **slots: object) -> str:
-    """:func:`expand` without capitalising the first letter (a clause inside a sentence)."""
-    return expand("~" + template, rng, **slots)[1:]
+    """:func:`expand` of a clause inside a sentence (first letter and leading space kept)."""
+    return expand(template, rng, clause=True, **slots)
 
 
 def one_phrase(rng: random.Random, templates: list[str], **slots: object) -> str:

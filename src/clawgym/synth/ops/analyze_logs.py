@@ -10,7 +10,7 @@ import json
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.grammar import expand, requirements
+from clawgym.synth.grammar import expand, one_of, requirements
 from clawgym.synth.ops import _files_vocab as V
 from clawgym.synth.ops.base import RECORDS, TABLE, Artifact, Check, OpContext, StepPlan, read, to_csv, write
 
@@ -361,7 +361,7 @@ class AnalyzeLogs:
                 "[it's|that one is] a known-noisy [probe|monitor|check] [we're replacing|I already reported]",
                 "{who} [was testing|was poking at] it that day",
             ], who=flavor.person(rng).split()[0])
-            excl_sent = V.one(rng, [
+            excl_sent = one_of(rng, [
                 "[Ignore|Leave out|Skip] every {u} {fr} {g} `{x}` ({why}): [it doesn't count anywhere|none of it "
                 "counts], not even in the totals.",
                 "One thing: {u}s {fr} {g} `{x}` [don't count at all|are out of scope] - {why} - so leave them out "
@@ -399,13 +399,13 @@ class AnalyzeLogs:
             skel = (f'{{"{total_key}": <int>, "{levels_key}": {{"{lk0}": <int>, ...}}, "{count_key}": <int>, '
                     f'"{rate_key}": <percent, 1 decimal>, "{first_key}": "<{tsfmt}>", "{last_key}": "<{tsfmt}>", '
                     f'"{top_key}": [<top {top_n} {group}s, most errors first, ties alphabetical>]}}')
-            json_spec = V.one(rng, [
+            json_spec = one_of(rng, [
                 "`{p}` should look like this:\n{skel}\n[({lv_note})|where the {lk} keys are each {lv0} as it "
                 "appears in the log]",
                 "[Shape of|Format for] `{p}`: {skel} - {lk} counts [every|each] {lv0}{lv_x}.",
             ], p=out_json, skel=skel, lk=levels_key, lv0=lv.split(",")[0], lv_note=f"{levels_key}: count per {lv}",
                 lv_x="" if "," not in lv else " (" + lv.split(", ", 1)[1] + ")")
-        csv_spec = V.one(rng, [
+        csv_spec = one_of(rng, [
             "`{csv}` must have the columns {cols} with one row per {g} that had at least one error, sorted by {e} "
             "(descending), then by {g}.",
             "[For|In] `{csv}`: columns {cols}, a row for [each|every] {g} with at least one error, [ordered|sorted] "
@@ -413,7 +413,7 @@ class AnalyzeLogs:
             "[Also|Then] write `{csv}` ({cols}) - one row per {g} [that had|with] errors, [most errors first|sorted "
             "by {e} descending], ties by {g}.",
         ], csv=out_csv, cols=", ".join(header), g=group, e=errs_col)
-        head = V.one(rng, [
+        head = one_of(rng, [
             "Something went wrong with {service} on {date}. [Please|Could you] go through the {what} `{log}` and "
             "summarise the errors ({err_def}).",
             "Can you analyse `{log}` (our {what})? I need an error summary and a per-{g} breakdown; {err_def}.",
@@ -429,13 +429,13 @@ class AnalyzeLogs:
             "`{log}`, the {what} of {service} ({date}). {ed_cap}.",
         ], service=service, date=V.day_text(rng, day), what=what, log=log, err_def=err_def, g=group,
             who=flavor.person(rng).split()[0], ed_cap=err_def[:1].upper() + err_def[1:])
-        hint = V.one(rng, ["", "", "", "[I think|My guess is] it started [after|around] the [deploy|update|"
+        hint = one_of(rng, ["", "", "", "[I think|My guess is] it started [after|around] the [deploy|update|"
                            "power cut|router swap|config change] [that morning|at lunchtime|the night before].",
                            "[Don't bother|No need] [fixing anything|to fix anything] yet, I just need the numbers."])
         tail = [json_spec, csv_spec]
         if rng.random() < 0.3:
             tail.reverse()
-        counts = V.one(rng, ["", "", "[The log has|It's] {n} lines[ long|].", "[It covers|The log covers] "
+        counts = one_of(rng, ["", "", "[The log has|It's] {n} lines[ long|].", "[It covers|The log covers] "
                              "{t0} to {t1}.", "{g}s [in it|involved]: {gs}."],
                        n=len(text.splitlines()), t0=entries[0]["time"].strftime("%H:%M"),
                        t1=entries[-1]["time"].strftime("%H:%M"), g=group.capitalize(),

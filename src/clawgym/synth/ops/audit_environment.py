@@ -9,7 +9,7 @@ import json
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.grammar import expand
+from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _files_vocab as V
 from clawgym.synth.ops.base import DOCUMENT, RECORDS, Artifact, Check, OpContext, StepPlan, ls, read, write
 
@@ -166,7 +166,7 @@ class AuditEnvironment:
                                  "policy says) and `{d}`",
                                  "a JSON list of {\"{r}\", \"{i}\", \"{d}\"} objects, `{i}` formatted per the "
                                  "policy"], r=k_rule, i=k_item, d=k_detail)
-        head = V.one(rng, [
+        head = one_of(rng, [
             "I took a snapshot of our {what} ({host}) into `{root}/`. Please audit it against the rules in "
             "`{policy}`.",
             "Can you check `{root}/` (a dump of {host}'s config) for policy violations? The rules are in "
@@ -200,7 +200,7 @@ class AuditEnvironment:
         reqs = V.requirements_text(rng, items, rng.choice(["", "[What I need:|Deliverables:|Please:]"]))
         n_cron = len(data["crontabs"])
         n_units = len(data["units"])
-        hint = V.one(rng, ["", "The policy has {k} rules.", "[In the snapshot:|It contains] sshd_config, passwd, "
+        hint = one_of(rng, ["", "The policy has {k} rules.", "[In the snapshot:|It contains] sshd_config, passwd, "
                            "`{pkg}`, `{df}`, {nc} crontab{s1} and {nu} systemd units.", "[It's|The snapshot is] "
                            "[{nu} units, {nc} crontab{s1}|the usual: configs, packages, disks, users, cron jobs] "
                            "[and|plus] a policy with {k} rules."],

@@ -9,7 +9,7 @@ import shlex
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.grammar import expand
+from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _files_vocab as V
 from clawgym.synth.ops.aggregate_and_report import digest, money
 from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, exec_, ls, read, to_csv, write
@@ -199,7 +199,7 @@ class BatchRename:
         idx_ref = rng.choice([f"`{index}`", f"`{index_name}` (in the same folder)", f"the index `{index}`"])
         rules = V.requirements_text(rng, rule_items)
         map_cols = f"{map_header[0]},{map_header[1]}"
-        head = V.one(rng, [
+        head = one_of(rng, [
             "The {plural} in `{folder}/` have [inconsistent|random|messy|all sorts of] names. [Rename|Please rename] "
             "each one to `{pattern}`.",
             "[Could you|Can you] bring the file names in `{folder}/` into line? Every {doc} should be "
@@ -218,7 +218,7 @@ class BatchRename:
             "[From now on|Going forward] [our|my] {plural} [follow|use] `{pattern}` - [could you|can you|please] "
             "[convert|rename] the ones [already |]in `{folder}/`[?|.]",
         ], plural=plural, folder=folder, pattern=pattern, doc=doc, ex_old=entries[0]["old"])
-        idx_sent = V.one(rng, [
+        idx_sent = one_of(rng, [
             "{idx} [lists|tracks|references] the files, so [fix|update|change] the names there too "
             "([leave|keep] everything else in it as is).",
             "[Update|Fix|Also update] {idx} so it [refers to|points at|uses] the new names[; nothing else in it should "
@@ -226,7 +226,7 @@ class BatchRename:
             "[Don't forget|Remember|And mind] {idx}: [it names every file|every file is listed there], so it has "
             "to [use|show] the new names [afterwards|too] (the rest [stays|unchanged]).",
         ], idx=idx_ref)
-        map_sent = V.one(rng, [
+        map_sent = one_of(rng, [
             "[Save|Write|Put] the old -> new mapping [as|in|into] `{mapping}` ([header|columns] {cols}; file names "
             "only, one row per renamed file).",
             "[And|Also,|Finally,] [I need|please write|leave me] `{mapping}` with the columns {cols} - [just |]the "
@@ -236,7 +236,7 @@ class BatchRename:
         ], mapping=mapping, cols=map_cols)
         tail = [idx_sent, map_sent]
         rng.shuffle(tail)
-        hint = V.one(rng, ["", "[There are|It's] {n} {plural}[ in there|], from {parties}.", "[They're|These are] "
+        hint = one_of(rng, ["", "[There are|It's] {n} {plural}[ in there|], from {parties}.", "[They're|These are] "
                            "from {parties}[ ({n} files)|].", "{n} files[, all {year}|] - {parties}."],
                      n=len(entries), plural=plural, parties=V.listing(clients), year=year)
         instruction = V.glue(head, V.story(persona, rng, "rename"), hint,

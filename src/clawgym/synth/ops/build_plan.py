@@ -137,7 +137,7 @@ class BuildPlan:
 
     def _project(self, ctx: OpContext, source: Artifact | None = None) -> StepPlan:
         rng = ctx.rng
-        key = flavor.domain_key(ctx.persona.domain, ctx.persona.occupation)
+        key = flavor.persona_domain(ctx.persona)
         names = PHASES.get(key, PHASES["general"])
         n = rng.randint(5, min(8, len(names)))
         chosen = names[:n] if rng.random() < 0.5 else [names[0]] + sorted(rng.sample(names[1:], n - 1),

@@ -8,7 +8,7 @@ import shlex
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.grammar import expand
+from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _files_vocab as V
 from clawgym.synth.ops.aggregate_and_report import digest
 from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, exec_, ls, to_csv, write
@@ -180,7 +180,7 @@ class DeduplicateFiles:
                                 why=exception[1]))
         rules = V.requirements_text(rng, items, "[The rules:|Rules:|How to decide:|Here's the logic:|]")
         cols = ",".join(header)
-        head = V.one(rng, [
+        head = one_of(rng, [
             "`{folder}/` is full of copies and old drafts. [Clean it up.|Please clean it up.|Can you tidy it?]",
             "Please de-duplicate `{folder}/`.",
             "Could you [de-duplicate|clean the duplicates out of] `{folder}/`?",
@@ -197,7 +197,7 @@ class DeduplicateFiles:
             "[Every|Each] time I [sync|back up] `{folder}/` I get [more|another round of] copies. [Please|Could "
             "you] [thin it out|weed them out][?|.]",
         ], folder=folder, n=len(files))
-        log_sent = V.one(rng, [
+        log_sent = one_of(rng, [
             "Log every deleted file in `{log}` with the columns {cols} ({rel}; {k} = the file you kept instead).",
             "Write what you deleted to `{log}` ([header|columns] {cols}; {r} is `{dw}` or `{sw}`; {k} is the "
             "surviving file; {rel}).",

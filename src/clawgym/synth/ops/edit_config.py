@@ -318,7 +318,7 @@ class EditConfig:
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
         rng = ctx.rng
-        dk = flavor.domain_key(ctx.persona.domain, ctx.persona.occupation)
+        dk = flavor.persona_domain(ctx.persona)
         voc = flavor.DOMAINS[dk]
         project_word = rng.choice(voc["projects"])
         named = rng.choice(SERVICES[dk])

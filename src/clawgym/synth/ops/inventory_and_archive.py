@@ -9,7 +9,7 @@ import shlex
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.grammar import expand
+from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _files_vocab as V
 from clawgym.synth.ops.aggregate_and_report import digest, money
 from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, exec_, ls, read, to_csv, write
@@ -115,7 +115,7 @@ class InventoryAndArchive:
                              rng.choice(people)] for e in entries], key=lambda r: r[0])
             files.append(WorkspaceFile(path=listing, content=to_csv(lh, lrows)))
             reads.append(read(listing))
-            age = V.one(rng, [
+            age = one_of(rng, [
                 "A file is stale when its {col} date in `{listing}` ([an export from the file server|exported from "
                 "the [NAS|share|drive]]; the timestamps on disk are [meaningless|wrong|all from the copy]) is before "
                 "{cut}; archive it under `{folder}/{adir}/<year of {col}>/` keeping its file name.",
@@ -129,7 +129,7 @@ class InventoryAndArchive:
             ], col=lh[1], listing=listing, cut=cut, folder=folder, adir=adir)
         else:
             where_date = "starts" if date_pos == "start" else "ends (before the extension)"
-            age = V.one(rng, [
+            age = one_of(rng, [
                 "Each file name {wd} with the date it was last worked on (YYYY-MM-DD); ignore the timestamps on "
                 "disk. A file dated before {cut} is stale: move it to `{folder}/{adir}/<that year>/`, keeping its "
                 "file name.",
@@ -141,7 +141,7 @@ class InventoryAndArchive:
                 "dates on disk mean nothing|Ignore the disk timestamps].",
             ], wd=where_date, cut=cut, folder=folder, adir=adir)
         if exempt is not None:
-            age += " " + V.one(rng, [
+            age += " " + one_of(rng, [
                 "[Except|But leave] `{p}`[: |, ]{why} - it stays where it is.",
                 "One exception: `{p}` stays put ({why}), stale or not.",
             ], p=exempt["path"], why=V.one_phrase(rng, [
@@ -150,7 +150,7 @@ class InventoryAndArchive:
                 "[the auditors|the inspectors|{who}] want it [in place|where it is] [until the review|for now]",
             ], who=flavor.person(rng).split()[0]))
         mcols = ",".join(mheader)
-        spec = V.one(rng, [
+        spec = one_of(rng, [
             "[Then|Afterwards|After that] write a manifest `{out}` of every file under `{folder}/` as it is "
             "afterwards (archived ones at their new place), with the columns {c0} ({rel}), {c1} (exact size in "
             "bytes) and {c2} (the file extension without the dot, e.g. {ex}).",
@@ -162,7 +162,7 @@ class InventoryAndArchive:
             "dot] (e.g. {ex}); {c0} is the path [relative to the workspace root|from the workspace root].",
         ], out=out, folder=folder, c0=mheader[0], c1=mheader[1], c2=mheader[2], mcols=mcols, adir=adir,
             rel=V.paths_rel(rng), ex=rng.choice(kinds))
-        head = V.one(rng, [
+        head = one_of(rng, [
             "Time to archive old material in `{folder}/`.",
             "Please do an inventory-and-archive pass over `{folder}/`.",
             "Could you do an [inventory-and-archive|archive-and-inventory] pass over `{folder}/`?",
@@ -176,7 +176,7 @@ class InventoryAndArchive:
             "exactly what's [in there|left] [by size and type|afterwards].",
         ], folder=folder, n=len(entries))
         oldest = min(e["date"] for e in entries)
-        hint = V.one(rng, ["", "[Some of it|The oldest stuff] goes back to {y}.", "[There are|It has] {n} files"
+        hint = one_of(rng, ["", "[Some of it|The oldest stuff] goes back to {y}.", "[There are|It has] {n} files"
                            "[, the oldest from {y}| ({k})|].", "Mostly {k} files[, {n} in total|]."],
                        y=oldest.year, n=len(entries), k=V.listing(sorted(set(kinds))))
         instruction = V.glue(head, V.story(persona, rng, "archive"), hint,

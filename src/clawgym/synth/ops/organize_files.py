@@ -7,7 +7,7 @@ import shlex
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.grammar import expand
+from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _files_vocab as V
 from clawgym.synth.ops.aggregate_and_report import digest, money
 from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, exec_, ls, to_csv, write
@@ -161,7 +161,7 @@ class OrganizeFiles:
                 "I open it [every day|daily|all the time]",
             ], tool=V.tool(persona, rng), who=flavor.person(rng).split()[0])))
         rules = V.requirements_text(rng, items, fixed_order=rule == "type")
-        head = V.one(rng, [
+        head = one_of(rng, [
             "My `{folder}/` folder is a flat mess[ - {n} files at the top level|]. Sort [every file|the files|"
             "everything] in it {lead}",
             "Please tidy `{folder}/`: move each file {lead}",
@@ -175,7 +175,7 @@ class OrganizeFiles:
             "{lead}",
         ], folder=folder, lead=lead, n=len(pile))
         cols = ",".join(header)
-        log_sent = V.one(rng, [
+        log_sent = one_of(rng, [
             "[Then|Afterwards|Finally,] log each move in `{log}` with the columns {cols} ({rel}, one row per file).",
             "Record what you moved in `{log}` (header {cols}; {rel}).",
             "Write a CSV `{log}` listing {cols} for every file you moved ({rel}).",
@@ -184,7 +184,7 @@ class OrganizeFiles:
         ], log=log, cols=cols, rel=V.paths_rel(rng))
         tail = [log_sent, V.aside(persona, rng, f"`{folder}/`")]
         if stay is None:
-            tail.insert(1, V.one(rng, ["Nothing should stay loose in the top of the folder.",
+            tail.insert(1, one_of(rng, ["Nothing should stay loose in the top of the folder.",
                                        "[When you're done|Afterwards], nothing [should be|is] left loose at the top.",
                                        ""]))
         kinds = {}
@@ -194,7 +194,7 @@ class OrganizeFiles:
                  "note": "notes", "mail": rng.choice(["saved emails", "emails", ".eml files"]),
                  "sheet": rng.choice(["spreadsheets", "CSV exports", "sheets"])}
         parts = [f"{c} {words[k] if c > 1 else words[k][:-1]}" for k, c in sorted(kinds.items(), key=lambda kc: (-kc[1], kc[0]))]
-        hint = V.one(rng, ["", "[Roughly|About|There are] {parts} in `{folder}/`.", "[It's|Right now it's] {parts}[, all "
+        hint = one_of(rng, ["", "[Roughly|About|There are] {parts} in `{folder}/`.", "[It's|Right now it's] {parts}[, all "
                            "in one heap|, all mixed together|].", "{n} files [at the moment|right now]: {parts}."],
                      parts=V.listing(parts), n=len(pile), folder=folder)
         instruction = V.glue(V.story(persona, rng, "organize", 0.3), head, rules, hint,

@@ -597,7 +597,7 @@ class WriteAutomationScript:
         if source is None and rng.random() < 0.25:
             return self._rename_plan(ctx, voc)
         if source is None:
-            dk = flavor.domain_key(ctx.persona.domain, ctx.persona.occupation)
+            dk = flavor.persona_domain(ctx.persona)
             kind, header, rows, roles = _own_table(rng, voc, months, dk)
             data_dir = world.folder(ctx.persona, rng, DATA_FOLDERS, p_world=0.4)
             stem = _period_stem(rng, kind, months)
