@@ -82,3 +82,62 @@ def test_world_draws_the_same_number_of_values_with_or_without_names():
 def test_a_clause_keeps_its_first_letter_and_leading_space():
     assert expand(" [leave|keep] {x} out.", random.Random(0), clause=True, x="A").startswith((" leave A", " keep A"))
     assert expand(" [leave|keep] {x} out.", random.Random(0), x="A").startswith(("Leave A", "Keep A"))
+
+
+def test_half_choices_draw_from_one_half_and_share_the_rng():
+    opts = ["a", "b", "c", "d", "e"]
+    for half, allowed in ((0, {"a", "c", "e"}), (1, {"b", "d"})):
+        h = grammar.HalfChoices(random.Random(3), half)
+        assert {h.choice(opts) for _ in range(200)} == allowed
+        assert h.choice(["only"]) == "only"  # one option: nothing to split
+        assert h.choice("xy") == "xy"[half] and h.choice(range(10)) % 2 == half
+    base, view = random.Random(5), grammar.HalfChoices(random.Random(5), 0)
+    view.choice(opts)
+    base.choice(opts[0::2])
+    assert view.random() == base.random()  # the view advances the RNG it wraps, nothing else
+    with pytest.raises(ValueError):
+        grammar.HalfChoices(random.Random(0), 2)
+    texts = {h: {expand("[one|two|three|four] [@save]", grammar.HalfChoices(random.Random(s), h))
+                 for s in range(100)} for h in (0, 1)}
+    assert not texts[0] & texts[1]
+
+
+def test_phrasing_halves_give_the_same_operations_in_disjoint_wording(tmp_path):
+    """synth persona --phrasing-half: same seed, same operations and personas per index; the two halves share
+    few word 4-grams, and a file is resumed only with the half it was made with."""
+    import json
+    import re
+
+    from clawgym.core.errors import ClawgymError
+    from clawgym.synth.pipeline import synthesize
+
+    opts = dict(validate=False, operations=["clean_data", "build_plan", "draft_message"], max_ops=1)
+    files = {}
+    for h in (0, 1):
+        files[h] = tmp_path / f"h{h}.jsonl"
+        synthesize(12, 4, files[h], phrasing_half=h, **opts)
+    tasks = {h: [json.loads(line) for line in files[h].read_text().splitlines()] for h in (0, 1)}
+    assert [t["operations"] for t in tasks[0]] == [t["operations"] for t in tasks[1]]
+    assert [t["metadata"]["persona_id"] for t in tasks[0]] == [t["metadata"]["persona_id"] for t in tasks[1]]
+    assert {t["metadata"]["phrasing_half"] for t in tasks[0]} == {0}
+
+    def grams(ts):
+        out = set()
+        for t in ts:
+            w = re.findall(r"\w+", t["instruction"].lower())
+            out |= {tuple(w[i:i + 4]) for i in range(len(w) - 3)}
+        return out
+
+    g0, g1, g0b = grams(tasks[0][:6]), grams(tasks[1][6:]), grams(tasks[0][6:])
+    assert len(g1 & g0) / len(g1) < 0.5 * len(g0b & g0) / len(g0b)
+    plain = tmp_path / "plain.jsonl"
+    synthesize(2, 4, plain, **opts)
+    assert "phrasing_half" not in json.loads(plain.read_text().splitlines()[0])["metadata"]
+    before = files[0].read_bytes()
+    with pytest.raises(ClawgymError, match="made with --phrasing-half 0; resume with the same options"):
+        synthesize(14, 4, files[0], phrasing_half=1, **opts)
+    with pytest.raises(ClawgymError, match="made with --phrasing-half 0"):
+        synthesize(14, 4, files[0], **opts)
+    assert files[0].read_bytes() == before
+    with pytest.raises(ClawgymError, match="must be 0 or 1"):
+        synthesize(1, 4, tmp_path / "x.jsonl", phrasing_half=2, **opts)

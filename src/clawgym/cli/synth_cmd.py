@@ -344,10 +344,13 @@ def synth_persona(
     executor: str = EXECUTOR,
     ray_address: str | None = ray_address_option(),
     rewrite_model: str | None = REWRITE_MODEL,
+    phrasing_half: int | None = typer.Option(None, "--phrasing-half", min=0, max=1, help="template generator: word every task from one half of the generators' options (0 or 1; the alternatives at even or odd positions), for train/test splits with disjoint wording."),
 ) -> None:
     """Persona-driven tasks: workflows of 1-4 operations, validated in sandboxes (reference 1, no-op 0)."""
     if generator not in ("template", "llm"):
         fail(f"unknown generator {generator!r}; choose template or llm", 2)
+    if phrasing_half is not None and generator != "template":
+        fail("--phrasing-half: an option of the template generator (the LLM writes its own wording)", 2)
     rewrite = rewrite_config(rewrite_model, base_url, generator, temperature)
     ex = synth_executor(executor, ray_address, jobs, sandbox, generator)
     if generator == "llm":
@@ -376,7 +379,7 @@ def synth_persona(
             n, seed, output, jobs=jobs, categories=categories, taxonomy_path=taxonomy, personas_path=personas,
             sandbox=sandbox, validate=validate, operations=operations, max_ops=max_ops, solution=solution,
             program_ops=program_ops, on_progress=lambda done, total: progress.update(bar, completed=done),
-            executor=ex, dedup=template_dedup(dedup), rewrite=rewrite,
+            executor=ex, dedup=template_dedup(dedup), rewrite=rewrite, phrasing_half=phrasing_half,
         )
     for title, counts in (("category", report.by_category), ("subcategory", report.by_subcategory),
                           ("operation", report.by_operation)):

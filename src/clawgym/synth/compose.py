@@ -20,6 +20,7 @@ from clawgym.synth.checks import (  # noqa: F401 (the library and the grade() re
     render_grade,
     render_grade_source,
 )
+from clawgym.synth.grammar import HalfChoices
 from clawgym.synth.ops.base import OpContext, OperationGenerator, StepPlan
 from clawgym.synth.personas import Persona, persona_summary
 from clawgym.synth.taxonomy import Subcategory, Taxonomy
@@ -84,14 +85,21 @@ def compose_task(
     length: int,
     solution: str = "direct",
     program_ops: frozenset[str] | None = None,
+    phrasing_half: int | None = None,
 ) -> Candidate:
     """One task. `solution` picks the reference: "direct" (the answer written out) or "program" (each step's
     :attr:`StepPlan.program` where it has one, computed in the sandbox; validation proves it scores 1.0 as well),
     for the operations in `program_ops` only if it is given. Both draw the same random numbers, so a seed gives
-    the same tasks either way."""
+    the same tasks either way.
+
+    `phrasing_half` (0 or 1) draws every choice of the steps and the request from one half of the options
+    (:class:`clawgym.synth.grammar.HalfChoices`), after the operation chain is chosen, so both halves give the
+    same mix of operations worded from disjoint halves of the grammars, schemas and vocabularies."""
     if solution not in SOLUTIONS:
         raise ValueError(f"solution must be one of {', '.join(SOLUTIONS)}, not {solution!r}")
     chain = choose_chain(sub, ops, rng, length)
+    if phrasing_half is not None:
+        rng = HalfChoices(rng, phrasing_half)
     plans: list[StepPlan] = []
     handed: list[str | None] = []  # the path each step hands to the next
     used: set[str] = set()
@@ -133,6 +141,7 @@ def compose_task(
             "persona_id": persona.id, "category_id": category.id, "subcategory_id": sub.id,
             "steps": [p.summary for p in plans], "fingerprint": fingerprint,
             # only when not the default, so that direct-solution tasks keep their bytes
+            **({"phrasing_half": phrasing_half} if phrasing_half is not None else {}),
             **({"solution": solution} | ({"program_ops": sorted(program_ops)} if program_ops is not None else {})
                if programs else {}),
         },

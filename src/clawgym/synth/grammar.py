@@ -166,6 +166,34 @@ def requirements(rng: random.Random, items: Sequence[str], *, lead: str = "", fi
     return pre + head + "\n" + "\n".join(f"* {i}" for i in items)
 
 
+class HalfChoices:
+    """A view of a task's RNG whose every ``choice`` comes from one half of its options: the alternatives at
+    even positions (half 0) or at odd positions (half 1), wherever there are at least two; everything else
+    (numbers, shuffles, samples) is the RNG's own. Generators draw their phrasings, synonyms, schemas and names
+    with ``choice`` (through :func:`expand`, :func:`one_of`, :func:`choose_names` or directly), so tasks made
+    with half 0 and half 1 are worded from disjoint halves of the grammar: what the learning experiment's
+    held-out-phrasing split (``synth persona --phrasing-half``) needs to test wording nobody trained on.
+
+    It shares the RNG's state (draws advance the RNG it wraps), so a generator sees one stream either way."""
+
+    def __init__(self, rng: random.Random, half: int):
+        if half not in (0, 1):
+            raise ValueError(f"phrasing half must be 0 or 1, not {half!r}")
+        self._rng = rng
+        self.half = half
+
+    def choice(self, seq):  # noqa: ANN001 - any sequence, as random.Random.choice
+        if len(seq) >= 2:
+            try:
+                seq = seq[self.half::2]
+            except TypeError:  # a sequence without slicing
+                seq = list(seq)[self.half::2]
+        return self._rng.choice(seq)
+
+    def __getattr__(self, name: str):
+        return getattr(self._rng, name)
+
+
 def choose_names(rng: random.Random, options: Mapping[str, Sequence[str]] | Sequence[str], domain: str = "") -> str:
     """A file or folder name drawn from `options`: a list, or a mapping from a domain key
     (:func:`clawgym.synth.flavor.domain_key`) to a list, with ``"general"`` as the fallback."""

@@ -371,7 +371,7 @@ def subcategory_for(seed: int, index: int, attempt: int, n: int, rng: random.Ran
     return subcategory_order(seed, index // n, n)[(index % n + attempt * 7) % n]
 
 
-def make_candidate(seed: int, index: int, attempt: int):
+def make_candidate(seed: int, index: int, attempt: int, phrasing_half: int | None = None):
     from clawgym.synth.compose import compose_task
 
     rng = random.Random(f"clawgym-synth:{seed}:{index}:{attempt}")
@@ -382,7 +382,8 @@ def make_candidate(seed: int, index: int, attempt: int):
     lengths = _W["lengths"]
     length = rng.choices(list(lengths), weights=list(lengths.values()))[0]
     return compose_task(task_id(seed, index), persona, sub, _W["taxonomy"], _W["ops"], rng, length,
-                        solution=_W.get("solution", "direct"), program_ops=_W.get("program_ops"))
+                        solution=_W.get("solution", "direct"), program_ops=_W.get("program_ops"),
+                        phrasing_half=phrasing_half)
 
 
 def make_candidates(
@@ -539,6 +540,7 @@ def synthesize(
     dedup: bool = False,
     dedup_threshold: float | None = None,
     rewrite=None,
+    phrasing_half: int | None = None,
 ) -> SynthReport:
     """Write tasks 0..n-1 of the seed to `output` (appending after what is already there).
 
@@ -561,7 +563,17 @@ def synthesize(
 
     `rewrite` (a :class:`clawgym.synth.rewrite.RewriteConfig`) has a model rewrite each validated task's request
     in the persona's voice, in the workers, kept only when it keeps the task's constants and validates again
-    (:mod:`clawgym.synth.rewrite`); the report gets a `rewrite` section. Local workers only (not Ray)."""
+    (:mod:`clawgym.synth.rewrite`); the report gets a `rewrite` section. Local workers only (not Ray).
+
+    `phrasing_half` (0 or 1; persona route) words every task from one half of the generators' options
+    (:class:`clawgym.synth.grammar.HalfChoices`): train on one half and test on the other to measure wording
+    nobody trained on. It changes which tasks a seed gives: resume a file with the half it was made with."""
+    if phrasing_half is not None:
+        if phrasing_half not in (0, 1):
+            raise ClawgymError(f"--phrasing-half must be 0 or 1 (got {phrasing_half})")
+        if make is not None:
+            raise ClawgymError("--phrasing-half is an option of the persona route (synth persona) only")
+        make = functools.partial(make_candidate, phrasing_half=phrasing_half)
     # load here first: bad data files fail with their one-line error before any worker starts, and forked
     # workers inherit what is loaded
     _load_worker_state(str(taxonomy_path) if taxonomy_path else None, str(personas_path) if personas_path else None,
@@ -597,6 +609,11 @@ def synthesize(
                     made = "made with --solution direct (or by an older clawgym, which did not record it)"
                 raise ClawgymError(f"{output}: holds task {t.id!r} {made}; resume with the same options or use "
                                    "another output file")
+            if t.metadata.get("phrasing_half") != phrasing_half:
+                had = t.metadata.get("phrasing_half")
+                raise ClawgymError(f"{output}: holds task {t.id!r} made with "
+                                   f"{'--phrasing-half ' + str(had) if had is not None else 'every phrasing'}; "
+                                   "resume with the same options or use another output file")
             done.add(int(t.id[len(prefix):]))
             seen_fp.add(t.metadata.get("fingerprint", ""))
             seen_text.add(t.instruction)
