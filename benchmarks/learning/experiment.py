@@ -159,12 +159,13 @@ def _teacher(settings: dict) -> str:
         else kind
 
 
-def write_readme(path: Path, block: str) -> bool:
+def write_readme(path: Path, block: str, start: str = README_START, end: str = README_END) -> bool:
+    """Replace what is between the `start` and `end` markers of `path` with `block` (which holds the markers)."""
     text = path.read_text()
-    if README_START not in text or README_END not in text:
+    if start not in text or end not in text:
         return False
-    head, _, rest = text.partition(README_START)
-    _, _, tail = rest.partition(README_END)
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
     write_text(path, head + block + tail)
     return True
 

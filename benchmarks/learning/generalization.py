@@ -1,0 +1,481 @@
+#!/usr/bin/env python3
+"""The generalization experiment: what does SFT on the oracle teacher's trajectories teach SmolLM2-135M beyond
+recall of the training distribution?
+
+The learning experiment (experiment.py) trains and tests on the same five operation families, worded by the same
+generators: its gain says the student learned *those* tasks. This one measures, with the same model, data
+pipeline and training settings, how far the gain carries:
+
+(a) **leave one family out**: for each family F, a student trained on the other families' demonstrations only,
+    evaluated on the held-out tasks of F, against the student trained on all families (same tasks, paired);
+(b) **held-out phrasing**: held-out tasks of the same families, personas and seed, worded from the *other half*
+    of every choice the generators make (``synth persona --phrasing-half 1``; training uses half 0): the same
+    operations asked in wording, schemas, names and vocabularies no training task used;
+(c) **tasks nobody here wrote**: PinchBench v1 offline tasks and ClawGym's sampled training task folders
+    (``../shared/datasets``), base model against student;
+(d) **verbatim overlap**: the share of held-out tasks whose reference action sequence (the tool calls the
+    oracle teacher makes on it, as the student would have to emit them) appears verbatim among the training
+    demonstrations, whole or in part: how much of an in-distribution score could be recall;
+(e) **training seeds**: every student is trained for each of ``--seeds`` (the seed of its training tasks and of
+    SFT), the held-out tasks come from one test seed (``--test-seed``, used by this experiment only, chosen before
+    any result and never changed), and every mean has a 95% bootstrap confidence interval over tasks (paired for
+    differences).
+
+Personas are split as in experiment.py (training tasks from one half, held-out tasks from the other), so every
+held-out set is other personas; (in-distribution) below means same generators, same wording half.
+
+Stages resume from ``--work`` (default runs/generalization): tasks, teacher runs, filtered demonstrations, each
+student, each evaluation. ``--only`` limits a run to some parts (e.g. ``--only main phrasing`` first, ``lofo``
+later). Results: ``--work/results.json`` (every per-task score, so the intervals can be recomputed), and with
+``--save`` a copy in benchmarks/learning/results/ and the table in docs/learning.md between the
+``generalization-experiment`` markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from experiment import DEFAULT_OPERATIONS, release_memory, write_readme  # noqa: E402
+
+from clawgym.core.atomic import write_json, write_text  # noqa: E402
+
+README_START = "<!-- generalization-experiment:start -->"
+README_END = "<!-- generalization-experiment:end -->"
+SHARED = REPO.parent / "shared" / "datasets"
+PARTS = ("main", "phrasing", "external", "lofo", "overlap")
+BOOTSTRAP = 10_000
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------------ statistics
+
+def mean(xs) -> float | None:
+    xs = list(xs)
+    return sum(xs) / len(xs) if xs else None
+
+
+def bootstrap_ci(xs: list[float], *, seed: int = 0, n: int = BOOTSTRAP, level: float = 0.95) -> list[float] | None:
+    """Percentile bootstrap interval of the mean of `xs` (resampling tasks with replacement)."""
+    if not xs:
+        return None
+    rng = random.Random(seed)
+    k = len(xs)
+    means = sorted(sum(xs[rng.randrange(k)] for _ in range(k)) / k for _ in range(n))
+    lo, hi = means[int((1 - level) / 2 * n)], means[min(n - 1, int((1 + level) / 2 * n))]
+    return [round(lo, 4), round(hi, 4)]
+
+
+def summary(scores: dict[str, float], ids: list[str] | None = None, *, seed: int = 0) -> dict:
+    """Mean, success rate and bootstrap interval of per-task scores (over `ids`, a missing task scoring 0)."""
+    ids = list(scores) if ids is None else ids
+    xs = [scores.get(i, 0.0) for i in ids]
+    return {"tasks": len(xs), "mean_score": round(mean(xs), 4) if xs else None,
+            "pass_rate": round(mean(x >= 1.0 for x in xs), 4) if xs else None, "ci95": bootstrap_ci(xs, seed=seed)}
+
+
+def paired(a: dict[str, float], b: dict[str, float], ids: list[str], *, seed: int = 0) -> dict:
+    """b - a over the same tasks, with the paired bootstrap interval of the mean difference."""
+    d = [b.get(i, 0.0) - a.get(i, 0.0) for i in ids]
+    return {"tasks": len(d), "delta": round(mean(d), 4) if d else None, "ci95": bootstrap_ci(d, seed=seed)}
+
+
+# ------------------------------------------------------------------------------------------------ stages
+
+def synth(n: int, seed: int, out: Path, personas: Path, half: int | None, args) -> Path:
+    from clawgym.synth.pipeline import synthesize
+
+    synthesize(n, seed, out, jobs=args.jobs, personas_path=personas, sandbox=args.sandbox,
+               operations=args.operations, max_ops=1, solution="program", program_ops=args.program_ops,
+               dedup=True, phrasing_half=half)
+    return out
+
+
+def family_of(tasks_path: Path) -> dict[str, str]:
+    from clawgym.core.jsonl import read_records
+    from clawgym.core.records import Task
+
+    return {t.id: (t.operations or ["?"])[0] for t in read_records(tasks_path, Task)}
+
+
+def run(suite_spec: str, agent: str, model: str, run_dir: Path, args, backend, *, task_ids: list[str] | None = None,
+        base_url: str | None = None) -> dict[str, float]:
+    """Roll out and score one agent on a suite (a tasks file or an importer spec); per-task scores (the last
+    verdict of each task; unscored and infra errors count 0). Resumes a partial run."""
+    from clawgym.core.jsonl import read_records
+    from clawgym.core.records import Trajectory
+    from clawgym.evaluation.run import run_eval
+    from clawgym.evaluation.suites import Suite, load_suite
+    from clawgym.rollout.runner import RolloutOptions
+    from clawgym.rollout.setup import AgentSpec
+    from clawgym.sandbox.base import SandboxLimits
+
+    suite = load_suite(suite_spec)
+    if task_ids is not None:
+        keep = set(task_ids)
+        suite = Suite(suite.name, [t for t in suite.tasks if t.id in keep], suite.source, suite.base_dir,
+                      suite.notes)
+    llm = agent == "llm"
+    spec = AgentSpec(name=agent, model=model, base_url=base_url, max_turns=args.max_turns,
+                     max_tokens=args.max_tokens, temperature=0.0, llm_concurrency=args.concurrency,
+                     request_timeout=1800.0, policy_version=Path(model).name if llm else None,
+                     precision=args.eval_precision)
+    options = RolloutOptions(samples=1, jobs=args.concurrency if llm else args.jobs,
+                             limits=SandboxLimits(memory_mb=1024), keep_workspaces=False, episode_timeout=3600.0)
+    done = run_dir / "report.json"
+    if not done.exists():
+        run_eval(suite, spec, backend, run_dir, options, chart=False)
+    scores = {t.id: 0.0 for t in suite.tasks}
+    for r in read_records(run_dir / "trajectories.jsonl", Trajectory):
+        if r.task_id in scores and r.verdict is not None and r.verdict.score is not None:
+            scores[r.task_id] = float(r.verdict.score)
+    return scores
+
+
+def demos(sft_path: Path) -> list[dict]:
+    return [json.loads(line) for line in sft_path.read_text().splitlines() if line.strip()]
+
+
+def actions(conv: dict) -> list[str]:
+    """The demonstration's tool calls, each as `name` + its arguments as canonical JSON: what the model emits."""
+    out = []
+    for m in conv.get("messages", []):
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function", call)
+            a = fn.get("arguments", {})
+            if isinstance(a, str):
+                try:
+                    a = json.loads(a)
+                except ValueError:
+                    pass
+            out.append(fn.get("name", "") + " " + json.dumps(a, sort_keys=True, ensure_ascii=False))
+    return out
+
+
+def overlap(train_demos: list[dict], test_demos: list[dict], family: dict[str, str]) -> dict:
+    """(d): how many held-out tasks' reference action sequences appear verbatim among the training demos:
+    the whole sequence, and at least one of the calls that produce the result (write, edit, exec)."""
+    whole = {tuple(actions(c)) for c in train_demos}
+    calls = {a for c in train_demos for a in actions(c)}
+    per: dict[str, dict[str, int]] = {}
+    for c in test_demos:
+        seq = actions(c)
+        fam = family.get(c["task_id"], "?")
+        row = per.setdefault(fam, {"tasks": 0, "whole_sequence": 0, "a_result_call": 0, "every_call": 0})
+        row["tasks"] += 1
+        row["whole_sequence"] += tuple(seq) in whole
+        producing = [a for a in seq if a.split(" ", 1)[0] in ("write", "edit", "exec")]
+        row["a_result_call"] += any(a in calls for a in producing)
+        row["every_call"] += bool(seq) and all(a in calls for a in seq)
+    total = {k: sum(r[k] for r in per.values()) for k in ("tasks", "whole_sequence", "a_result_call", "every_call")}
+    rate = {k: round(total[k] / total["tasks"], 4) if total["tasks"] else None
+            for k in ("whole_sequence", "a_result_call", "every_call")}
+    return {"tasks": total["tasks"], "rate": rate, "per_family": dict(sorted(per.items()))}
+
+
+def train(sft_path: Path, out: Path, seed: int, args) -> dict:
+    """SFT with experiment.py's settings (LoRA r=32, lr 1e-3, 1.35 epochs); `seed` for the data order and init."""
+    from clawgym.train.sft import SFTOptions, export_model, train_sft
+
+    res_path = out / "train" / "result.json"
+    if res_path.exists():
+        training = json.loads(res_path.read_text())
+    else:
+        opts = SFTOptions(model=args.model, epochs=args.epochs, lr=args.lr, lora_r=args.lora_r, max_len=3072,
+                          batch_tokens=4096, save_steps=0, seed=seed)
+        log(f"training {out.name} on {sft_path.name} (seed {seed})")
+        res = train_sft(sft_path, out / "train", opts, show_progress=sys.stderr.isatty())
+        training = {"steps": res.steps, "tokens": res.tokens, "trained_tokens": res.trained_tokens,
+                    "seconds": round(res.seconds, 1), "tokens_per_s": round(res.tokens_per_s, 1),
+                    "first_loss": res.first_loss, "last_loss": res.last_loss, "conversations": res.data.examples}
+        write_json(res_path, training)
+    if not (out / "model" / "config.json").exists():
+        export_model(out / "train", out / "model")
+        release_memory()
+    return training
+
+
+# ------------------------------------------------------------------------------------------------ report
+
+def table(res: dict) -> str:
+    """The markdown block for docs/learning.md (and the README's summary rows)."""
+    s = res["settings"]
+    seeds = s["seeds"]
+    lines = [README_START,
+             f"Measured {res['date']} on {res['machine']}, commit {res['commit']}: SmolLM2-135M-Instruct, LoRA r={s['lora_r']}, "
+             f"{s['epochs']} epochs, lr {s['lr']}, on the oracle teacher's verified demonstrations of "
+             f"{s['train_tasks']} training tasks per seed (families: {', '.join(s['operations'])}; programs for "
+             f"{', '.join(s['program_ops'])}); training seeds {', '.join(map(str, seeds))}; held-out tasks from "
+             f"test seed {s['test_seed']} (used by this experiment only) and the other half of the personas; greedy, "
+             f"{s['max_turns']} model calls of at most {s['max_tokens']} tokens. Means over tasks with 95% bootstrap "
+             f"intervals ({BOOTSTRAP:,} resamples; paired for differences).",
+             "",
+             "| held-out set | in-distribution? | tasks | base | " + " | ".join(f"student seed {k}" for k in seeds)
+             + " | student - base |",
+             "|---|---|---:|---:|" + "---:|" * len(seeds) + "---:|"]
+
+    def cell(x: dict | None) -> str:
+        if not x or x.get("mean_score") is None:
+            return "not run"
+        ci = x.get("ci95")
+        return f"{x['mean_score']:.3f} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else f"{x['mean_score']:.3f}"
+
+    def dcell(x: dict | None) -> str:
+        if not x or x.get("delta") is None:
+            return "not run"
+        return f"{x['delta']:+.3f} [{x['ci95'][0]:+.2f}, {x['ci95'][1]:+.2f}]"
+
+    names = {"in_distribution": ("same families, same wording half", "yes (same generators)"),
+             "phrasing": ("(b) same families, other wording half", "no: wording, schemas, names held out"),
+             "pinchbench": ("(c) PinchBench v1, offline tasks", "no: written by others"),
+             "clawgym": ("(c) ClawGym training-split sample folders", "no: written by others")}
+    for key, (label, ind) in names.items():
+        row = res["sets"].get(key)
+        if not row:
+            continue
+        studs = [cell(row["student"].get(str(k))) for k in seeds]
+        lines.append(f"| {label} | {ind} | {row['tasks']} | {cell(row.get('base'))} | {' | '.join(studs)} | "
+                     f"{dcell(row.get('delta_pooled'))} |")
+    lofo = res.get("lofo") or {}
+    if lofo.get("families"):
+        lines += ["", f"(a) Leave one family out (training seed {lofo['seed']}): a student trained without the family's "
+                  "demonstrations, on that family's in-distribution held-out tasks.", "",
+                  "| family left out | tasks | base | student trained on all five | student trained without it | "
+                  "without - with |", "|---|---:|---:|---:|---:|---:|"]
+        for fam, r in lofo["families"].items():
+            lines.append(f"| {fam} | {r['tasks']} | {cell(r['base'])} | {cell(r['with'])} | {cell(r['without'])} | "
+                         f"{dcell(r['delta'])} |")
+    ov = res.get("overlap") or {}
+    if ov:
+        lines += ["", "(d) Held-out tasks whose reference action sequence (the teacher's tool calls, as the student "
+                  "would emit them) appears verbatim among the training demonstrations:", "",
+                  "| held-out set | tasks | whole sequence | every call | a result-producing call (write, edit, exec) |",
+                  "|---|---:|---:|---:|---:|"]
+        for key, label in (("in_distribution", "same wording half"), ("phrasing", "other wording half")):
+            for seed, o in (ov.get(key) or {}).items():
+                r = o["rate"]
+                lines.append(f"| {label} (training seed {seed}) | {o['tasks']} | {r['whole_sequence']:.2f} | "
+                             f"{r['every_call']:.2f} | {r['a_result_call']:.2f} |")
+    lines += ["", f"Stage times: {', '.join(f'{k} {v / 60:.0f} min' for k, v in res['stage_seconds'].items())}.",
+              README_END]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------ main
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", type=Path, default=REPO / "runs" / "generalization")
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--operations", nargs="+", default=DEFAULT_OPERATIONS)
+    ap.add_argument("--program-ops", nargs="*", default=["clean_data", "convert_format"])
+    ap.add_argument("--train-tasks", type=int, default=150)
+    ap.add_argument("--test-tasks", type=int, default=40, help="Per held-out synthesized set (8 per family).")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2],
+                    help="Training seeds: seed k synthesizes its training tasks with seed 1000+k and trains with k.")
+    ap.add_argument("--test-seed", type=int, default=4404,
+                    help="Held-out tasks' seed: fixed before any result, used by this experiment only.")
+    ap.add_argument("--lofo-seed", type=int, default=None, help="Training seed of (a) (default: the first).")
+    ap.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))
+    ap.add_argument("--epochs", type=float, default=1.35)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--lora-r", type=int, default=32)
+    ap.add_argument("--max-turns", type=int, default=4)
+    ap.add_argument("--max-tokens", type=int, default=768)
+    ap.add_argument("--concurrency", type=int, default=13)
+    ap.add_argument("--eval-precision", choices=["auto", "fp32", "bf16"], default="auto")
+    ap.add_argument("-j", "--jobs", type=int, default=2)
+    ap.add_argument("--sandbox", default="bwrap")
+    ap.add_argument("--datasets", type=Path, default=SHARED, help="Where pinchbench-v1/ and clawgym-train-sample/ are.")
+    ap.add_argument("--save", action="store_true",
+                    help="Copy the results to benchmarks/learning/results/ and write the table into --readme.")
+    ap.add_argument("--readme", type=Path, default=REPO / "docs" / "learning.md")
+    args = ap.parse_args(argv)
+
+    from clawgym.sandbox import get_backend
+    from clawgym.synth.personas import split_personas
+    from clawgym.train.filter import FilterOptions, filter_to_file
+
+    work = args.work
+    work.mkdir(parents=True, exist_ok=True)
+    backend = get_backend(args.sandbox)
+    stages_path = work / "stage_seconds.json"
+    stage: dict[str, float] = json.loads(stages_path.read_text()) if stages_path.exists() else {}
+
+    def timed(name: str, fn, *a, **kw):
+        t0 = time.perf_counter()
+        out = fn(*a, **kw)
+        stage[name] = round(stage.get(name, 0.0) + time.perf_counter() - t0, 1)
+        write_json(stages_path, stage)
+        return out
+
+    seeds = args.seeds
+    lofo_seed = args.lofo_seed if args.lofo_seed is not None else seeds[0]
+    p_train, p_test, _, _ = split_personas(REPO / "personas" / "personas.yaml", work)
+
+    # tasks: training pools (wording half 0), held-out sets from one test seed in both halves
+    def tasks() -> dict:
+        out = {"test_in": synth(args.test_tasks, args.test_seed, work / "test_in.jsonl", p_test, 0, args),
+               "test_phr": synth(args.test_tasks, args.test_seed, work / "test_phr.jsonl", p_test, 1, args)}
+        for k in seeds:
+            out[f"train_{k}"] = synth(args.train_tasks, 1000 + k, work / f"train_{k}.jsonl", p_train, 0, args)
+        return out
+
+    log("tasks")
+    files = timed("synth", tasks)
+    family = {**family_of(files["test_in"]), **family_of(files["test_phr"])}
+
+    # teacher demonstrations on the training pools, and the teacher on the held-out sets (for (d))
+    def teacher(name: str) -> Path:
+        out = work / f"demos_{name}.jsonl"
+        if not out.exists():
+            run(str(files[name]), "oracle", args.model, work / "runs" / f"oracle_{name}", args, backend)
+            filter_to_file([work / "runs" / f"oracle_{name}"], out, FilterOptions(min_score=1.0))
+        return out
+
+    log("teacher")
+    demo_files = timed("teacher", lambda: {name: teacher(name) for name in files})
+    for name in files:
+        family.update(family_of(files[name]))
+
+    results_path = work / "results.json"
+    res: dict = json.loads(results_path.read_text()) if results_path.exists() else {}
+    res.update({"benchmark": "generalization_experiment", "date": time.strftime("%Y-%m-%d"),
+                "commit": _commit(), "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}, no GPU",
+                "settings": {"model": args.model, "operations": args.operations, "program_ops": args.program_ops,
+                             "train_tasks": args.train_tasks, "test_tasks": args.test_tasks, "seeds": seeds,
+                             "train_task_seeds": {str(k): 1000 + k for k in seeds}, "test_seed": args.test_seed,
+                             "lofo_seed": lofo_seed, "epochs": args.epochs, "lr": args.lr, "lora_r": args.lora_r,
+                             "max_turns": args.max_turns, "max_tokens": args.max_tokens,
+                             "eval_precision": args.eval_precision, "wording_half_train": 0,
+                             "judge": "none: code checks only (tasks whose grade needs an LLM judge get no rubric part)"}})
+    res.setdefault("sets", {})
+    res.setdefault("scores", {})
+
+    def save() -> None:
+        res["stage_seconds"] = stage
+        write_text(results_path, json.dumps(res, indent=2) + "\n")
+
+    # (d) verbatim overlap
+    if "overlap" in args.only:
+        ov = {}
+        for key, name in (("in_distribution", "test_in"), ("phrasing", "test_phr")):
+            test_demos = demos(demo_files[name])
+            ov[key] = {str(k): overlap(demos(demo_files[f"train_{k}"]), test_demos, family) for k in seeds}
+        res["overlap"] = ov
+        save()
+        log(f"overlap: {json.dumps({k: {s: o['rate'] for s, o in v.items()} for k, v in ov.items()})}")
+
+    test_sets = {"in_distribution": str(files["test_in"]), "phrasing": str(files["test_phr"])}
+    if "external" in args.only:
+        test_sets["pinchbench"] = f"pinchbench-offline:{args.datasets / 'pinchbench-v1'}"
+        test_sets["clawgym"] = f"clawgym-folder:{args.datasets / 'clawgym-train-sample'}"
+    wanted = [k for k in test_sets if (k == "in_distribution" and "main" in args.only)
+              or (k == "phrasing" and "phrasing" in args.only) or k in ("pinchbench", "clawgym")]
+
+    def evaluate(key: str, who: str, model: str, task_ids: list[str] | None = None) -> dict[str, float]:
+        scores = res["scores"].setdefault(key, {})
+        if who not in scores:
+            log(f"evaluating {who} on {key}")
+            scores[who] = timed(f"eval_{key}", run, test_sets[key], "llm", model, work / "runs" / f"{key}_{who}",
+                                args, backend, task_ids=task_ids)
+            save()
+        return scores[who]
+
+    students: dict[int, Path] = {}
+    for k in seeds:
+        if set(args.only) & {"main", "phrasing", "external"} or (k == lofo_seed and "lofo" in args.only):
+            out = work / f"student_{k}"
+            res.setdefault("training", {})[str(k)] = timed("train", train, demo_files[f"train_{k}"], out, k, args)
+            save()
+            students[k] = out / "model"
+        for key in wanted:  # the student first: its scores are the experiment's point
+            evaluate(key, f"student_{k}", str(students[k]))
+    for key in wanted:
+        base = evaluate(key, "base", args.model)
+        row = {"tasks": len(base), "base": summary(base), "student": {}}
+        pooled_b, pooled_s = [], []
+        for k in seeds:
+            st = res["scores"][key].get(f"student_{k}")
+            if st is None:
+                continue
+            ids = sorted(base)
+            row["student"][str(k)] = summary(st, ids, seed=k)
+            row.setdefault("delta", {})[str(k)] = paired(base, st, ids, seed=k)
+            pooled_b += [base[i] for i in ids]
+            pooled_s += [st[i] for i in ids]
+        if pooled_s:
+            d = [s - b for s, b in zip(pooled_s, pooled_b, strict=True)]
+            row["delta_pooled"] = {"tasks": len(d), "delta": round(mean(d), 4), "ci95": bootstrap_ci(d, seed=99),
+                                   "note": "over every (seed, task) pair"}
+        if key in ("in_distribution", "phrasing"):
+            row["per_family"] = {}
+            for fam in args.operations:
+                ids = sorted(i for i in base if family.get(i) == fam)
+                row["per_family"][fam] = {"tasks": len(ids), "base": summary(base, ids)["mean_score"],
+                                          **{f"student_{k}": summary(res["scores"][key][f"student_{k}"], ids)
+                                             ["mean_score"] for k in seeds if f"student_{k}" in res["scores"][key]}}
+        res["sets"][key] = row
+        save()
+
+    # (a) leave one family out
+    if "lofo" in args.only:
+        import gc
+
+        gc.collect()
+        all_demos = demos(demo_files[f"train_{lofo_seed}"])
+        test_family = {i: family.get(i) for i in family_of(files["test_in"])}
+        lofo = res.setdefault("lofo", {"seed": lofo_seed, "families": {}})
+        base_in = res["scores"].get("in_distribution", {}).get("base") or evaluate("in_distribution", "base",
+                                                                                    args.model)
+        with_all = res["scores"].get("in_distribution", {}).get(f"student_{lofo_seed}") or evaluate(
+            "in_distribution", f"student_{lofo_seed}", str(students[lofo_seed]))
+        for fam in args.operations:
+            ids = sorted(i for i, f in test_family.items() if f == fam)
+            subset = work / f"demos_train_{lofo_seed}_without_{fam}.jsonl"
+            if not subset.exists():
+                write_text(subset, "".join(json.dumps(c) + "\n" for c in all_demos if family.get(c["task_id"]) != fam))
+            out = work / f"student_{lofo_seed}_without_{fam}"
+            training = timed("train_lofo", train, subset, out, lofo_seed, args)
+            without = evaluate("in_distribution", f"student_{lofo_seed}_without_{fam}", str(out / "model"), ids)
+            lofo["families"][fam] = {"tasks": len(ids), "demonstrations": training.get("conversations"),
+                                     "base": summary(base_in, ids), "with": summary(with_all, ids),
+                                     "without": summary(without, ids), "delta": paired(with_all, without, ids)}
+            save()
+
+    save()
+    block = table(res)
+    print(block)
+    if args.save:
+        dest = REPO / "benchmarks" / "learning" / "results" / f"generalization_{time.strftime('%Y%m%d_%H%M')}.json"
+        write_text(dest, json.dumps(res, indent=2) + "\n")
+        log(f"saved {dest}")
+        if not write_readme(args.readme, block, README_START, README_END):
+            log(f"{args.readme} has no {README_START} markers: not written")
+    return 0
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
