@@ -216,3 +216,27 @@ def test_kill_9_of_the_gateway_loses_no_completed_step(tmp_path):
         assert not missing, f"{len(missing)} completed steps lost"
         one = pool.steps(trajectory_id=completed[0])
         assert len(one) == 1 and one[0].response["content"] == "fine"
+
+
+def test_a_call_after_the_pool_closed_gets_a_clean_503_and_is_not_counted(tmp_path):
+    """Ctrl-C of a run closes the pool while agents may still be calling: each such call is answered 503 (not a
+    500 with a traceback, not an answer that would count as a kept step), streamed or not."""
+    key = "late call"
+    with ScriptedLLM({key: [Turn("ok")] * 8}) as up, GatewayThread(up.base_url, Pool(tmp_path / "pool")) as gw:
+        url = f"{gw.url_for('t-late')}/chat/completions"
+        body = {"model": up.model, "messages": [{"role": "user", "content": key}]}
+        assert httpx.post(url, json=body).status_code == 200
+        gw.gateway.pool.close()  # the pool closes first (its own PoolError) ...
+        r = httpx.post(url, json=body)
+        assert r.status_code == 503 and r.json()["error"]["type"] == "gateway_closed"
+        r = httpx.post(f"{gw.url_for('t-new')}/chat/completions", json=body)  # a trajectory it never saw
+        assert r.status_code == 503
+        gw.gateway._writer.close()  # ... or the writer does
+        r = httpx.post(url, json=body)
+        assert r.status_code == 503 and "not recorded" in r.json()["error"]["message"]
+        with httpx.stream("POST", url, json={**body, "stream": True}) as s:
+            text = "".join(s.iter_text())
+        assert "[DONE]" not in text  # a stream cannot change its status: it ends cut short instead
+        assert gw.gateway.stats["not_recorded"] >= 3
+    with Pool(tmp_path / "pool", readonly=True) as pool:
+        assert len(pool.steps(trajectory_id="t-late")) == 1

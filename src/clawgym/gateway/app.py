@@ -69,12 +69,16 @@ class PoolWriter:
     def __init__(self, pool: Any):
         self.pool = pool
         self._q: queue.Queue = queue.Queue()
+        self.closed = False
         self._thread = threading.Thread(target=self._run, name="clawgym-pool-writer", daemon=True)
         self._thread.start()
 
     def submit(self, step: Any) -> asyncio.Future:
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
+        if self.closed:  # nobody would write it: say so now instead of leaving the caller waiting
+            fut.set_exception(PoolClosed("the gateway is shutting down: its pool is closed, the step was not kept"))
+            return fut
         self._q.put((step, loop, fut))
         return fut
 
@@ -82,6 +86,7 @@ class PoolWriter:
         while True:
             item = self._q.get()
             if item is None:
+                self._refuse_rest()
                 return
             batch = [item]
             while len(batch) < 512:
@@ -106,9 +111,35 @@ class PoolWriter:
             for _, loop, fut in batch:
                 loop.call_soon_threadsafe(_settle, fut, error)
 
+    def _refuse_rest(self) -> None:
+        """Steps submitted while the writer was closing: their callers hear that they were not kept."""
+        error = PoolClosed("the gateway is shutting down: its pool is closed, the step was not kept")
+        while True:
+            try:
+                item = self._q.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None:
+                _, loop, fut = item
+                loop.call_soon_threadsafe(_settle, fut, error)
+
     def close(self) -> None:
+        self.closed = True
         self._q.put(None)
         self._thread.join(timeout=30)
+
+
+class PoolClosed(RuntimeError):
+    """A step arrived after the gateway's pool was closed (the run is stopping, e.g. on Ctrl-C)."""
+
+
+def _closed_pool(exc: BaseException) -> bool:
+    """Whether `exc` says the pool is closed (the writer's, or the pool's own PoolError once it is closed)."""
+    return isinstance(exc, PoolClosed) or (type(exc).__name__ == "PoolError" and "closed" in str(exc))
+
+
+CLOSED_BODY = dumps({"error": {"message": "the gateway is shutting down (its pool is closed): the call was not "
+                                          "recorded", "type": "gateway_closed", "code": 503}})
 
 
 def _settle(fut: asyncio.Future, error: BaseException | None) -> None:
@@ -161,7 +192,7 @@ class Gateway:
         self._index_lock = threading.Lock()
         self.budgets = BudgetBook(budget)
         self.stats = {"requests": 0, "steps": 0, "upstream_errors": 0, "retokenized": 0, "budget_refused": 0,
-                      "body_refused": 0}
+                      "body_refused": 0, "not_recorded": 0}
 
     # -- plumbing -------------------------------------------------------------------------------------------
     def session(self) -> aiohttp.ClientSession:
@@ -291,7 +322,13 @@ class Gateway:
             "messages": body.get("messages") or [], "tools": body.get("tools"),
             "params": {k: v for k, v in body.items() if k not in ("messages", "tools")},
         }
-        index = self._step_index(trajectory)
+        try:
+            index = self._step_index(trajectory)
+        except Exception as exc:
+            if not _closed_pool(exc):
+                raise
+            await _respond(send, 503, CLOSED_BODY)
+            return
         started, t0 = _now(), time.monotonic()
         fwd = dict(body)
         if self.sampling is not None:
@@ -348,7 +385,14 @@ class Gateway:
         asm = Assembled()
         asm.add_full(data)
         latency = time.monotonic() - meta["t0"]
-        await self._record(meta, asm, latency, None)
+        try:
+            await self._record(meta, asm, latency, None)
+        except Exception as exc:
+            if not _closed_pool(exc):
+                raise
+            self.stats["not_recorded"] += 1
+            await _respond(send, 503, CLOSED_BODY)  # an answer that is not in the pool must not count
+            return
         await _respond(send, 200, dumps(strip_added(data, asked, chunk=False)))
 
     async def _chat_stream(self, fwd: dict, asked: dict, asked_usage: bool, meta: dict, send: Any) -> None:
@@ -402,6 +446,12 @@ class Gateway:
         latency = time.monotonic() - meta["t0"]
         try:
             await self._record(meta, asm, latency, ttft)
+        except Exception as exc:
+            if not _closed_pool(exc):
+                raise
+            # the stream has started: end it without [DONE], so the client sees it cut short
+            self.stats["not_recorded"] += 1
+            done_seen = False
         finally:
             await send({"type": "http.response.body", "body": b"data: [DONE]\n\n" if done_seen else b"",
                         "more_body": False})
