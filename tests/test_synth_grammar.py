@@ -141,3 +141,21 @@ def test_phrasing_halves_give_the_same_operations_in_disjoint_wording(tmp_path):
     assert files[0].read_bytes() == before
     with pytest.raises(ClawgymError, match="must be 0 or 1"):
         synthesize(1, 4, tmp_path / "x.jsonl", phrasing_half=2, **opts)
+
+
+@pytest.mark.parametrize("domain,occupation,key", [
+    ("Banking", "software engineer", "software"),  # the occupation first
+    ("Audit", "junior auditor", "finance"),  # not software because "audit / " holds "it "
+    ("Retired", "retired civil engineer", "general"),  # an engineer is not a software one
+    ("Oil & gas", "petroleum engineer", "general"),
+    ("Non-profit", "charity fundraising director", "general"),  # "profit" holds "it"
+    ("Comics", "webtoon artist", "creative"),  # not "web"
+    ("Hospitality", "motel owner", "food"),  # not a hospital
+    ("Transport", "taxi company owner", "general"),  # not tax
+    ("Healthcare", "pediatric nurse", "health"),
+    ("Cloud", "DevOps contractor", "software"),
+])
+def test_domain_key_reads_the_occupation_first_in_whole_word_starts(domain, occupation, key):
+    from clawgym.synth.flavor import domain_key
+
+    assert domain_key(domain, occupation) == key

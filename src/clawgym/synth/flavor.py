@@ -55,23 +55,38 @@ DOMAINS: dict[str, dict[str, list[str]]] = {
                 "categories": ["Office", "Travel", "Software", "Meals", "Equipment"],
                 "projects": ["office move", "quarterly review", "team offsite", "website refresh"]},
 }
-_DOMAIN_KEYS = {
-    "health": ["health", "nurs", "clinic", "hospital", "medic", "pharm", "care", "dental", "therap", "veterin"],
-    "education": ["educat", "teach", "school", "universit", "student", "academ", "tutor", "library"],
-    "food": ["food", "restaurant", "chef", "bak", "cater", "hospitality", "cafe", "kitchen", "brew"],
-    "software": ["software", "tech", "engineer", "devops", "data", "it ", "cloud", "web", "security", "sre"],
-    "finance": ["financ", "account", "bank", "tax", "insur", "invest", "bookkeep", "audit"],
-    "farm": ["farm", "agri", "garden", "ranch", "vineyard", "forest", "fish"],
-    "creative": ["art", "music", "photo", "design", "film", "writ", "media", "craft", "fashion", "theat"],
-    "legal": ["law", "legal", "court", "paralegal", "notar", "compliance"],
+# Word starts that put a persona's occupation (or, failing that, its domain) in a vocabulary. Matched at the start
+# of a word, occupation first: "Banking / software engineer" is software, "Audit / junior auditor" finance, and an
+# engineer who is not a software one (civil, petroleum, mechanical) falls to their domain or to general.
+_DOMAIN_KEYS = {  # regular expressions, each matched at the start of a word
+    "health": [r"health", r"nurs", r"clinic", r"hospital(?!ity)", r"medic", r"pharm", r"care\b", r"caregiv", r"dental",
+               r"dentist", r"therap", r"veterin", r"physio", r"midwi", r"paramedic", r"doctor", r"gp\b"],
+    "education": [r"educat", r"teach", r"school", r"universit", r"student", r"academ", r"tutor", r"librar",
+                  r"lecturer", r"professor", r"phd\b", r"edtech"],
+    "food": [r"food", r"restaurant", r"chef", r"baker", r"cater", r"hospitality", r"cafe", r"kitchen", r"brew"],
+    "finance": [r"financ", r"fintech", r"account", r"bank", r"tax(?!i)", r"insur", r"invest", r"bookkeep", r"audit",
+                r"treasur", r"payroll"],
+    "legal": [r"law\b", r"lawyer", r"legal", r"court", r"paralegal", r"notar", r"compliance", r"solicitor",
+              r"attorney"],
+    "software": [r"software", r"devops", r"developer", r"programmer", r"sre\b", r"site reliability", r"cloud",
+                 r"cyber", r"security engineer", r"it (?:support|consult|services|manager|admin)", r"managed it",
+                 r"data (?:engineer|scien|analyst|journal)", r"machine learning", r"ml engineer", r"frontend",
+                 r"backend", r"full-?stack", r"web (?:develop|agency)", r"qa engineer", r"network engineer",
+                 r"platform engineer", r"cto\b", r"tech lead", r"sysadmin", r"home-?lab"],
+    "farm": [r"farm", r"agri", r"garden", r"ranch", r"vineyard", r"forest", r"fisher", r"beekeep"],
+    "creative": [r"art\b", r"artist", r"music", r"photo", r"design", r"film", r"writer", r"writing", r"novel",
+                 r"media\b", r"craft", r"fashion", r"theat", r"illustrat", r"animat", r"podcast", r"journalis"],
 }
+_DOMAIN_RES = {key: re.compile(r"\b(?:" + "|".join(needles) + ")") for key, needles in _DOMAIN_KEYS.items()}
 
 
 def domain_key(persona_domain: str, occupation: str = "") -> str:
-    text = f"{persona_domain} {occupation}".casefold()
-    for key, needles in _DOMAIN_KEYS.items():
-        if any(n in text for n in needles):
-            return key
+    """The vocabulary a persona's files are drawn from: the first key whose word starts appear in the
+    occupation, else in the domain, else "general"."""
+    for text in (occupation.casefold(), persona_domain.casefold()):
+        for key, pattern in _DOMAIN_RES.items():
+            if pattern.search(text):
+                return key
     return "general"
 
 
