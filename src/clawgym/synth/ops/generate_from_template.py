@@ -229,8 +229,10 @@ def _distinct(values: list[str], all_values: dict[str, list[str]], path: str) ->
 
 
 def _a(noun: str) -> str:
-    """The noun with its indefinite article ("an editor", "a nurse")."""
-    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+    """The noun with its indefinite article ("an editor", "a nurse", "a user researcher")."""
+    from clawgym.synth.voice import article
+
+    return f"{article(noun)} {noun}"
 
 
 def _sort_key(v: str) -> tuple:

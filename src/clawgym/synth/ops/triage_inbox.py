@@ -34,6 +34,7 @@ from clawgym.synth.ops.base import (
     to_csv,
     write,
 )
+from clawgym.synth.voice import article
 
 REQUESTS = [
     ("Question about the {project}", "Could you send me the latest figures for {item} before {day}? I need them "
@@ -272,7 +273,15 @@ class TriageInbox:
                 "[can wait|are noise].",
                 "[The spam filter|Our mail filter] [catches|flags] [some|most] junk, but I still [lose|miss] [the "
                 "real requests|what matters] in `{inbox}/`.",
-            ], day=human_date(rng, base.date(), with_year=False), n=len(msgs), vip=vips[0][0], inbox=inbox)
+                "[I export|I saved] [the mailbox|my mail] from {tool} [into|as files in] `{inbox}/` [because|since] "
+                "[its own filters|the built-in rules] [never|don't] [get this right|work for me].",
+                "[Last month|Once] I [missed|overlooked] a [request|question] from {vip} [under|between] "
+                "[newsletters|promotions], and [that was|it was] [embarrassing|awkward].",
+                "[Mornings|Mondays] [go|are lost] to [reading|sorting] mail; [as {role}|in my job] I'd rather [spend "
+                "them|use them] on [real work|the {topic}].",
+            ], day=human_date(rng, base.date(), with_year=False), n=len(msgs), vip=vips[0][0], inbox=inbox,
+                tool=rng.choice(list(ctx.persona.tools)), role=f"{article(ctx.persona.occupation)} {ctx.persona.occupation}",
+                topic=rng.choice(voc["projects"]))
         instruction = join(story, head, reqs(rng, rules, lead=expand("[Rules:|How to judge:|Criteria:|]", rng)),
                            aside(rng, ctx.persona))
         checks = [
