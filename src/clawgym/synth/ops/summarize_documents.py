@@ -318,7 +318,8 @@ class SummarizeDocuments:
         # short enough counts only as far as the content is there (a short file with nothing right in it is not a
         # summary within the limit)
         checks = [*content, Check("within_word_limit", "gated", parts=[
-            Check("", "docs_word_count", {"path": out, "max_words": int(limit * 1.15), "min_words": 40}),
+            Check("", "docs_word_count", {"path": out, "max_words": int(limit * 1.15),
+                                             "min_words": min(40, words(summary) // 2)}),
             Check("", "mean_of", parts=[Check("", c.fn, c.args) for c in content])])]
         # partial: the first source only, decisions without amounts, no actions or total
         first = next(iter(facts))
