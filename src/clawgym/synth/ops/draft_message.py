@@ -521,7 +521,9 @@ class DraftMessage:
                                      "the count of [unique|different] `{g}`"], g=header[group_i]))
         subject = rng.choice([f"Update: {source.path.split('/')[-1]}", "Figures you asked for", "Quick numbers update",
                               f"Numbers from {source.path.split('/')[-1]}", "The figures", "Where we stand",
-                              f"Summary for {name.split()[0]}", "Latest totals"])
+                              f"Summary for {name.split()[0]}", "Latest totals", "This month in numbers",
+                              f"{source.path.split('/')[-1]}: the short version", "Totals, as promised",
+                              "Numbers before the meeting", f"For {name.split()[0]}: key figures", "Data check-in"])
         out = wpath(ctx, ["update", "numbers", "summary_mail", "figures", f"to_{flavor.slug(name.split()[0])}",
                           "status_update"], "eml", ["outbox", "drafts", "mail/drafts", "outgoing"], p_folder=0.8,
                     p_world_folder=0.0)
@@ -573,7 +575,8 @@ class DraftMessage:
         out = wpath(ctx, ["schedule", "dates", "calendar_update", "upcoming", "dates_for_team", "save_the_dates"],
                     "eml", ["outbox", "drafts", "mail/drafts", "outgoing"], p_folder=0.8, p_world_folder=0.0)
         subject = rng.choice(["Upcoming dates", "Schedule update", "Dates for your calendar", "What's coming up",
-                              "Diary dates", "Key dates", "Calendar: the next few weeks", "Please note these dates"])
+                              "Diary dates", "Key dates", "Calendar: the next few weeks", "Please note these dates",
+                              "Dates to block out", "The plan, date by date", "Save these dates", "Schedule, final"])
         lines = []
         needles = []
         for e in evs:

@@ -501,7 +501,8 @@ class GenerateFromTemplate:
             k = flavor.slug(header[i]) or f"col{i}"
             keys.append(k if k not in keys else f"{k}_{i}")
         heading = rng.choice(["Notice", "Record sheet", "Confirmation", "Summary card", "Entry", "Fact sheet",
-                              "Slip", "Data card"])
+                              "Slip", "Data card", "Index card", "Line item", "Profile", "Memo", "Label",
+                              "Statement"])
         lines = [f"# {heading}: {_ph(syntax, keys[0])}", ""]
         lines += [f"- {header[i]}: {_ph(syntax, k)}" for i, k in zip(fields, keys, strict=False)]
         lines += ["", f"Prepared by {ctx.persona.name} on {long_date(dt.date(2026, 1, 1) + dt.timedelta(days=rng.randint(0, 360)))}.", ""]

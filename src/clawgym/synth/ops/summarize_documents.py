@@ -173,10 +173,12 @@ class SummarizeDocuments:
         total = sum(approved)
         names = {p: p.split("/")[-1] for p in facts}
         limit = rng.choice([250, 280, 300, 320, 350, 400])
-        dec_h = rng.choice(["Decisions", "Decisions made", "What was decided", "Key decisions", "Agreed"])
-        act_h = rng.choice(["Action items", "Actions", "Next actions", "To do", "Follow-ups", "Who does what"])
+        dec_h = rng.choice(["Decisions", "Decisions made", "What was decided", "Key decisions", "Agreed",
+                            "Outcomes", "Resolved", "Settled points"])
+        act_h = rng.choice(["Action items", "Actions", "Next actions", "To do", "Follow-ups", "Who does what",
+                            "Open tasks", "Next steps"])
         label = rng.choice(["Total approved spend", "Total approved", "Approved in total", "Sum of approvals",
-                            "Total signed off"])
+                            "Total signed off", "Approved budget, all sources", "Signed-off spend"])
         # the reference summary
         # not every reader wants every part: one of the decisions, the actions or the total is sometimes left out
         # of the request (and of the reference and the checks)
@@ -221,8 +223,10 @@ class SummarizeDocuments:
                          "[organise|structure] it by source: `## {first}` and [likewise|the same] for the "
                          "[others|other files], [every|each] amount, count and percentage [carried over|copied] "
                          "[unchanged|as is]"], **slots),
-            phrase(rng, ["a `## {dec}` section listing every decision [taken|made] (with its amount or date)",
-                         "[under|in] `## {dec}`: [each|every] decision, [with|plus] its amount or date",
+            phrase(rng, ["a `## {dec}` section listing every decision [taken|made] ([with its amount or date|the "
+                         "sum or date included])",
+                         "[under|in] `## {dec}`: [each|every] [decision|thing agreed], [quoting|and] [the money or "
+                         "the date it sets|how much or by when]",
                          "[the decisions go|what was decided goes] under `## {dec}`, [amounts and dates "
                          "included|each with the sum or date attached]",
                          "`## {dec}` [collects|gathers] [what got decided|the decisions] [across|in] [all the "
@@ -231,10 +235,11 @@ class SummarizeDocuments:
                          "[a heading|a section] `## {dec}` [for|with] [every|each] [agreement|approval or "
                          "change of plan], [naming the sum or the new date|quoting how much or until when]"],
                    **slots),
-            phrase(rng, ["a `## {act}` section with one line per action item: owner ([my own items under my name, "
-                         "{me}|{me} for the ones that are mine]), task and due date",
-                         "`## {act}`: [one line per action|a line for each action item] - who ({me} for mine), "
-                         "what, [and when|and by when]",
+            phrase(rng, ["a `## {act}` section [with one line per action item|listing the action items, one a "
+                         "line]: owner ([my own items under my name, {me}|{me} for the ones that are mine]), task "
+                         "and [due date|deadline]",
+                         "`## {act}`: [every|each] [job|action] someone [took on|agreed to do] - who ({me} for "
+                         "mine), what, [and when|and by when]",
                          "[every|each] action item [in|under] `## {act}` with [its owner|who owns it] ([{me} if "
                          "it's mine|mine under {me}]), the task and the due date",
                          "[the follow-ups|open tasks|to-dos] [from all sources|wherever they come from] [in|under] "
@@ -362,11 +367,13 @@ class SummarizeDocuments:
         out = wpath(ctx, ["tldr", "summary_short", "one_pager", "gist", "in_short", "recap", "quick_summary"], "md",
                     ["summaries", "digest", "notes"], p_folder=0.35)
         limit = max(80, min(250, words(text) // 2))
-        out_h = rng.choice(["Outline", "Sections", "Structure", "Contents", "What it covers"])
-        fig_h = rng.choice(["Key figures", "Largest amounts", "Top amounts", "Biggest numbers", "Main figures"])
-        col_h = rng.choice(["Columns", "Fields", "Column names"])
-        about_h = rng.choice(["About", "Source", "Where this comes from", "Origin"])
-        rows_l = rng.choice(["Rows", "Row count", "Data rows", "Records"])
+        out_h = rng.choice(["Outline", "Sections", "Structure", "Contents", "What it covers", "Table of contents",
+                            "Headings", "Map of the document"])
+        fig_h = rng.choice(["Key figures", "Largest amounts", "Top amounts", "Biggest numbers", "Main figures",
+                            "Headline amounts", "Big sums", "Amounts that stand out"])
+        col_h = rng.choice(["Columns", "Fields", "Column names", "Header", "What each row holds"])
+        about_h = rng.choice(["About", "Source", "Where this comes from", "Origin", "Based on", "Input file"])
+        rows_l = rng.choice(["Rows", "Row count", "Data rows", "Records", "Entries", "Lines of data"])
         lines = [f"# {rng.choice(['In short', 'Summary', 'TL;DR', 'Recap', 'Gist'])}", "", f"Source: {source.path}", ""]
         checks: list[Check] = []
         spec = []
@@ -468,9 +475,9 @@ class SummarizeDocuments:
         msgs = [m for m in source.data if isinstance(m, dict)]
         out = wpath(ctx, ["mail_digest", "messages_summary", "digest", "sent_overview", "outbox_digest",
                           "mail_log"], "md", ["digest", "summaries", "notes"], p_folder=0.35)
-        tot_l = rng.choice(["Total", "Messages in total", "Count", "Number of messages"])
-        msg_h = rng.choice(["Messages", "Mails", "Each message", "Emails"])
-        snd_h = rng.choice(["Senders", "From", "Who wrote", "Sent by"])
+        tot_l = rng.choice(["Total", "Messages in total", "Count", "Number of messages", "Mails sent", "All told"])
+        msg_h = rng.choice(["Messages", "Mails", "Each message", "Emails", "What went out", "Per message"])
+        snd_h = rng.choice(["Senders", "From", "Who wrote", "Sent by", "Sender list", "Written by"])
 
         def who(m: dict) -> str:
             f = str(m.get("from", "")).strip()
