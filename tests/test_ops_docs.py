@@ -146,3 +146,29 @@ def test_docs_checklib_primitives(tmp_path):
     (tmp_path / "m.eml").write_bytes("From: a@x.org\nTo: Zoë <z@y.org>\nSubject: Re: totals\n\nTotal €1,234.50\n"
                                      .encode())
     assert cl.docs_eml(tmp_path, "m.eml", to=["z@y.org"], subject_has=["re:"], body_has=["1234.50"]) == 1.0
+
+
+def test_merge_kinds_fill_from_row_fields():
+    # every kind of merged document (the general ones and each domain's) names an id field first, a prefix, and
+    # placeholders that are all among its fields
+    from clawgym.synth.ops.generate_from_template import DOMAIN_KINDS, KINDS, PREFIX, kinds_for
+
+    ids = {"member_id", "cert_id", "invoice_no", "ref", "receipt_no", "badge_id"}
+    specs = dict(KINDS) | {k: spec for k, (_, spec) in DOMAIN_KINDS.items()}
+    for kind, spec in specs.items():
+        assert spec["fields"][0] in ids and kind in PREFIX, kind
+        tvals = {f: f"<{f}>" for f in spec["fields"]}
+        body = spec["body"].format(org="Org", me="Me", **tvals)
+        spec["subject"].format(org="Org", **tvals)
+        assert body.startswith("# ") and "\n\n" in body, kind
+    assert set(kinds_for("education")) > set(KINDS) and "parent_letter" in kinds_for("education")
+    assert "parent_letter" not in kinds_for("finance")
+
+
+def test_phrase_keeps_acronyms_and_i():
+    from clawgym.synth.ops._docs_common import phrase
+
+    rng = random.Random(1)
+    assert phrase(rng, ["JSON with {k}"], k="x").startswith("JSON")
+    assert phrase(rng, ["I only answer these"]).startswith("I ")
+    assert phrase(rng, ["A CSV file"]) == "a CSV file"

@@ -269,8 +269,22 @@ def aside(rng: random.Random, persona: Persona | None = None) -> str:
         "[I'll be|I'm] [working from|back in] {city} [on {day}|from {day}|this week][, in case that matters|].",
         "[Thanks in advance|Many thanks|Cheers] - [this has been on my list since {day}|I've put it off since "
         "{day}|{n} other things are waiting].",
+        "[Afterwards|Later] I'll [check it|go over it|paste bits of it] in {tool}[, so plain files are best|].",
+        "[My|Our] {day} [stand-up|check-in|call] [with {first}|] [depends on it|is where it gets used].",
+        "[If anything looks off|If something doesn't add up], [tell me in your answer|say so when you reply] "
+        "rather than [guessing|inventing a value].",
+        "[It's|This is] [all |][for|part of] the {topic} [work|side of things|job][, roughly|, more or less|].",
     ], day=rng.choice(WEEKDAYS), time=rng.choice(["noon", "10am", "3pm", "end of day", "lunchtime"]),
-        name=flavor.person(rng), city=city, n=rng.randint(3, 12))
+        name=flavor.person(rng), city=city, n=rng.randint(3, 12),
+        tool=rng.choice(list(persona.tools)) if persona is not None and persona.tools else "my notes app",
+        first=flavor.person(rng).split()[0],
+        topic=rng.choice(_topics(persona)))
+
+
+def _topics(persona: Persona | None) -> list[str]:
+    from clawgym.synth.ops import _files_vocab
+
+    return _files_vocab.topics(persona) if persona is not None else _files_vocab.TOPICS["general"]
 
 
 def join(*parts: str) -> str:
@@ -318,5 +332,7 @@ def phrase(rng: random.Random, templates: list[str], **slots: Any) -> str:
 
     text = one_of(rng, templates, **slots)
     if any(str(v) and text.startswith(str(v)) for v in slots.values()):
+        return text
+    if text[1:2].isupper() or re.match(r"I\b", text):  # an acronym ("JSON ..."), the pronoun I
         return text
     return text[:1].lower() + text[1:]

@@ -95,6 +95,7 @@ def aside(persona: Persona, rng: random.Random, thing: str) -> str:
         "[For context|FYI|Background]: {thing} [gets synced|is backed up|is shared] [to|with] {who} [weekly|nightly|"
         "every Friday].",
         "[I|We] [mostly|usually] [work|live] in {tool}, [so|which is why] {thing} [got|ended up] like this.",
+        "{who} [will|might] [look at|check] {thing} [afterwards|on Monday][, so keep it tidy|].",
         "",
     ]), rng, thing=thing, tool=t, who=who)
 
@@ -184,6 +185,10 @@ STORIES: dict[str, list[str]] = {
         "[The disk|My drive|The share] is [almost full|at 95%|nearly out of space] and half of it is copies.",
         "[After|Since] the {topic} [merge|handover|migration] [everything|every document] seems to exist twice.",
         "I [want|need] one clean copy of each document before I [send|share] the {topic} folder to {who}.",
+        "[Every time|Whenever] {who} and I [both edit|work on] the {topic} [papers|documents], {tool} [leaves|"
+        "makes] [another|a fresh] copy.",
+        "[Searching|A search] for \"{topic}\" [returns|brings up] [five|six|a dozen] hits [and|but] [they're|"
+        "it's] [mostly|all] the same file.",
     ],
     "organize": [
         "I can never find the {topic} [stuff|files] when {who} [asks|calls].",
@@ -192,6 +197,10 @@ STORIES: dict[str, list[str]] = {
         "[The|Our] {topic} [review|audit|catch-up] is on {day} and I [need|want] to find things fast.",
         "[I've been|I keep] [saving|dumping] everything [there|in one place] since [the spring|January|the "
         "{topic} started].",
+        "{tool} [exports|saves] [straight|everything] into [that one folder|the same place], and I [never|"
+        "rarely] [move|file] [anything|things] [afterwards|by hand].",
+        "{who} [takes over|covers] the {topic} [stuff|work] [next week|on {day}] and [needs|has] to find "
+        "[things|files] without [asking me|calling me].",
     ],
     "rename": [
         "{who} [needs|wants] them [for the|before the] {topic} [review|close|audit] and [can't|couldn't] tell "
@@ -199,6 +208,10 @@ STORIES: dict[str, list[str]] = {
         "[The|My] {tool} import [sorts|matches] files by name, so the names [matter|have to be right].",
         "[Half of them|Most of them] came [from the scanner|off my phone|by email] with [useless|random] names.",
         "[I'm|We're] [handing|sending] the {topic} paperwork to {who} on {day}.",
+        "[Searching|Sorting] [by name|in {tool}] [is useless|doesn't work] [when|because] [every file|half the "
+        "files] [is called|are called] something like scan_0042.",
+        "[The|Our] {topic} [filing|archive] [rules|convention] changed [this year|in {day}'s meeting] and [the "
+        "old files|these] [don't match|never got renamed].",
     ],
     "archive": [
         "[The share|The folder|This drive] is [getting slow|too big|nearly full] and most of it is [old|from "
@@ -206,6 +219,10 @@ STORIES: dict[str, list[str]] = {
         "[The|Our] {topic} [audit|review|handover] is on {day} and {who} wants a list of what's there.",
         "[I'm|We're] [moving to|switching to] {tool} [next month|soon] and [want|need] a clean inventory first.",
         "Nobody has touched [half of|most of] these since the {topic} [wrapped up|ended|finished].",
+        "[Backups|The nightly backup] [take|takes] [forever|hours] because of [the old {topic} files|years of "
+        "{topic} stuff] nobody opens.",
+        "{who} [asked|wants to know] [what we actually keep|what's in there] [before|ahead of] the {topic} "
+        "[review|audit] on {day}.",
     ],
     "logs": [
         "{who} [called|messaged me] about it [twice|this morning|at lunch].",

@@ -225,6 +225,10 @@ class BatchRename:
             "change|, leaving the rest of it alone|].",
             "[Don't forget|Remember|And mind] {idx}: [it names every file|every file is listed there], so it has "
             "to [use|show] the new names [afterwards|too] (the rest [stays|unchanged]).",
+            "{idx} [still|currently] [mentions|shows] the old names; [swap them for|replace them with] the new "
+            "ones [and change nothing else there|, nothing more].",
+            "[Keep|Make sure] {idx} [in sync|consistent] [with the renames|with the new names]: [only|just] the "
+            "file names [in it |]change, [every other line|the rest of it] [stays as it is|is kept].",
         ], idx=idx_ref)
         map_sent = one_of(rng, [
             "[Save|Write|Put] the old -> new mapping [as|in|into] `{mapping}` ([header|columns] {cols}; file names "
@@ -233,6 +237,11 @@ class BatchRename:
             "file names, [not full paths|without the folder], one row [per|for each] file you renamed.",
             "[Log|Record] every rename in `{mapping}` ({cols} as the header, [file names only|bare file names], "
             "one row per [renamed file|rename]).",
+            "[So I can trace them back|In case someone asks for an old name], `{mapping}` [should map|maps] "
+            "[each|every] old name to its new one ({cols}; [names without folders|no folder paths]; [a row per "
+            "renamed file|one line per rename]).",
+            "`{mapping}` [gets|holds] [the renames|a line per rename]: [header|columns] {cols}, [bare file "
+            "names|file names only, no folders].",
         ], mapping=mapping, cols=map_cols)
         tail = [idx_sent, map_sent]
         rng.shuffle(tail)

@@ -164,6 +164,11 @@ class DeduplicateFiles:
                 "for documents with numbered drafts ({vd}) only the [newest|latest] draft survives; [the older "
                 "ones are deleted|delete the earlier ones] with reason `{sw}`",
                 "old drafts ({vd}): keep the highest number [only|and nothing else], the rest go (reason `{sw}`)",
+                "[where|when] a document has [several|a few] numbered [versions|drafts] ({vd}), [the top|the "
+                "highest] number [is the one to keep|wins]; [earlier|lower] numbers [are deleted|get deleted] and "
+                "logged as `{sw}`",
+                "[superseded|outdated] drafts - [anything|every file] named {vd} [below|under] the [latest|highest] "
+                "version of its document - [go too|are deleted too], [logged with|reason] `{sw}`",
             ], vd=vdesc, sw=sup_word),
             V.one_phrase(rng, ["files that [merely|only] look like copies by name but differ in content [stay|must "
                                "stay|are not duplicates - leave them]",
@@ -175,9 +180,13 @@ class DeduplicateFiles:
                                "[other|different] text stays"]),
         ]
         if exception:
-            items.append(V.phrase("[exception|one exception|one thing]: [keep|don't delete] `{p}` [even though|although] "
-                                "it's an old draft - {why} (it stays out of the log)", rng, p=exception[0],
-                                why=exception[1]))
+            items.append(V.one_phrase(rng, [
+                "[exception|one exception|one thing]: [keep|don't delete] `{p}` [even though|although] it's an old "
+                "draft - {why} (it stays out of the log)",
+                "`{p}` is [the|an] exception: {why}, so it [stays|is kept] [despite being|although it is] an older "
+                "draft [and isn't logged|- no log row for it]",
+                "[but|except that] `{p}` [must survive|stays put] ({why}); [it's not|don't log it as] a deletion"],
+                p=exception[0], why=exception[1]))
         rules = V.requirements_text(rng, items, "[The rules:|Rules:|How to decide:|Here's the logic:|]")
         cols = ",".join(header)
         head = one_of(rng, [
@@ -203,6 +212,11 @@ class DeduplicateFiles:
             "surviving file; {rel}).",
             "[Keep a record|I want a record|Leave a record] in `{log}`: one row per deleted file, columns {cols} ({k} being the "
             "file that stays; {rel}).",
+            "[So I can undo it|In case I need something back|For my own peace of mind], [list|record] [the "
+            "deletions|every removed file] in `{log}` - {cols} as [header|columns], {r} saying `{dw}` or `{sw}`, "
+            "{k} naming the [copy|file] [you kept|that survived]; {rel}.",
+            "`{log}` [should list|gets] [each|every] file you [removed|deleted], [one per row|a row each] "
+            "({cols}: {k} = [what replaces it|the survivor], {r} = `{dw}`/`{sw}`; {rel}).",
         ], log=log, cols=cols, rel=V.paths_rel(rng), k=header[2], r=header[1], dw=dup_word, sw=sup_word)
         hint = V.contents_hint(rng, f"`{folder}/`", [x for x in topics[:n_dup + n_ver + n_uniq]], len(files))
         instruction = V.glue(head, V.story(persona, rng, "dedup"), hint,

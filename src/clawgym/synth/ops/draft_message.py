@@ -11,11 +11,10 @@ from collections import Counter, defaultdict
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.grammar import one_of
 from clawgym.synth.ops._docs_common import (
     add_workdays,
     aside,
-    clause,
     digest,
     email_addr,
     eml_text,
@@ -262,15 +261,39 @@ class DraftMessage:
                 "[One thing:|Note:|Careful:] {ex} [doesn't count|must not be included|is excluded] "
                 "([it was refunded|the account is closed|it goes through a different budget]).",
             ], **slots)
-        items = [clause(rng, "[from|sent from] {me}", me=my_addr),
-                 clause(rng, "[to|addressed to] {to}", to=asker_addr)
-                 + (" " + clause(rng, "[with|and] {ccn} ({cc}) [in Cc|on copy|cc'd]", **slots) if cc else ""),
-                 clause(rng, '[the subject|subject] "Re: " [followed by|plus|and then] [their|the original] subject'),
-                 clause(rng, "[the total|the amount spent|how much we spent] [with|to] two decimals"),
-                 clause(rng, "[the number of orders|how many orders there were|the order count]"),
-                 clause(rng, "[the top supplier|which supplier got the most|the biggest supplier by amount]")]
-        lead = expand("[Draft|Write|Save|Put] [my reply|the answer|a reply] [as|in|into] `{out}`[ (an email file)|"
-                      " as a plain-text email|]:", rng, out=out)
+        items = [phrase(rng, ["[from|sent from] {me}", "{me} as the sender", "my address ({me}) in From"], me=my_addr),
+                 phrase(rng, ["[to|addressed to] {to}", "{first} ({to}) as the recipient", "To: {to}",
+                              "[going|sent] back to {to}"], **slots)
+                 + (" " + phrase(rng, ["[with|and] {ccn} ({cc}) [in Cc|on copy|cc'd]",
+                                       "[copying|cc'ing] {ccn} at {cc}[ - they asked to see it|]",
+                                       "[plus|and] {cc} [in Cc|on copy] ({ccn} [wants to follow this|keeps "
+                                       "track of the budget])"], **slots) if cc else ""),
+                 phrase(rng, ['[the subject|subject] "Re: " [followed by|plus|and then] [their|the original] subject',
+                              '[keep|reuse] {first}\'s subject line with "Re: " [in front|before it]',
+                              '[a|the usual] reply subject: "Re: " + [what they wrote|the subject of `{ask}`]'],
+                        **slots),
+                 phrase(rng, ["[the total|the amount spent|how much we spent] [with|to] two decimals",
+                              "the [overall|total] {cat} [spend|amount] for {month}, [to the cent|two decimal "
+                              "places]",
+                              "[what it came to|the sum] [in {month}|for the month], [written |]with two decimals"],
+                        **slots),
+                 phrase(rng, ["[the number of orders|how many orders there were|the order count]",
+                              "[how many|the count of] [orders|purchases] [that covers|that sum is made of|it "
+                              "took]",
+                              "[in|across] how many [orders|separate orders] [it was spent|that went]"], **slots),
+                 phrase(rng, ["[the top supplier|which supplier got the most|the biggest supplier by amount]",
+                              "[which supplier|who] got the [most|largest share] [of it|of that money]",
+                              "who we paid the most",
+                              "the supplier with the [highest|largest] [{cat} |]total [that month|in {month}]"],
+                        **slots)]
+        lead = one_of(rng, ["[Draft|Write|Save|Put] [my reply|the answer|a reply] [as|in|into] `{out}`[ (an email "
+                            "file)| as a plain-text email|]:",
+                            "The [reply|answer] [goes|should go] in `{out}`[, an .eml|, plain text|]. [It "
+                            "needs|Include|Make sure it has]:",
+                            "[Please|Can you] [leave|save] [a draft|the reply] [at|in] `{out}` [for me to "
+                            "send|that I can send]. [It should have|Put in|Give it]:",
+                            "`{out}` [will be|is] the reply[ (an email file)|]; [it should contain|what goes in]:"],
+                      out=out)
         instruction = join(intro, data, excl, reqs(rng, items, lead=lead), aside(rng, ctx.persona))
         checks = _checks(out, to + ([cc[1]] if cc else []), ["Re:", subject], [f"{total:.2f}", str(len(sel)), top])
         wrong_total = round(sum(float(r[3]) for r in rows if r[2] == cat), 2)  # forgot the month filter
@@ -361,13 +384,34 @@ class DraftMessage:
             "(addresses in the `{e}` column); sender {me}.",
             "[Address|Send] it to the people listed in `{team}` whose `{s}` [is|says] \"{v}\" (emails under "
             "`{e}`), from {me}.",
+            "[Only|Just] [the people|those] [on|in] `{team}` [with|whose] `{s}` [\"{v}\"|is \"{v}\"] [get it|are "
+            "invited] - [leave out|not] anyone marked {gone}. [Addresses|Emails] [are in|come from] `{e}`; [it's sent "
+            "from|the sender is] {me}.",
+            "[Who|The list]: `{team}`[, but|, though] [only|just] [rows|those] [where|whose] `{s}` [reads|is] "
+            "\"{v}\" ([people marked|anyone] {gone} [shouldn't get it|stay off the list]). [Use|Take] the `{e}` "
+            "column for [the addresses|To], and {me} as From.",
+            "From {me}; To: [everybody|all the people] in `{team}` [still|currently] `{s}` = \"{v}\" "
+            "([their|the] `{e}` [value|column])[, no one who is {gone}|].",
         ], **slots)
-        items = [clause(rng, "[the event name|the words \"{event}\"] in the subject", event=event),
-                 clause(rng, "the date and [the time|start time]"), clause(rng, "[the place|where it is]"),
-                 clause(rng, "[the agenda points|every agenda item|the agenda]"),
-                 clause(rng, "[the RSVP date|the RSVP deadline|when to reply by]")]
-        lead = expand("[Everything comes|The details come|Take the details] from `{notes}`[; include|. Include|, "
-                      "and the mail needs]:", rng, notes=notes_path)
+        items = [phrase(rng, ["[the event name|the words \"{event}\"] in the subject",
+                              "a subject [that names|mentioning|with] [the {event}|\"{event}\"]",
+                              "\"{event}\" [somewhere |][in|as part of] the subject [line|]"], event=event),
+                 phrase(rng, ["the date and [the time|start time]", "[when it is|when it happens] ([day and "
+                              "time|date plus start time])", "[day|date], [start time|start] and [end|finish] as "
+                              "in the notes"]),
+                 phrase(rng, ["[the place|where it is]", "the [room|venue|location]", "where [to go|we meet]"]),
+                 phrase(rng, ["[the agenda points|every agenda item|the agenda]", "[each|all the] [topics|points] "
+                              "on the agenda", "what we'll [cover|discuss] ([all of the agenda|every "
+                              "point])"]),
+                 phrase(rng, ["[the RSVP date|the RSVP deadline|when to reply by]", "[by when|the date by which] "
+                              "people [should|must] [RSVP|answer]", "[a|the] [reply-by|respond-by] date"])]
+        lead = one_of(rng, ["[Everything comes|The details come|Take the details] from `{notes}`[; include|. "
+                            "Include|, and the mail needs]:",
+                            "[My|The] [planning notes|notes] [are in|sit in] `{notes}` - [use them for|the mail "
+                            "should carry]:",
+                            "[Go by|Work from|Base it on] `{notes}` [and make sure the mail has|; it must "
+                            "mention]:",
+                            "[From|Using] `{notes}`, [put in|the email needs]:"], notes=notes_path)
         instruction = join(head, who, reqs(rng, items, lead=lead), aside(rng, ctx.persona))
         checks = _checks(out, active, [event], [f"date:{day.isoformat()}", f"time:{start}", room,
                                                 f"date:{rsvp.isoformat()}", *agenda], not_to=inactive)
@@ -412,13 +456,18 @@ class DraftMessage:
         facts = [str(len(rows))]
         said = [f"{len(rows)} rows"]
         spec = [phrase(rng, ["the number of entries", "how many [rows|entries|lines] there are",
-                             "the [row|entry] count"])]
+                             "the [row|entry] count", "[how many|the count of] [records|items] [it has|in it]",
+                             "[the size of the list|how long the list is] ([in rows|number of rows])"])]
         if value_i is not None:
             total = round(sum(_f(r[value_i]) for r in rows if value_i < len(r)), 2)
             facts.append(f"{total:.2f}")
             said.append(f"total {header[value_i]} {total:.2f}")
             spec.append(phrase(rng, ["the total of the `{v}` column (two decimals)", "the sum of `{v}` to two "
-                                     "decimals", "the `{v}` total (2 decimals)"], v=header[value_i]))
+                                     "decimals", "the `{v}` total (2 decimals)",
+                                     "[what|how much] `{v}` [adds up to|comes to] [overall|in total] ([2 "
+                                     "decimal places|to the cent])",
+                                     "[a grand total|the overall sum] [over|of] `{v}`, [written |]with two "
+                                     "decimals"], v=header[value_i]))
         if group_i is not None:
             if value_i is not None:
                 sums: dict[str, float] = defaultdict(float)
@@ -427,12 +476,17 @@ class DraftMessage:
                         sums[r[group_i]] += _f(r[value_i])
                 best = sorted(sums.items(), key=lambda kv: (-kv[1], kv[0]))
                 spec.append(phrase(rng, ["the `{g}` with the highest total", "which `{g}` has the largest total",
-                                         "the top `{g}` by total"], g=header[group_i]))
+                                         "the top `{g}` by total", "[which|the] `{g}` [that comes out on top|that "
+                                         "leads] [by amount|when you add up the values]",
+                                         "[the biggest|the largest] `{g}` [group|] [measured by|by summed] "
+                                         "value"], g=header[group_i]))
             else:
                 cnt = Counter(r[group_i] for r in rows if group_i < len(r))
                 best = sorted(cnt.items(), key=lambda kv: (-kv[1], kv[0]))
                 spec.append(phrase(rng, ["the most common `{g}`", "which `{g}` comes up most often",
-                                         "the `{g}` that appears most"], g=header[group_i]))
+                                         "the `{g}` that appears most", "the `{g}` with the most [rows|entries]",
+                                         "[which|the] `{g}` [that shows up|occurring] [most frequently|the most "
+                                         "times]"], g=header[group_i]))
             if len(best) == 1 or best[0][1] != best[1][1]:
                 facts.append(best[0][0])
                 said.append(f"top {header[group_i]}: {best[0][0]}")
@@ -445,22 +499,31 @@ class DraftMessage:
             facts.append(f"{avg:.2f}")
             said.append(f"average {header[value_i]} {avg:.2f}")
             spec.append(phrase(rng, ["the average `{v}` (two decimals)", "the mean of `{v}`, to two decimals",
-                                     "what the average `{v}` per entry is (2 decimals)"], v=header[value_i]))
+                                     "what the average `{v}` per entry is (2 decimals)",
+                                     "[the|a] per-[row|entry] average of `{v}` [rounded to|with] two decimals",
+                                     "`{v}` [on average|averaged over the rows] (two decimal places)"],
+                               v=header[value_i]))
         if vals and rng.random() < 0.4:
             mx = max(vals)
             facts.append(f"{mx:.2f}")
             said.append(f"largest {header[value_i]} {mx:.2f}")
             spec.append(phrase(rng, ["the largest single `{v}`", "the biggest `{v}` of any one entry",
-                                     "the highest `{v}` in a single row"], v=header[value_i]))
+                                     "the highest `{v}` in a single row", "[the maximum|the peak] `{v}` [value|]",
+                                     "[which|what] [single |]`{v}` [is the largest|tops the list]"],
+                               v=header[value_i]))
         if group_i is not None and rng.random() < 0.4:
             ng = len({r[group_i] for r in rows if group_i < len(r)})
             facts.append(str(ng))
             said.append(f"{ng} different {header[group_i]} values")
             spec.append(phrase(rng, ["how many different `{g}` values there are", "the number of distinct `{g}`",
-                                     "how many `{g}` groups"], g=header[group_i]))
+                                     "how many `{g}` groups", "[in|across] how many [separate|distinct] `{g}` "
+                                     "[values|groups] [the rows fall|they are spread]",
+                                     "the count of [unique|different] `{g}`"], g=header[group_i]))
         subject = rng.choice([f"Update: {source.path.split('/')[-1]}", "Figures you asked for", "Quick numbers update",
                               f"Numbers from {source.path.split('/')[-1]}", "The figures", "Where we stand",
-                              f"Summary for {name.split()[0]}", "Latest totals"])
+                              f"Summary for {name.split()[0]}", "Latest totals", "This month in numbers",
+                              f"{source.path.split('/')[-1]}: the short version", "Totals, as promised",
+                              "Numbers before the meeting", f"For {name.split()[0]}: key figures", "Data check-in"])
         out = wpath(ctx, ["update", "numbers", "summary_mail", "figures", f"to_{flavor.slug(name.split()[0])}",
                           "status_update"], "eml", ["outbox", "drafts", "mail/drafts", "outgoing"], p_folder=0.8,
                     p_world_folder=0.0)
@@ -481,10 +544,18 @@ class DraftMessage:
             "under the subject \"{subject}\"] -",
             "[my colleague|our contact|the person who asked,] {first} ({addr}), [asked about|wants the figures from|"
             "needs the numbers in] {desc}: [draft|save] the mail as `{out}` (from {me}, subject \"{subject}\"),",
+            "[mail|send] the [headline numbers|key figures] of `{src}` to {role} ({addr}) - [a draft in|saved as] "
+            "`{out}`, sender {me}, [subject|titled] \"{subject}\" -",
+            "{first} at {addr} [is waiting for|keeps asking about] these numbers; [one|a] [short |]email "
+            "(`{out}`, from {me}, \"{subject}\" as the subject)",
+            "[report back to|update] {name} <{addr}> [on|about] {desc} in `{out}` ([sent |]from {me}; subject "
+            "\"{subject}\"),",
         ], **slots)
-        instruction = join(head, reqs(rng, spec, lead=clause(
-            rng, "[telling them|reporting|giving|with] [for `{src}`|from {desc}]", src=source.path,
-            desc=source.description)))
+        instruction = join(head, reqs(rng, spec, lead=phrase(rng, [
+            "[telling them|reporting|giving|with] [for `{src}`|from {desc}]",
+            "[and in the body|the body should give|it should state] [the figures from `{src}`|, from `{src}`,]",
+            "[covering|with these numbers on] {desc}:", "[which gives|that says] - [based on|computed from] "
+            "`{src}` -"], src=source.path, desc=source.description)))
         checks = _checks(out, [addr], [subject], facts)
         partial = eml_text(f"{me} <{my_addr}>", [addr], "numbers", f"Hi,\n\n{said[0]}.\n\n{me}\n")
         return self._chained_plan(ctx, source, instruction, checks, out, text, partial, f"email {addr} about {source.path}")
@@ -504,7 +575,8 @@ class DraftMessage:
         out = wpath(ctx, ["schedule", "dates", "calendar_update", "upcoming", "dates_for_team", "save_the_dates"],
                     "eml", ["outbox", "drafts", "mail/drafts", "outgoing"], p_folder=0.8, p_world_folder=0.0)
         subject = rng.choice(["Upcoming dates", "Schedule update", "Dates for your calendar", "What's coming up",
-                              "Diary dates", "Key dates", "Calendar: the next few weeks", "Please note these dates"])
+                              "Diary dates", "Key dates", "Calendar: the next few weeks", "Please note these dates",
+                              "Dates to block out", "The plan, date by date", "Save these dates", "Schedule, final"])
         lines = []
         needles = []
         for e in evs:
@@ -527,6 +599,15 @@ class DraftMessage:
             "[with|and] its date.",
             "[send|share] [the schedule in `{src}`|what's in `{src}`] with {addrs} - the mail goes to `{out}`, from {me}, "
             "subject \"{subject}\"; [one line per event{only}, name and date|each event{only}: what and when].",
+            "{who} [need|should get] the [calendar|dates] too. [Write|Save] [an email|a message] to them at `{out}` "
+            "(sender {me}, \"{subject}\" as the subject) [that gives|with] [every|each] event{only} of `{src}` "
+            "[and the day it falls on|together with its date].",
+            "[put|turn] the events{only} [of|from] {desc} into [a|one] [mail|message] for {addrs}: `{out}`, from "
+            "{me}, [titled|subject] \"{subject}\" - [for each:|per event,] [the title and the date|its name, its "
+            "date].",
+            "[a|one] [save-the-date|heads-up] [mail|email] `{out}` from {me} to {addrs} [(subject \"{subject}\")|"
+            "under \"{subject}\"], [naming|listing] [each|every] event{only} [in `{src}`|from {desc}] [and its "
+            "date|with the date].",
         ], **slots)
         checks = _checks(out, addrs, [subject], needles)
         partial = eml_text(f"{me} <{my_addr}>", addrs[:1], subject, "Hi all,\n\n" + lines[0] + "\n")
@@ -558,6 +639,13 @@ class DraftMessage:
             "pasted in|inline], [not as an attachment|no attachments|not just a link].",
             "[paste|put] [the whole of|all of] `{src}` into an email to {name} <{addr}>: file `{out}`, sender {me}, "
             "subject \"{subject}\".",
+            "{first} ({addr}) [hasn't seen|doesn't have] {desc} yet. [Draft|Write] `{out}` from {me} - subject "
+            "\"{subject}\" - [and put|with] [the text of `{src}`|`{src}` itself] [in the body, in full|in full "
+            "in the body].",
+            "[mail|email] `{src}` [word for word|in full|unabridged] to {addr}: [save|leave] the draft as `{out}`, "
+            "[from|sender] {me}, [subject|with the subject line] \"{subject}\"[; no attachment, inline text|].",
+            "[a message|an email] for {name} <{addr}> in `{out}`, [sent |]from {me}, [titled|subject] "
+            "\"{subject}\" - [its body is|the body carries] the [complete|whole] [document|text] of `{src}`.",
         ], name=name, first=name.split()[0], addr=addr, out=out, me=my_addr, subject=subject,
             desc=source.description, src=source.path)
         checks = _checks(out, [addr], [subject], [])

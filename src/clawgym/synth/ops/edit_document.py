@@ -438,6 +438,10 @@ class EditDocument:
                     "place]",
                     "[replace|swap] [each|every] {o} [with|for] {n} ([typo in the figures|the number was "
                     "wrong|corrected figure])",
+                    "[the correct figure|the right number] is {n}[; {o} was a mistake|, not {o}] - [change|update] "
+                    "[all|every] [instance|occurrence] [of it|]",
+                    "{o} [appears|shows up] [somewhere|in places] but [it has to be|the real value is] {n}: "
+                    "[fix|change] [each one|them all]",
                 ], o=old, n=new))
                 checks.append(Check("figure_corrected", "docs_replaced",
                                     {"src": source.path, "out": out, "old": old, "new": new}))
@@ -464,6 +468,10 @@ class EditDocument:
                 "take out all lines mentioning {nm}",
                 "[delete|drop] [any|each] line [naming|with] {nm} [in it|]([privacy|they left|confidential])",
                 "{nm} must not appear: [remove|cut] the lines [that mention them|with their name]",
+                "[no line|nothing] [may mention|should name] {nm} [any more|in the copy] - [delete|drop] "
+                "[those lines|every such line] [entirely|whole]",
+                "[for privacy|because they asked to stay anonymous], [strip|remove] [each|every] line "
+                "[containing|where you see] {nm}",
             ], nm=nm))
             lines_removed = len(checks)  # made below, once the other edits are known
             checks.append(Check("lines_removed", "docs_no_line_with", {"path": out, "needles": [nm]}))
@@ -479,7 +487,10 @@ class EditDocument:
         asks.append(say(rng, ["put the heading line `# {t}` at the very top, above everything else",
                                  "[start|begin] the [file|copy] with the line `# {t}` ([first line|on top|before "
                                  "anything else])",
-                                 "[the first line|the very top] [must be|should be] the heading `# {t}`"], t=title))
+                                 "[the first line|the very top] [must be|should be] the heading `# {t}`",
+                                 "[a new|an extra] title [line|heading] `# {t}` [goes|comes] [first|on line one], "
+                                 "[before the existing text|above the rest]",
+                                 "[top it with|prepend] `# {t}` [as the first line|as a heading]"], t=title))
         checks.append(Check("title_added", "docs_regex", {"path": out, "pattern": rf"\A\s*#\s+{re.escape(title)}\s*$"}))
         # a section with the reviewer's note
         people = [pick_name(rng, tuple(drop))]
@@ -497,7 +508,11 @@ class EditDocument:
         content = "\n".join(body)
         final = final.rstrip("\n") + f"\n\n## {sec}\n\n{content}\n"
         asks.append(say(rng, ["add a final section '## {s}' with these lines:\n{c}\n",
-                                 "[end with|finish with|append] a '## {s}' section [containing|with exactly]:\n{c}\n"],
+                                 "[end with|finish with|append] a '## {s}' section [containing|with exactly]:\n{c}\n",
+                                 "[at the bottom|after everything else], [a new|one more] section '## {s}' "
+                                 "[holding|made of] [these lines|exactly this]:\n{c}\n",
+                                 "[close|wrap up] [the copy|the document] with '## {s}' and [under it|below it]:\n"
+                                 "{c}\n"],
                            s=sec, c=content))
         checks.append(Check("section_added", "docs_section_has", {"path": out, "heading": sec, "needles": needles}))
         if drop:
@@ -523,6 +538,11 @@ class EditDocument:
             "word].",
             "[before it goes out|before I share it], {desc} needs [a few edits|some changes] - in a copy, `{out}` "
             "(not in `{src}`):\n{b}\n[Everything else as it is|Leave the rest alone].",
+            "[I want to|I'll] [circulate|pass on|forward] {desc}, but [not as it is|only after a few fixes]. "
+            "[Write|Save] [the fixed version|a corrected copy] [to|as] `{out}`, [leaving|and leave] `{src}` [as "
+            "is|untouched]:\n{b}\n[All other lines|Every other line] [stay|stays] [exactly the same|identical].",
+            "`{out}` [should be|is to be] `{src}` [with|plus] [these|the following] [corrections|changes] "
+            "[and nothing more|only]:\n{b}\n[`{src}` itself stays as it is|Keep the original file unchanged].",
         ], desc=source.description, out=out, src=source.path, b=bullets)
         # partial: title and the first line of the section only; figures and names left alone
         partial_text = f"# {title}\n\n" + text.lstrip("\n").rstrip("\n") + f"\n\n## {sec}\n\n{body[0]}\n"

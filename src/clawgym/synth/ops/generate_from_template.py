@@ -15,7 +15,6 @@ from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops._docs_common import (
     add_workdays,
     aside,
-    clause,
     date_col,
     digest,
     email_addr,
@@ -24,6 +23,7 @@ from clawgym.synth.ops._docs_common import (
     long_date,
     numeric_col,
     persona_email,
+    phrase,
     reqs,
     role_col,
     table_of,
@@ -123,8 +123,82 @@ KINDS.update({
         "subject": "Your badge for {event} ({badge_id})",
     },
 })
+# Kinds of one domain (flavor.persona_domain): drawn alongside the general ones above for its personas.
+DOMAIN_KINDS = {
+    "payment_reminder": ("finance legal creative general", {
+        "fields": ["invoice_no", "client", "email", "amount", "due_date"],
+        "title": "payment reminders",
+        "dir": "payment_reminders",
+        "body": ("# Friendly reminder: invoice {invoice_no}\n\nDear {client},\n\nOur records show that invoice "
+                 "{invoice_no} for {amount} is still open. Could you arrange payment by {due_date}? If it has "
+                 "already gone out, please ignore this note.\n\nWith thanks,\n{me}\n{org}\n"),
+        "subject": "Reminder: invoice {invoice_no} from {org} is due",
+    }),
+    "parent_letter": ("education", {
+        "fields": ["ref", "name", "email", "appointment", "time", "place"],
+        "title": "parent meeting letters",
+        "dir": "parent_letters",
+        "body": ("# Parent-teacher meeting\n\nDear {name},\n\nYou are booked for a parent-teacher meeting on "
+                 "{appointment} at {time} in {place}. Please quote {ref} if you need to move it.\n\nBest "
+                 "wishes,\n{me}\n{org}\n"),
+        "subject": "Parent-teacher meeting on {appointment} ({ref})",
+    }),
+    "course_place": ("education health software general", {
+        "fields": ["member_id", "name", "email", "course", "start_date"],
+        "title": "course place confirmations",
+        "dir": "course_places",
+        "body": ("# Your place on {course}\n\nHi {name},\n\nYour place on \"{course}\" is confirmed from "
+                 "{start_date}. Your participant number is {member_id}; bring it on the first day.\n\n{me}, "
+                 "{org}\n"),
+        "subject": "Place confirmed: {course} ({member_id})",
+    }),
+    "donation_thanks": ("general creative farm", {
+        "fields": ["receipt_no", "name", "email", "amount", "paid_on"],
+        "title": "donation thank-you letters",
+        "dir": "thank_you",
+        "body": ("# Thank you\n\nDear {name},\n\nThank you for your gift of {amount}, received on {paid_on}. "
+                 "It goes straight to our work this season. Your receipt number is {receipt_no}.\n\nWarmly,\n"
+                 "{me}\n{org}\n"),
+        "subject": "Thank you for your gift ({receipt_no})",
+    }),
+    "booking": ("food health creative legal", {
+        "fields": ["ref", "name", "email", "appointment", "time", "place"],
+        "title": "booking confirmations",
+        "dir": "bookings",
+        "body": ("# Booking confirmed\n\nHello {name},\n\nWe look forward to seeing you on {appointment} at "
+                 "{time} ({place}). Booking reference: {ref}.\n\nTo change or cancel, reply to this message.\n\n"
+                 "{me}\n{org}\n"),
+        "subject": "Booking {ref} confirmed for {appointment}",
+    }),
+    "order_notice": ("food farm finance general", {
+        "fields": ["receipt_no", "name", "email", "item", "amount", "paid_on"],
+        "title": "order confirmations",
+        "dir": "orders",
+        "body": ("# Order {receipt_no}\n\nDear {name},\n\nThanks for your order of {item} ({amount}), paid on "
+                 "{paid_on}. We will be in touch about delivery.\n\n{me}, {org}\n"),
+        "subject": "Order {receipt_no} - {item}",
+    }),
+    "access_notice": ("software health legal", {
+        "fields": ["badge_id", "name", "email", "role", "start_date"],
+        "title": "access notices",
+        "dir": "access",
+        "body": ("# Access granted\n\nHi {name},\n\nYour access as {role} starts on {start_date}. Your badge "
+                 "number is {badge_id}; keep it with you on site.\n\n{me}\n{org}\n"),
+        "subject": "Access from {start_date} ({badge_id})",
+    }),
+}
 PREFIX = {"letter": "M-", "certificate": "C-", "invoice": "INV-", "reminder": "APT-", "receipt": "R-",
-          "welcome": "W-", "badge": "B-"}
+          "welcome": "W-", "badge": "B-", "payment_reminder": "PR-", "parent_letter": "PT-", "course_place": "CP-",
+          "donation_thanks": "D-", "booking": "BK-", "order_notice": "ORD-", "access_notice": "ACC-"}
+
+
+def kinds_for(domain: str) -> dict[str, dict]:
+    """The kinds of document a persona of `domain` merges: the general ones and those of the domain."""
+    out = dict(KINDS)
+    for k, (domains, spec) in DOMAIN_KINDS.items():
+        if domain in domains.split():
+            out[k] = spec
+    return out
 # (column, the value of the rows to leave out, why, spellings of that value in the data)
 SKIPS = [("status", "cancelled", "they cancelled"), ("status", "withdrawn", "they withdrew"),
          ("state", "on hold", "they are on hold"), ("opt_out", "yes", "they opted out"),
@@ -154,6 +228,13 @@ def _distinct(values: list[str], all_values: dict[str, list[str]], path: str) ->
     return [v for v in values if v.casefold() not in others][:1]
 
 
+def _a(noun: str) -> str:
+    """The noun with its indefinite article ("an editor", "a nurse", "a user researcher")."""
+    from clawgym.synth.voice import article
+
+    return f"{article(noun)} {noun}"
+
+
 def _sort_key(v: str) -> tuple:
     """Numbers by value, everything else A-Z ignoring case (numbers first)."""
     t = v.strip()
@@ -172,8 +253,9 @@ class GenerateFromTemplate:
     def _standalone(self, ctx: OpContext) -> StepPlan:
         rng = ctx.rng
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
-        kind = rng.choice(list(KINDS))
-        spec = KINDS[kind]
+        kinds = kinds_for(flavor.persona_domain(ctx.persona))
+        kind = rng.choice(list(kinds))
+        spec = kinds[kind]
         syntax = rng.choice(SYNTAX)
         org = flavor.org(rng)
         me = ctx.persona.name
@@ -258,18 +340,61 @@ class GenerateFromTemplate:
         slots = dict(what=what, t=tpath, d=dpath, ph=ph, dir=out_dir, id=id_field, ex=paths[active[0][id_field]],
                      ext=ext, me=me, sender=sender, col=skip_col, val=skip_val, why=skip_why, n=len(rows))
         if mail:
-            outspec = [clause(rng, "one email per [person|row] as `{dir}/<{id} in lower case>.eml` (e.g. `{ex}`)",
-                              **slots),
-                       clause(rng, "From `{me} <{sender}>`, To the row's email", **slots),
-                       clause(rng, "the Subject from the template's first line and the rest of the template as the "
-                                   "plain-text body")]
+            outspec = [
+                phrase(rng, ["one email per [person|row] as `{dir}/<{id} in lower case>.eml` (e.g. `{ex}`)",
+                             "[a separate|an individual] `.eml` [for|per] [every|each] [recipient|remaining row], "
+                             "saved in `{dir}/` and named after its `{id}` in lower case (`{ex}` for the first)",
+                             "`{dir}/` [gets|should end up with] one message file per [row|person], called <{id}, "
+                             "lower-cased>.eml - [like|for example] `{ex}`",
+                             "[the emails|the messages] [go|are saved] to `{dir}/`, [one|a file] each, [named|with "
+                             "the name] `<{id} in lower case>.eml` (`{ex}` [and so on|etc.])"], **slots),
+                phrase(rng, ["From `{me} <{sender}>`, To the row's email",
+                             "[sent|coming] from `{me} <{sender}>` and addressed to [the address in the row|that "
+                             "row's email]",
+                             "[the sender is|sender:] `{me} <{sender}>`; [the recipient|To:] [is |][whatever email "
+                             "the row has|the row's own address]",
+                             "[each|every] message [goes|is addressed] to [its|the] row's email, [from|with From set "
+                             "to] `{me} <{sender}>`"], **slots),
+                phrase(rng, ["the Subject from the template's first line and the rest of the template as the "
+                             "plain-text body",
+                             "the [template's|template] first line [gives|is] the Subject, [everything|all] "
+                             "[below|after] it [is|becomes] the [plain-text |]body",
+                             "[take|use] the `Subject:` line of the template for the subject and [the remainder|"
+                             "what follows] as [a plain-text|the] body",
+                             "[subject|Subject header] [= the template's first line|from line one of the "
+                             "template], body [= the rest, as plain text|from the lines after it]"], **slots)]
         else:
-            outspec = [clause(rng, "one file per row named `{dir}/<{id} in lower case>{ext}` (e.g. `{ex}`)", **slots)]
+            outspec = [phrase(rng, [
+                "one file per row named `{dir}/<{id} in lower case>{ext}` (e.g. `{ex}`)",
+                "[a separate|an individual|its own] file for [every|each] row [in|under] `{dir}/`, [called|named] "
+                "after the [row's |]`{id}` in lower case [plus|with] `{ext}` (`{ex}` for the first)",
+                "`{dir}/` [gets|should end up with|should hold] one `{ext}` [file|document] per row, [named|called] "
+                "<{id}, lower-cased>{ext} - [like|for example|e.g.] `{ex}`",
+                "[the output|the filled-in copies|the results] [go|are saved] to `{dir}/` as `<{id} in lower "
+                "case>{ext}`, one [per row|each] (`{ex}` [and so on|etc.])"], **slots)]
         rules = outspec + [
-            clause(rng, "[skip|leave out|no output for] rows whose `{col}` is \"{val}\" (any case; {why})", **slots),
-            clause(rng, "[copy values exactly as they are in the data|values exactly as in the data|every `{ph}` "
-                        "placeholder replaced by the row's value]", **slots),
-            clause(rng, "no `{ph}` placeholders [may be|can be|] left [in the output|anywhere]", **slots)]
+            phrase(rng, ["[skip|leave out|no output for] rows whose `{col}` is \"{val}\" (any case; {why})",
+                         "[nothing|no file] for [anyone|people|rows] [marked|with] `{col}` = \"{val}\" "
+                         "[in any capitalisation|whatever the case] - {why}",
+                         "[ignore|drop] the \"{val}\" rows ([check|compare] `{col}` [case-insensitively|without "
+                         "regard to case]): {why}",
+                         "[{why}, so|since {why},] rows [where|whose] `{col}` [says|reads] \"{val}\" (upper or "
+                         "lower case) [get nothing|are skipped|must not get one]"], **slots),
+            phrase(rng, ["[copy values exactly as they are in the data|values exactly as in the data|every `{ph}` "
+                         "placeholder replaced by the row's value]",
+                         "[each|every] placeholder [swapped for|filled with|replaced by] the [matching|row's] value, "
+                         "[copied|taken] [verbatim|character for character|as is] [from the data|]",
+                         "[don't|do not] [reformat|round|change] the values: [paste|put] them in [exactly |]as "
+                         "[the data has them|they appear in `{d}`]",
+                         "the [rest of the|] template text [unchanged|kept word for word], only the placeholders "
+                         "[filled|replaced] [from the row|with the row's values]"], **slots),
+            phrase(rng, ["no `{ph}` placeholders [may be|can be|] left [in the output|anywhere]",
+                         "[not a single|no] [unfilled|leftover] `{ph}`-style [token|marker] [in any file|anywhere in "
+                         "the output]",
+                         "[make sure|check that] [every|each] `{ph}` [got|has been] [filled|replaced] - [none|"
+                         "nothing] [left over|remaining]",
+                         "[zero|no] [raw|literal] placeholders ([the `{ph}` kind|like `{ph}`]) [in the results|"
+                         "survive]"], **slots)]
         head = one_of(rng, [
             "Time to send out the {what}. Fill the template `{t}` (placeholders look like `{ph}`) with each row of "
             "`{d}`.",
@@ -293,7 +418,14 @@ class GenerateFromTemplate:
                 "out|should get nothing].",
                 "[The|Our] {what} [always|usually] go out [before|around] {month}; [this year|this time] I want them "
                 "[generated|filled in] [properly|from the data].",
-            ], what=what, org=org, n=len(rows), k=len(skipped), month=base.strftime("%B"))
+                "[Last time|Last {month}] I [copy-pasted|typed] the {what} [one by one|by hand] in {tool} and "
+                "[sent one to the wrong person|left a placeholder in two of them|got a name wrong].",
+                "[As|Being] {role}, I [do|handle] the {what} for {org} [myself|on my own], [usually|mostly] "
+                "[late at night|between other jobs].",
+                "[{k} of the {n} people|Some people] on the list [shouldn't get one|are not to get anything] this "
+                "time - the data says who.",
+            ], what=what, org=org, n=len(rows), k=len(skipped), month=base.strftime("%B"),
+                tool=rng.choice(list(ctx.persona.tools)), role=_a(ctx.persona.occupation))
         instruction = join(story, head, reqs(rng, rules, lead=lead), aside(rng, ctx.persona))
         expected = [paths[r[id_field]] for r in active]
         # a file counts for the format checks (one per active row, no placeholder left) only when it is its row's
@@ -369,7 +501,8 @@ class GenerateFromTemplate:
             k = flavor.slug(header[i]) or f"col{i}"
             keys.append(k if k not in keys else f"{k}_{i}")
         heading = rng.choice(["Notice", "Record sheet", "Confirmation", "Summary card", "Entry", "Fact sheet",
-                              "Slip", "Data card"])
+                              "Slip", "Data card", "Index card", "Line item", "Profile", "Memo", "Label",
+                              "Statement"])
         lines = [f"# {heading}: {_ph(syntax, keys[0])}", ""]
         lines += [f"- {header[i]}: {_ph(syntax, k)}" for i, k in zip(fields, keys, strict=False)]
         lines += ["", f"Prepared by {ctx.persona.name} on {long_date(dt.date(2026, 1, 1) + dt.timedelta(days=rng.randint(0, 360)))}.", ""]
@@ -382,21 +515,58 @@ class GenerateFromTemplate:
         files_out = {}
         for p, r in zip(paths, rows, strict=False):
             files_out[p] = _fill(template, syntax, {k: (r[i] if i < len(r) else "") for i, k in zip(fields, keys, strict=False)})
-        mapping = ", ".join(f"`{_ph(syntax, k)}` = column `{header[i]}`" for i, k in zip(fields, keys, strict=False))
-        order_cols = ", then ".join(f"`{header[i]}`" for i in fields)
-        rows_note = (f"the first {len(rows)} rows" if len(all_rows) > len(rows) else "every row")
-        order_txt = f"with the rows sorted by {order_cols} (numbers by value, text A-Z ignoring case)"
-        instruction = one_of(rng, [
-            "use the template `{t}` to make one file for {rows} of {desc} {order}: `{dir}/01.md`, `{dir}/02.md`, "
-            "... in that order, with {map}.",
-            "fill `{t}` for {rows} of `{src}` (placeholders: {map}) and save them as `{dir}/01.md`, `{dir}/02.md` "
-            "and so on, numbered {order}.",
-            "[turn|make] {rows} of `{src}` into one {h} [each|per row] [using|from] `{t}` ({map}); number the "
-            "files `{dir}/01.md`, `{dir}/02.md`, ... {order}.",
-            "one {h} per row: [fill|complete] `{t}` ({map}) for {rows} of {desc}, saved as "
-            "`{dir}/NN.md` starting at `{dir}/01.md`, {order}.",
-        ], t=tpath, rows=rows_note, desc=source.description, src=source.path, order=order_txt, dir=out_dir,
-            map=mapping, h=heading.lower())
+        map_t = rng.choice(["`{p}` = column `{c}`", "`{p}` <- `{c}`", "`{p}` from `{c}`", "`{c}` into `{p}`",
+                            "`{p}` takes `{c}`", "`{p}`: the `{c}` value"])
+        mapping = ", ".join(map_t.format(p=_ph(syntax, k), c=header[i]) for i, k in zip(fields, keys, strict=False))
+        order_cols = rng.choice([", then ", " > ", ", after that ", " and then "]).join(f"`{header[i]}`"
+                                                                                      for i in fields)
+        rows_note = (f"the first {len(rows)} rows" if len(all_rows) > len(rows) else
+                     expand("[every row|each row|all the rows|all {n} rows]", rng, clause=True, n=len(rows)))
+        if len(all_rows) > len(rows):
+            rows_note = expand("[the first {n} rows|only the first {n} rows (after sorting)|{n} rows, the first "
+                               "ones in that order]", rng, clause=True, n=len(rows))
+        order_txt = one_of(rng, [
+            "with the rows sorted by {cols} (numbers by value, text A-Z ignoring case)",
+            "in the order you get [by sorting|when you sort] on {cols} ([numbers|numeric values] by size, "
+            "[words|text] alphabetically [without regard to|regardless of] case)",
+            "[ordered|sorted] [ascending |][on|by] {cols} - compare numbers as numbers and text case-insensitively "
+            "[A to Z|alphabetically]",
+            "after [sorting|ordering] [ascending |]by {cols}; [numeric|number] cells [compare|sort] by value, "
+            "[the rest|text cells] [alphabetically|A-Z] with upper and lower case [treated alike|the same]",
+        ], cols=order_cols)
+        order_txt = order_txt[:1].lower() + order_txt[1:]
+        numbering = expand(rng.choice(["`{dir}/01.md`, `{dir}/02.md`, ...", "`{dir}/01.md`, `{dir}/02.md` and so "
+                                       "on", "`{dir}/NN.md` [from|starting at] `{dir}/01.md`",
+                                       "two-digit [names|numbers] in `{dir}/` (`01.md`, `02.md`, ...)"]), rng,
+                           clause=True, dir=out_dir)
+        slots = dict(t=tpath, rows=rows_note, desc=source.description, src=source.path, order=order_txt, dir=out_dir,
+                     map=mapping, h=heading.lower(), num=numbering, me=ctx.persona.name)
+        if rng.random() < 0.5:
+            instruction = one_of(rng, [
+                "use the template `{t}` to make one file for {rows} of {desc} {order}: {num} in that order, with {map}.",
+                "fill `{t}` for {rows} of `{src}` (placeholders: {map}) and save them as {num}, numbered {order}.",
+                "[turn|make] {rows} of `{src}` into one {h} [each|per row] [using|from] `{t}` ({map}); number the "
+                "files {num} {order}.",
+                "one {h} per row: [fill|complete] `{t}` ({map}) for {rows} of {desc}, saved as {num}, {order}.",
+            ], **slots)
+        else:
+            head = one_of(rng, [
+                "[I'd like|I need|Please make] [a {h}|one {h}] for [each|every] row of {desc}, [from|based on] "
+                "the template `{t}`.",
+                "`{t}` is a {h} template; [fill it in|complete it] [once per row|for each row] of `{src}`.",
+                "[Now|Next,] [print out|produce|generate] {h}s from `{src}` with the template in `{t}`.",
+                "[Each|Every] row of {desc} [should get|needs] its own {h} (template: `{t}`).",
+            ], **slots)
+            items = [
+                phrase(rng, ["the placeholders [map|correspond] [like this|as follows]: {map}",
+                             "[fill|replace] {map}", "[mapping|placeholder to column]: {map}"], **slots),
+                phrase(rng, ["[files|the outputs] [named|numbered] {num}", "[save|write] them as {num}",
+                             "[number them|the names are] {num}"], **slots),
+                phrase(rng, ["[number|put] them {order}", "the numbering [follows|goes] {order}",
+                             "[first file|`01.md`] = first row {order}"], **slots),
+                phrase(rng, ["[cover|use] {rows}", "{rows} [are needed|get one|count]"], **slots),
+            ]
+            instruction = join(head, reqs(rng, items, lead=expand("[Details|How|Specifically]:", rng)))
         tokens = [_ph(syntax, k) for k in keys]
         # as in the standalone case, a file counts for the format checks only with its own row's values in it
         # and not another row's (the values that tell each row apart from the others)

@@ -139,11 +139,20 @@ class InventoryAndArchive:
                 "Cutoff is {cut}: files whose name-date (YYYY-MM-DD; the name {wd} with it) is earlier [get "
                 "archived|are stale] - move them to `{folder}/{adir}/<year of that date>/`, names unchanged. [The "
                 "dates on disk mean nothing|Ignore the disk timestamps].",
+                "[What counts as old|How to tell what's stale]: [every|each] name {wd} with a YYYY-MM-DD date "
+                "([the disk timestamps are|file times on disk are] [useless|from the copy]). [Anything|Files] "
+                "[from before|dated earlier than] {cut} [go into|move to] `{folder}/{adir}/<year>/`, [keeping "
+                "the name|same file name].",
+                "[I date every file in its name|My file names carry the date] (YYYY-MM-DD; the name {wd} with "
+                "it) - [go by that|use that], not [what the disk says|the modified time]. [Before|Older than] "
+                "{cut} [means archive|= stale]: `{folder}/{adir}/<that year>/`, [name unchanged|no renaming].",
             ], wd=where_date, cut=cut, folder=folder, adir=adir)
         if exempt is not None:
             age += " " + one_of(rng, [
                 "[Except|But leave] `{p}`[: |, ]{why} - it stays where it is.",
                 "One exception: `{p}` stays put ({why}), stale or not.",
+                "[Don't archive|Leave out] `{p}` [even though it's old|however old it is] - {why}.",
+                "`{p}` [is staying|must stay] [where it is|at its current path]: {why}.",
             ], p=exempt["path"], why=V.one_phrase(rng, [
                 "[it's the template I copy every [year|term|season]|I still [use|update] it]",
                 "{who} [links to|reads] it [there|at that path]",
@@ -160,6 +169,14 @@ class InventoryAndArchive:
             "[I also need|And please write] `{out}`: one row per file under `{folder}/` after the move, columns "
             "{mcols}, where {c1} is the [exact |]size in bytes and {c2} the extension [without the dot|minus the "
             "dot] (e.g. {ex}); {c0} is the path [relative to the workspace root|from the workspace root].",
+            "[Once that's done|When the old files are moved], [take stock|do the inventory]: `{out}` [with|"
+            "having] {mcols} [as header|as its columns] and [a row|one line] [per|for every] file [left |]under "
+            "`{folder}/` ([archived ones included|the {adir} ones too]) - {c0} {rel}, {c1} [the byte count|in "
+            "bytes, exact], {c2} [the bare extension|the extension with no dot] ([like|e.g.] {ex}).",
+            "[The manifest|An inventory] goes to `{out}` [afterwards|at the end]: {mcols}; [every|each] file "
+            "[that's now|currently] in `{folder}/` [(the archive included)|, archived or not], {c0} {rel}, "
+            "{c1} = [exact size in bytes|bytes], {c2} = [extension, no dot|extension minus the dot] ({ex} "
+            "[for example|say]).",
         ], out=out, folder=folder, c0=mheader[0], c1=mheader[1], c2=mheader[2], mcols=mcols, adir=adir,
             rel=V.paths_rel(rng), ex=rng.choice(kinds))
         head = one_of(rng, [

@@ -141,17 +141,35 @@ class ManageContacts:
         trunk_txt = f" (drop the leading {trunk} of national numbers)" if trunk else ""
         sources = expand("`{c}`, the signatures of the emails in `{m}/` and the vCards in `{v}`", rng, c=csv_path,
                          m=mail_dir, v=vcf_path)
+        pick = lambda ts, **kw: expand(rng.choice(ts), rng, **kw)  # noqa: E731 - one drawn phrasing
         items = [
-            expand("[exactly the columns|columns|header:] {cols}", rng, cols=V.cols(rng, out_header)),
-            expand("one row per person (same email = same person, whatever the case)", rng) if rng.random() < 0.5
-            else expand("de-duplicate by email (case-insensitive)", rng),
-            expand("names written \"First Last\" in normal capitalisation", rng),
-            expand("emails in lower case", rng),
-            expand("phone numbers in E.164 form (all are {cn} numbers: +{cc} then the digits, no spaces{t}, e.g. {ex})",
-                   rng, cn=cname, cc=cc, t=trunk_txt, ex=ex),
-            expand("[fill gaps from whichever source has the value|if a field is missing in one source, take it "
-                   "from another]", rng),
-            expand("[sorted|rows sorted|ordered] by name", rng),
+            pick(["[exactly the columns|columns|header:] {cols}", "[the header row|the columns] [must be|should be] "
+                  "{cols}[, nothing else|, in that order|]", "{cols} as [the|its] [header|columns]"],
+                 cols=V.cols(rng, out_header)),
+            pick(["one row per person (same email = same person, whatever the case)",
+                  "de-duplicate by email (case-insensitive)",
+                  "[the email address|an email] [identifies|decides who is] a person - [ignore|regardless of] "
+                  "upper/lower case [there|in it] - so [one row each|no one appears twice]",
+                  "[people|anyone] [showing up|listed] [twice|more than once] (same address, [maybe|possibly] in "
+                  "other case) [become|are merged into] one row"]),
+            pick(["names written \"First Last\" in normal capitalisation",
+                  "[turn|rewrite] \"Last, First\" and ALL-CAPS names into [plain |]\"First Last\" [with normal "
+                  "capitals|in title case]",
+                  "[every|each] name as \"First Last\" - [first name first|given name then surname], [normal|"
+                  "ordinary] capitalisation"]),
+            pick(["emails in lower case", "[addresses|email addresses] [all |]lower-case",
+                  "[lower-case|lowercase] [every|each] email [address|]"]),
+            pick(["phone numbers in E.164 form (all are {cn} numbers: +{cc} then the digits, no spaces{t}, e.g. {ex})",
+                  "[phones|telephone numbers] [normalised to|as] E.164: [they're all|every one is] {cn}, so +{cc} "
+                  "and the digits[ with no spaces or dashes|, nothing in between]{t} - [like|e.g.] {ex}",
+                  "E.164 [for|on] [every|each] phone number ({cn} numbers: +{cc}{t}, [then the digits|digits "
+                  "only], e.g. {ex})"], cn=cname, cc=cc, t=trunk_txt, ex=ex),
+            pick(["[fill gaps from whichever source has the value|if a field is missing in one source, take it "
+                  "from another]", "[where|if] [the export|one source] [has a blank|leaves a field empty], [use|"
+                  "take] [the signature or vCard value|what another source says]",
+                  "[no empty cells where|blanks filled wherever] [any|another] source [knows the value|has it]"]),
+            pick(["[sorted|rows sorted|ordered] by name", "[rows |][in|sorted in] alphabetical order of name",
+                  "[ordered|sorted] A-Z by [the name column|name]"]),
         ]
         lead = one_of(rng, [
             "My contacts are spread over {src}. Merge them into `{out}`.",
@@ -160,7 +178,13 @@ class ManageContacts:
             "I [keep losing|can never find] people's details - they're in {src}. [Combine|Merge] [them|it all] into "
             "`{out}`.",
             "[Time to|Help me] [consolidate|merge] my contacts: {src} [should become|into] one list, `{out}`.",
-        ], src=sources, out=out)
+            "[My contacts are|My address book is] [split|scattered] [across|over] {src}; [I want|please make] "
+            "[a single|one] [deduplicated|clean] [list|CSV] out of it at `{out}`.",
+            "`{out}` should [end up as|become] my [one|single] [source of truth|master list] for contacts, "
+            "[built|merged] from {src}.",
+            "[Before I|I'm about to] [switch phones|move to a new CRM|send the {n_src} holiday cards], [I need|"
+            "please make] one address book (`{out}`) [from|combining] {src}.",
+        ], src=sources, out=out, n_src=rng.choice(["season's", "year-end", "thank-you"]))
         instruction = V.cat(lead, V.reqs(rng, items, list_leads=("The rules:", "For the merged file:")))
         sig_records = [{ec: e, nc: truth[e]["name"], pc: truth[e]["phone"],
                         cc_: truth[e]["company"]} for e in dict.fromkeys(sig_sources + vcf_sources + blank_company)]

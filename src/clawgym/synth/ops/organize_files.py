@@ -140,17 +140,37 @@ class OrganizeFiles:
             lead = V.phrase("[by type|by kind of file|by file type] into sub-folders of `{folder}/`:", rng,
                             folder=folder)
         elif rule == "month":
-            items = [V.phrase("[use|go by|take] the date in each file name (written as YYYY-MM-DD or YYYYMMDD)", rng),
-                     V.phrase("files with no date in the name go to `{folder}/{u}/`", rng, folder=folder, u=undated)]
+            items = [V.one_phrase(rng, ["[use|go by|take] the date in each file name (written as YYYY-MM-DD or "
+                                        "YYYYMMDD)",
+                                        "the month [comes from|is read off] the file name's date ([either "
+                                        "YYYY-MM-DD or YYYYMMDD|YYYYMMDD or YYYY-MM-DD]), not [the disk "
+                                        "timestamps|when the file was saved]",
+                                        "[trust|read] the [date in the name|name's date] (YYYY-MM-DD [or|and] "
+                                        "YYYYMMDD [both occur|are both used]) [rather than|and ignore] the "
+                                        "modification times"]),
+                     V.one_phrase(rng, ["files with no date in the name go to `{folder}/{u}/`",
+                                        "[undated files|anything whose name has no date] [end up|go] in "
+                                        "`{folder}/{u}/`",
+                                        "`{folder}/{u}/` [is for|takes] [files|names] [without a date|with no "
+                                        "date in them]"], folder=folder, u=undated)]
             lead = V.phrase("by month into sub-folders of `{folder}/` {lt}:", rng, folder=folder, lt=layout_text)
         else:
-            items = [V.phrase("the year comes from the date in the file name (YYYY-MM-DD or YYYYMMDD)", rng),
+            items = [V.one_phrase(rng, ["the year comes from the date in the file name (YYYY-MM-DD or YYYYMMDD)",
+                                        "[read|take] the year [off|from] the name's date ([YYYY-MM-DD or "
+                                        "YYYYMMDD|both YYYYMMDD and YYYY-MM-DD occur]), not the [file's "
+                                        "timestamp|modification time]",
+                                        "[go by|use] the [date in the name|name's date] (YYYY-MM-DD [or|and] "
+                                        "YYYYMMDD) [to pick|for] the year"]),
                      V.phrase("[anything without a date in the name goes|files without a date in the name go] to "
                               "`{folder}/{u}/`", rng, folder=folder, u=undated)]
             lead = V.phrase("by year into sub-folders of `{folder}/` named YYYY (e.g. `{folder}/{y}/`):", rng,
                             folder=folder, y=pile[0]["date"].year if pile[0]["date"] else 2025)
-        items.append(V.phrase("[don't|do not|never] rename or [change|edit] [any file|the files|anything inside "
-                              "them]", rng))
+        items.append(V.one_phrase(rng, ["[don't|do not|never] rename or [change|edit] [any file|the files|anything "
+                                        "inside them]",
+                                        "[names|file names] and [contents|what's inside] [stay exactly as they "
+                                        "are|are not to be touched]",
+                                        "[only move|just move] [them|the files] - [no renaming|no new names], "
+                                        "[no edits|nothing edited]"]))
         if stay is not None:
             items.append(V.one_phrase(rng, [
                 "[leave|keep] `{p}` where it is[ - | (]{why}[|)]",
@@ -181,7 +201,10 @@ class OrganizeFiles:
             "Write a CSV `{log}` listing {cols} for every file you moved ({rel}).",
             "I'd like a [log|list] of the moves [in|as] `{log}`: columns {cols}, {rel}, [one row per moved file|"
             "a row for each file moved].",
-        ], log=log, cols=cols, rel=V.paths_rel(rng))
+            "[So I can find things again|So {who} can follow what happened], `{log}` [should record|lists] [every "
+            "move|each file you moved] ({cols}; {rel}).",
+            "`{log}` [gets|should hold] [the moves|one line per move] - [header|columns] {cols}, {rel}.",
+        ], log=log, who=flavor.person(rng).split()[0], cols=cols, rel=V.paths_rel(rng))
         tail = [log_sent, V.aside(persona, rng, f"`{folder}/`")]
         if stay is None:
             tail.insert(1, one_of(rng, ["Nothing should stay loose in the top of the folder.",

@@ -9,7 +9,7 @@ import datetime as dt
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import one_of
-from clawgym.synth.ops._docs_common import aside, clause, digest, join, long_date, phrase, reqs, wfolder
+from clawgym.synth.ops._docs_common import aside, digest, join, long_date, phrase, reqs, wfolder
 from clawgym.synth.ops.base import DOCUMENT, Artifact, Check, OpContext, StepPlan, exec_, ls, read, write
 
 # tag -> (title templates, body sentence templates)
@@ -175,13 +175,29 @@ class OrganizeNotes:
                          "[each|every] note [goes|moves] to `{root}/<its first tag, lower-case>/` (e.g. `{root}/{ex}/`), "
                          "[same file name|file name unchanged]",
                          "[file|sort] [the notes|each note] into [folders|sub-folders] by first tag (lower case, like "
-                         "`{root}/{ex}/`) without renaming them"], **slots),
-            clause(rng, "[then|afterwards|finally] write `{index}` with one `## <tag>` section per folder, listing "
-                        "each note as a markdown link [whose text is the note's title|`\\[title\\](path)`] to its new "
-                        "location (relative paths are fine)", **slots),
+                         "`{root}/{ex}/`) without renaming them",
+                         "[the first tag|whichever tag comes first] [decides|picks] [the folder|where a note goes]: "
+                         "`{root}/<tag in lower case>/` ([so|e.g.] `{root}/{ex}/`), [and keep the file names|names "
+                         "untouched]",
+                         "[make|create] one [sub-folder|folder] per [leading|first] tag [inside|in] `{root}/` "
+                         "([lower-cased|all lower case]: `{root}/{ex}/` [and so on|etc.]) and [move|put] each note "
+                         "[in|into] [its|the right] one, [not renamed|under its current name]"], **slots),
+            phrase(rng, ["[then|afterwards|finally] write `{index}` with one `## <tag>` section per folder, listing "
+                         "each note as a markdown link [whose text is the note's title|`\\[title\\](path)`] to its "
+                         "new location (relative paths are fine)",
+                         "[after that|once they're moved|last], [an index|a contents page] `{index}`: [a|one] `## "
+                         "<tag>` heading [per|for each] folder, [and under it|then] [a link to every note "
+                         "there|each note linked], [the note's title as the link text|`\\[title\\](path)` "
+                         "style], [pointing at|to] [where it now lives|its new path]",
+                         "`{index}` [ties it together|is the map]: [sections|headings] `## <tag>` [matching|for] "
+                         "the folders, [with|holding] markdown links ([title as text|`\\[title\\](path)`]) to "
+                         "[the moved notes|each note's new location] - relative links [are fine|work]"], **slots),
         ]
         if untagged:
-            items.insert(1, clause(rng, "a note without tags goes to `{root}/misc/`", **slots))
+            items.insert(1, phrase(rng, ["a note without tags goes to `{root}/misc/`",
+                                         "[untagged notes|notes with no tag] [end up|go] in `{root}/misc/`",
+                                         "`{root}/misc/` [takes|catches] [anything|every note] [without a tag|that "
+                                         "has no tags]"], **slots))
         instruction = join(_story(rng, notes, root), head, reqs(rng, items, fixed_order=True), aside(rng, ctx.persona))
         checks = [
             Check("notes_filed_by_tag", "files_moved", {"moves": {n["path"]: [n["new"], n["text"]] for n in notes}}),
@@ -230,16 +246,37 @@ class OrganizeNotes:
             "[Turn|Fold] `{root}/` into [a handful of|a few] topic pages, one per tag.",
         ], **slots)
         items = [
-            clause(rng, "[topic = the note's first tag in lower case|the topic is the first tag, lower-cased]"),
-            clause(rng, "one page per topic at `{root}/{dir}/<topic>.md`", **slots),
-            clause(rng, "each note [becomes|goes in as] a `## <note title>` section [holding|with] its text", **slots),
-            clause(rng, "[oldest note first|sorted by date, oldest first] (by the date in the front matter)"),
-            clause(rng, "[also write|add] `{index}` [linking to|with a link to] every topic page", **slots),
-            clause(rng, "[leave the original notes where they are|don't delete the originals|keep the original "
-                        "files]"),
+            phrase(rng, ["[topic = the note's first tag in lower case|the topic is the first tag, lower-cased]",
+                         "a note's [topic|page] [is decided by|follows] its first tag ([in lower case|lower-cased])",
+                         "[go by|use] the [leading|first] tag [as the topic|for the topic], [lower case|all "
+                         "lower-case]"]),
+            phrase(rng, ["one page per topic at `{root}/{dir}/<topic>.md`",
+                         "[the pages|topic pages] [live|go] in `{root}/{dir}/`, [named|called] `<topic>.md`",
+                         "`{root}/{dir}/<topic>.md` [for each topic|- a file per topic]"], **slots),
+            phrase(rng, ["each note [becomes|goes in as] a `## <note title>` section [holding|with] its text",
+                         "[inside a page|on each page], [every|each] note [is|gets] [a|its own] `##` section "
+                         "[titled|headed] [with its title|by the note's title] [and its full text|followed by "
+                         "its body]",
+                         "[the note's title as|a] `## <title>` heading [then|and under it] [the note's text|what "
+                         "the note says]"], **slots),
+            phrase(rng, ["[oldest note first|sorted by date, oldest first] (by the date in the front matter)",
+                         "[in date order|chronologically], [earliest|oldest] [first|at the top] - [use|go by] "
+                         "the front-matter date",
+                         "[sections|notes] [ordered|sorted] [by the `date:` in their front matter|by front-matter "
+                         "date], [ascending|old to new]"]),
+            phrase(rng, ["[also write|add] `{index}` [linking to|with a link to] every topic page",
+                         "[an index|a contents page], `{index}`, [that links|linking] [each|all the] topic "
+                         "page[s|]", "`{index}` [with|holding] [links to|a link for] [every|each] [page|topic]"],
+                   **slots),
+            phrase(rng, ["[leave the original notes where they are|don't delete the originals|keep the original "
+                         "files]", "[the|my] [original|source] notes [stay|remain] [put|in place|untouched]",
+                         "[nothing|no note] [gets deleted|is removed] from `{root}/`"], **slots),
         ]
         if untagged:
-            items.append(clause(rng, "a note without tags goes to `{root}/{dir}/misc.md`", **slots))
+            items.append(phrase(rng, ["a note without tags goes to `{root}/{dir}/misc.md`",
+                                      "[untagged notes|notes with no tag] [end up|go] on `{root}/{dir}/misc.md`",
+                                      "`{root}/{dir}/misc.md` [takes|collects] [anything|every note] [without a "
+                                      "tag|that has no tags]"], **slots))
         instruction = join(_story(rng, notes, root), head, reqs(rng, items, fixed_order=rng.random() < 0.5),
                            aside(rng, ctx.persona))
         under_topic = {"specs": {pages[g]: {n["title"]: [n["body"][:60]] for n in notes if n["primary"] == g}

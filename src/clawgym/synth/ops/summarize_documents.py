@@ -16,7 +16,6 @@ from clawgym.synth.grammar import one_of
 from clawgym.synth.ops._docs_common import (
     add_workdays,
     aside,
-    clause,
     digest,
     email_addr,
     human_date,
@@ -174,11 +173,16 @@ class SummarizeDocuments:
         total = sum(approved)
         names = {p: p.split("/")[-1] for p in facts}
         limit = rng.choice([250, 280, 300, 320, 350, 400])
-        dec_h = rng.choice(["Decisions", "Decisions made", "What was decided", "Key decisions", "Agreed"])
-        act_h = rng.choice(["Action items", "Actions", "Next actions", "To do", "Follow-ups", "Who does what"])
+        dec_h = rng.choice(["Decisions", "Decisions made", "What was decided", "Key decisions", "Agreed",
+                            "Outcomes", "Resolved", "Settled points"])
+        act_h = rng.choice(["Action items", "Actions", "Next actions", "To do", "Follow-ups", "Who does what",
+                            "Open tasks", "Next steps"])
         label = rng.choice(["Total approved spend", "Total approved", "Approved in total", "Sum of approvals",
-                            "Total signed off"])
+                            "Total signed off", "Approved budget, all sources", "Signed-off spend"])
         # the reference summary
+        # not every reader wants every part: one of the decisions, the actions or the total is sometimes left out
+        # of the request (and of the reference and the checks)
+        skip = rng.choice(["dec", "act", "total"]) if rng.random() < 0.4 else ""
         lines = [f"# Summary: {project}", ""]
         fact_lines = {}
         for p, fs in facts.items():
@@ -186,15 +190,22 @@ class SummarizeDocuments:
             lines += [f"## {names[p]}", ""]
             lines += [f"- Key facts: {', '.join(fs)}"]
             lines.append("")
-        lines += [f"## {dec_h}", ""]
-        lines += [f"- {' / '.join(x.removeprefix('date:') for x in d)}" for d in decisions]
-        lines += ["", f"## {act_h}", ""]
-        lines += [f"- {o}: {t} (due {d.isoformat()})" for o, t, d in actions]
-        lines += ["", f"{label}: {cur}{total:,.2f}", ""]
+        if skip != "dec":
+            lines += [f"## {dec_h}", ""]
+            lines += [f"- {' / '.join(x.removeprefix('date:') for x in d)}" for d in decisions]
+            lines += [""]
+        if skip != "act":
+            lines += [f"## {act_h}", ""]
+            lines += [f"- {o}: {t} (due {d.isoformat()})" for o, t, d in actions]
+            lines += [""]
+        if skip != "total":
+            lines += [f"{label}: {cur}{total:,.2f}", ""]
         summary = "\n".join(lines)
         src_list = ", ".join(f"`{p}`" for p in facts)
         slots = dict(first=names[next(iter(facts))], dec=dec_h, act=act_h, me=ctx.persona.name, label=label,
                      srcs=src_list, out=out, limit=limit, n=len(facts), project=project)
+        ex_date = dt.date(2025, rng.randint(1, 12), rng.randint(1, 28)).isoformat()
+        slots["ex_date"] = ex_date
         items = [
             phrase(rng, ["one `## <file name>` section per source (e.g. `## {first}`) with its main points, keeping "
                          "every figure ([amounts, counts, percentages|money, counts and percentages]) [exactly as "
@@ -202,25 +213,59 @@ class SummarizeDocuments:
                          "a section per document, headed `## <its file name>` (like `## {first}`), [with|giving] its "
                          "main points and [all|every one of] its numbers [verbatim|copied exactly]",
                          "[for each|per] file a `##` heading [with|that is] its name (`## {first}` and so on) and "
-                         "[the gist|the main points], [figures kept as they are|no figure rounded or changed]"],
-                   **slots),
-            phrase(rng, ["a `## {dec}` section [listing|with] every decision [taken|made] (with its amount or date)",
-                         "[under|in] `## {dec}`: [each|every] decision, [with|plus] its amount or date",
+                         "[the gist|the main points], [figures kept as they are|no figure rounded or changed]",
+                         "[every|each] source [gets|has] [a heading of its own|its own `##` heading] - just the "
+                         "file name, [so|e.g.] `## {first}` - [followed by|then] [what matters in it|its key "
+                         "points]; [don't round|never round or reformat] [any number|the numbers]",
+                         "[the|all] {n} [files|documents] summarised one by one, [under|each under] `## "
+                         "<filename>` ([`## {first}` for the first|starting with `## {first}`]), [quoting|with] "
+                         "[their|the] figures [the way the source writes them|character for character]",
+                         "[organise|structure] it by source: `## {first}` and [likewise|the same] for the "
+                         "[others|other files], [every|each] amount, count and percentage [carried over|copied] "
+                         "[unchanged|as is]"], **slots),
+            phrase(rng, ["a `## {dec}` section listing every decision [taken|made] ([with its amount or date|the "
+                         "sum or date included])",
+                         "[under|in] `## {dec}`: [each|every] [decision|thing agreed], [quoting|and] [the money or "
+                         "the date it sets|how much or by when]",
                          "[the decisions go|what was decided goes] under `## {dec}`, [amounts and dates "
-                         "included|each with its amount or date]"], **slots),
-            phrase(rng, ["a `## {act}` section with one line per action item: owner ([my own items under my name, "
-                         "{me}|{me} for the ones that are mine]), task and due date",
-                         "`## {act}`: [one line per action|a line for each action item] - who ({me} for mine), "
-                         "what, [and when|and by when]",
+                         "included|each with the sum or date attached]",
+                         "`## {dec}` [collects|gathers] [what got decided|the decisions] [across|in] [all the "
+                         "sources|the files] - [mention|keep] the [money|figure] or [deadline|date] [that goes "
+                         "with each|each one involves]",
+                         "[a heading|a section] `## {dec}` [for|with] [every|each] [agreement|approval or "
+                         "change of plan], [naming the sum or the new date|quoting how much or until when]"],
+                   **slots),
+            phrase(rng, ["a `## {act}` section [with one line per action item|listing the action items, one a "
+                         "line]: owner ([my own items under my name, {me}|{me} for the ones that are mine]), task "
+                         "and [due date|deadline]",
+                         "`## {act}`: [every|each] [job|action] someone [took on|agreed to do] - who ({me} for "
+                         "mine), what, [and when|and by when]",
                          "[every|each] action item [in|under] `## {act}` with [its owner|who owns it] ([{me} if "
-                         "it's mine|mine under {me}]), the task and the due date"], **slots),
+                         "it's mine|mine under {me}]), the task and the due date",
+                         "[the follow-ups|open tasks|to-dos] [from all sources|wherever they come from] [in|under] "
+                         "`## {act}`, [each naming|naming] [the person responsible|who has to do it] ([me as "
+                         "{me}|anything for me under {me}]) and [the deadline|when it is due]",
+                         "[list|put] [what needs doing|the open actions] in `## {act}` - [one per line|a line each], "
+                         "[person|owner] [first|included] ([that's {me} when it's me|{me} when it's my job]), "
+                         "[then the deadline|with the deadline]"], **slots),
             phrase(rng, ["a [final|closing|last] line `{label}: <amount>` [adding up|with the sum of|totalling] "
                          "every amount approved in the sources",
                          "[end with|finish with] `{label}: <amount>`, the sum of [everything|all amounts] approved "
                          "[across|in] the documents",
                          "[add up|total] the approved amounts [in all the sources|across the files] [and put|on] "
-                         "a last line `{label}: <amount>`"], **slots),
-            clause(rng, "[every date|all dates|dates] [written as|in the form|as] YYYY-MM-DD"),
+                         "a last line `{label}: <amount>`",
+                         "[at the bottom|last of all], `{label}: <amount>` - [how much|the money] [was approved|got "
+                         "signed off] [altogether|in total] [over|across] [the {n} sources|these files]",
+                         "[one|a] line [reading|of the form] `{label}: <amount>` [with|for] [the combined|the "
+                         "grand] total of [every approval|the sums approved] [anywhere in the sources|in any "
+                         "of the files]"], **slots),
+            phrase(rng, ["[every date|all dates|dates] [written as|in the form|as] YYYY-MM-DD",
+                         "[dates|due dates and deadlines] in [ISO|numeric ISO] form ([like|e.g.] {ex_date}), not "
+                         "[spelled out|written in words]",
+                         "[no \"3rd of May\"-style dates|no dates in words]: [year-month-day|YYYY-MM-DD] "
+                         "[throughout|everywhere] ({ex_date} [style|format])",
+                         "[use|stick to] the {ex_date} [date format|way of writing dates] [for every date|"
+                         "throughout]"], **slots),
         ]
         head = one_of(rng, [
             "I haven't had time to read {srcs}. [Write me|Put together|Write] a summary at `{out}` (markdown, under "
@@ -250,9 +295,15 @@ class SummarizeDocuments:
                 "[I'm behind|I fell behind] on the {project}: {n} [files|documents] [piled up|are waiting] in my "
                 "workspace.",
                 "{boss} [asked for|wants] a [short|one-page] [briefing|digest] on the {project} [before|by] {day}.",
-            ], project=project, n=len(facts), month=rng.choice(["Monday", "the start of the month", "the offsite"]),
+                "[I'll read it|I read these] [on my phone|between meetings|on the train] [in|around] {city}, so "
+                "[short|compact] [matters|is the point].",
+                "[Everything|All of it] [ends up|has to go] into {tool} [afterwards|later], [and|so] I [need|want] "
+                "the [facts|numbers] [straight|right] [first|before that].",
+            ], city=ctx.persona.location.split(",")[0].strip(), tool=rng.choice(list(ctx.persona.tools)),
+                project=project, n=len(facts), month=rng.choice(["Monday", "the start of the month", "the offsite"]),
                 day=rng.choice(["Monday", "Thursday", "Friday morning"]), mins=rng.choice([10, 15, 20, 30]),
                 boss=rng.choice(["my manager", "the director", "our chair", "the client", "my co-founder"]))
+        items = [it for k, it in zip(["src", "dec", "act", "total", "dates"], items, strict=True) if k != skip]
         instruction = join(story, head, reqs(rng, items, lead=lead), aside(rng, ctx.persona))
         # dates as the request asks for them (YYYY-MM-DD): the meeting notes copied as they are, with their own
         # "## Decisions" and "## Actions" and dates written out in words, are not the summary
@@ -267,10 +318,13 @@ class SummarizeDocuments:
                   {"path": out, "heading": act_h, "needles": action_needles}),
             Check("total_approved_spend", "docs_line_number", {"path": out, "label": label, "value": round(total, 2)}),
         ]
+        dropped = {"dec": "decisions_listed", "act": "action_items_with_dates", "total": "total_approved_spend"}
+        content = [c for c in content if c.name != dropped.get(skip)]
         # short enough counts only as far as the content is there (a short file with nothing right in it is not a
         # summary within the limit)
         checks = [*content, Check("within_word_limit", "gated", parts=[
-            Check("", "docs_word_count", {"path": out, "max_words": int(limit * 1.15), "min_words": 40}),
+            Check("", "docs_word_count", {"path": out, "max_words": int(limit * 1.15),
+                                             "min_words": min(40, words(summary) // 2)}),
             Check("", "mean_of", parts=[Check("", c.fn, c.args) for c in content])])]
         # partial: the first source only, decisions without amounts, no actions or total
         first = next(iter(facts))
@@ -313,40 +367,67 @@ class SummarizeDocuments:
         out = wpath(ctx, ["tldr", "summary_short", "one_pager", "gist", "in_short", "recap", "quick_summary"], "md",
                     ["summaries", "digest", "notes"], p_folder=0.35)
         limit = max(80, min(250, words(text) // 2))
-        out_h = rng.choice(["Outline", "Sections", "Structure", "Contents", "What it covers"])
-        fig_h = rng.choice(["Key figures", "Largest amounts", "Top amounts", "Biggest numbers", "Main figures"])
-        col_h = rng.choice(["Columns", "Fields", "Column names"])
-        about_h = rng.choice(["About", "Source", "Where this comes from", "Origin"])
-        rows_l = rng.choice(["Rows", "Row count", "Data rows", "Records"])
+        out_h = rng.choice(["Outline", "Sections", "Structure", "Contents", "What it covers", "Table of contents",
+                            "Headings", "Map of the document"])
+        fig_h = rng.choice(["Key figures", "Largest amounts", "Top amounts", "Biggest numbers", "Main figures",
+                            "Headline amounts", "Big sums", "Amounts that stand out"])
+        col_h = rng.choice(["Columns", "Fields", "Column names", "Header", "What each row holds"])
+        about_h = rng.choice(["About", "Source", "Where this comes from", "Origin", "Based on", "Input file"])
+        rows_l = rng.choice(["Rows", "Row count", "Data rows", "Records", "Entries", "Lines of data"])
         lines = [f"# {rng.choice(['In short', 'Summary', 'TL;DR', 'Recap', 'Gist'])}", "", f"Source: {source.path}", ""]
         checks: list[Check] = []
         spec = []
         if heads:
             lines += [f"## {out_h}", ""] + [f"- {h}" for h in heads] + [""]
-            spec.append(clause(rng, "a `## {h}` section with one bullet per [section heading|`##`/`###` heading] "
-                                    "of the [source|original]", h=out_h))
+            spec.append(phrase(rng, [
+                "a `## {h}` section with one bullet per [section heading|`##`/`###` heading] of the [source|original]",
+                "[under|in] `## {h}`, [the source's|its] `##` and `###` headings as [bullets|a bullet list], "
+                "[in order|one each]",
+                "`## {h}`: [a bullet for every|every] [heading|sub-heading] [the document has|in the file] "
+                "(`##` [or|and] `###`), [copied|as written]",
+                "[an outline|the table of contents] [as|in] `## {h}` - [each|every] `##`/`###` title of `{src}` "
+                "[on its own bullet|as one bullet]",
+            ], h=out_h, src=source.path))
             checks.append(Check("outline_complete", "docs_lists_headings", {"out": out, "heading": out_h,
                                                                            "src": source.path}))
         if top:
             lines += [f"## {fig_h}", ""] + [f"- {v:.2f}" for v in top] + [""]
             n = len(top)
-            spec.append(clause(rng, f"a `## {{h}}` section [listing|with|giving] the {n if n > 1 else ''} "
-                                    f"[largest|biggest|highest] [money amount|amount of money]{'s' if n > 1 else ''} "
-                                    "in it ([numbers written with|as numbers with|to] two decimals)",
-                               h=fig_h).replace("  ", " "))
+            many = n > 1
+            spec.append(phrase(rng, [
+                "a `## {h}` section [listing|with|giving] the {nn}[largest|biggest|highest] {amt} in it ([numbers "
+                "written with|as numbers with|to] two decimals)",
+                "[under|in] `## {h}`, [the|its] {nn}[top|largest] amount{pl} [as|written as] plain numbers "
+                "with two decimals[ (no currency sign)|]",
+                "`## {h}` [should give|with] the {nn}[biggest|highest] sum{pl} [that appear|mentioned] in "
+                "[the document|`{src}`], two decimal places [each|]",
+                "[pull out|find] the {nn}[largest|biggest] [figure|amount]{pl} [in money|of money] and [list|put] "
+                "{them} [under|in] `## {h}` ([like|e.g.] 1234.50)",
+            ], h=fig_h, src=source.path, nn=f"{n} " if many else "", pl="s" if many else "",
+                amt=rng.choice(["money amounts", "amounts of money"] if many else ["money amount", "amount of money"]),
+                them="them" if many else "it"))
             checks.append(Check("largest_amounts", "docs_lists_top_amounts", {"out": out, "heading": fig_h,
                                                                              "src": source.path, "k": n}))
         if table is not None:
             lines += [f"{rows_l}: {len(table[1])}", "", f"## {col_h}", ""] + [f"- {h}" for h in table[0]] + [""]
-            spec.append(clause(rng, "a line `{r}: <number of data rows>`", r=rows_l))
-            spec.append(clause(rng, "a `## {h}` section [listing|naming] every column [name|]", h=col_h))
+            spec.append(phrase(rng, ["a line `{r}: <number of data rows>`",
+                                     "[how many|the number of] data rows [as|on] a line `{r}: <n>`",
+                                     "`{r}: <count>` ([header not counted|not counting the header])"], r=rows_l))
+            spec.append(phrase(rng, ["a `## {h}` section [listing|naming] every column [name|]",
+                                     "[every|each] column [name|header] [as a bullet|on its own bullet] [under|in] "
+                                     "`## {h}`",
+                                     "`## {h}` with the [header row's|table's] [names|fields], [all of them|none "
+                                     "left out]"], h=col_h))
             checks.append(Check("row_count", "docs_line_number", {"path": out, "label": rows_l,
                                                                   "value": len(table[1])}))
             checks.append(Check("columns_listed", "docs_section_has", {"path": out, "heading": col_h,
                                                                       "needles": [h for h in table[0] if h.strip()]}))
         first_line = next((ln.strip("# ").strip() for ln in text.splitlines() if ln.strip()), source.path)[:80]
         lines += [f"## {about_h}", "", f"This summarises {source.path} ({first_line}).", ""]
-        spec.append(clause(rng, "a `## {h}` section [naming|that names|with] the source file `{src}`", h=about_h,
+        spec.append(phrase(rng, ["a `## {h}` section [naming|that names|with] the source file `{src}`",
+                                 "`## {h}` [saying|mentioning] [which file|where] [this|it] [comes from|was "
+                                 "summarised from] (`{src}`)",
+                                 "[a pointer back to|a reference to] `{src}` [in|under] `## {h}`"], h=about_h,
                            src=source.path))
         checks.append(Check("names_source", "docs_section_has", {"path": out, "heading": about_h,
                                                                 "needles": [source.path.split('/')[-1]]}))
@@ -362,8 +443,16 @@ class SummarizeDocuments:
             "[make|write] a [TL;DR|one-pager|quick recap] of `{src}` in `{out}` - [{limit} words max|under {limit} "
             "words|{limit} words at most]",
             "[summarise|condense] {desc} [as|into] `{out}` (keep it within {limit} words)",
+            "[I won't have time to read|Nobody will read] all of `{src}`, so [put|write] [the short version|a "
+            "digest] in `{out}` [- {limit} words or fewer|(no more than {limit} words)]",
+            "`{out}` [should be|is to be] [a compact|a short] [overview|digest] of {desc}, [within|under] {limit} "
+            "words",
+            "[give|hand] [me|the team] [a cheat sheet|a crib sheet|the highlights] of `{src}` [in|as] `{out}` "
+            "([{limit}-word limit|{limit} words, no more])",
         ], **slots)
-        instruction = join(head + ",", reqs(rng, spec, lead=clause(rng, "[with|containing|that has]")))
+        instruction = join(head + ",", reqs(rng, spec, lead=phrase(rng, [
+            "[with|containing|that has]", "[and it needs|it must have|structured as]:", "[made up of|laid out "
+            "with]"])))
         partial_lines = ["# In short", ""]
         if heads:
             partial_lines += [f"## {out_h}", ""] + [f"- {h}" for h in heads[: max(1, len(heads) // 2)]] + [""]
@@ -386,9 +475,9 @@ class SummarizeDocuments:
         msgs = [m for m in source.data if isinstance(m, dict)]
         out = wpath(ctx, ["mail_digest", "messages_summary", "digest", "sent_overview", "outbox_digest",
                           "mail_log"], "md", ["digest", "summaries", "notes"], p_folder=0.35)
-        tot_l = rng.choice(["Total", "Messages in total", "Count", "Number of messages"])
-        msg_h = rng.choice(["Messages", "Mails", "Each message", "Emails"])
-        snd_h = rng.choice(["Senders", "From", "Who wrote", "Sent by"])
+        tot_l = rng.choice(["Total", "Messages in total", "Count", "Number of messages", "Mails sent", "All told"])
+        msg_h = rng.choice(["Messages", "Mails", "Each message", "Emails", "What went out", "Per message"])
+        snd_h = rng.choice(["Senders", "From", "Who wrote", "Sent by", "Sender list", "Written by"])
 
         def who(m: dict) -> str:
             f = str(m.get("from", "")).strip()
@@ -411,16 +500,27 @@ class SummarizeDocuments:
         lines += [f"- To {r}: {s}" for r, s in zip(recips, subjects, strict=False)]
         lines += ["", f"## {snd_h}", ""] + [f"- {s}" for s in senders] + [""]
         digest_text = "\n".join(lines)
-        items = [clause(rng, "a line `{t}: <number> messages`", t=tot_l),
-                 clause(rng, "a `## {h}` section with one bullet per message [giving|with] its recipient address "
-                             "and subject", h=msg_h),
-                 clause(rng, "a `## {h}` section [listing|naming] each distinct sender [once|only once|one time]",
+        items = [phrase(rng, ["a line `{t}: <number> messages`", "[the count|how many there are] as `{t}: <n> "
+                              "messages`", "`{t}: <n> messages` [on a line of its own|as its own line]"], t=tot_l),
+                 phrase(rng, ["a `## {h}` section with one bullet per message [giving|with] its recipient address "
+                              "and subject",
+                              "[under|in] `## {h}`, [a bullet|one line] for [every|each] mail: [who it went to|the "
+                              "address it was sent to] and [its subject|the subject line]",
+                              "`## {h}` [listing|covering] [the messages|every message] [one by one|individually] "
+                              "([recipient's address|To address] plus subject)"], h=msg_h),
+                 phrase(rng, ["a `## {h}` section [listing|naming] each distinct sender [once|only once|one time]",
+                              "the [different|distinct] senders [under|in] `## {h}`, [no repeats|each just once]",
+                              "`## {h}`: [who sent them|every sender], [without duplicates|de-duplicated]"],
                         h=snd_h)]
         head = one_of(rng, [
             "write a digest of {desc} to `{out}`",
             "summarise the messages in `{src}` into `{out}`",
             "[give me|make] an overview of [what's in|the mails in] `{src}` as `{out}`",
             "[list|go over] {desc} in a [short|small] digest, `{out}`",
+            "[I want to know|Tell me] [what was sent|who got what] - [a digest|an overview] of `{src}` [saved as|"
+            "in] `{out}`",
+            "`{out}` [should sum up|needs to recap] the [mails|messages] in `{src}`",
+            "[keep a record of|log] [these messages|what went out] ({desc}) in [a digest|a note], `{out}`",
         ], desc=source.description, src=source.path, out=out)
         instruction = join(head + ":", reqs(rng, items, fixed_order=rng.random() < 0.5))
         checks = [

@@ -12,7 +12,6 @@ from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops._docs_common import (
     aside,
-    clause,
     digest,
     email_addr,
     human_date,
@@ -35,6 +34,7 @@ from clawgym.synth.ops.base import (
     to_csv,
     write,
 )
+from clawgym.synth.voice import article
 
 REQUESTS = [
     ("Question about the {project}", "Could you send me the latest figures for {item} before {day}? I need them "
@@ -191,31 +191,67 @@ class TriageInbox:
                      lo=pw["low"], spam=cw["spam"], news=cw["newsletter"], req=cw["request"], fyi=cw["fyi"])
         if as_json:
             out_text = json.dumps(records, indent=2, ensure_ascii=False) + "\n"
-            fmt = clause(rng, "a JSON list with one object per message: {keys} ({fk} = the file name, {ff} = the "
-                              "sender's address, {fn} a JSON boolean)", **slots)
+            fmt = phrase(rng, ["a JSON list with one object per message: {keys} ({fk} = the file name, {ff} = the "
+                               "sender's address, {fn} a JSON boolean)",
+                               "a JSON array[ of objects|], [one entry|an object] for [each|every] [mail|message], "
+                               "[keyed|with keys] {keys} - {fk} [being|holding] the file name, {ff} the [From "
+                               "address|sender's email] and {fn} [true or false (JSON booleans)|a real boolean]",
+                               "JSON ([a list|an array] of objects with {keys}; {ff} [is|means] the sender's "
+                               "address, {fk} just the file name, {fn} [a boolean|true/false, not a string])"],
+                         **slots)
         else:
             out_text = to_csv(fields, [[str(r[f]).lower() if f == fn else r[f] for f in fields] for r in records])
-            fmt = clause(rng, "a CSV with the columns {cols} ({fk} = the file name, {ff} = the sender's address, {fn} "
-                              "true/false)", **slots)
+            fmt = phrase(rng, ["a CSV with the columns {cols} ({fk} = the file name, {ff} = the sender's address, {fn} "
+                               "true/false)",
+                               "[a CSV|CSV], [header|columns] {cols}, [one row|a line] per [mail|message] - {fk} "
+                               "[holds|is] [the file name|the name of the .eml], {ff} [the address it came from|the "
+                               "sender's email], {fn} [true or false|`true`/`false`]",
+                               "CSV [laid out as|with the header] {cols} ([where |]{ff} is [just the email "
+                               "address|the sender's address], {fk} the [bare |]file name and {fn} true/false)"],
+                         **slots)
         rules = [
             phrase(rng, ["`{fp}` is {lo} for {news} and {spam} (always), {hi} for any other message that is urgent "
                          "(it says urgent or ASAP) or comes from the people in `{vip}`, {no} otherwise",
                          "`{fp}`: {lo} for every {news} or {spam}; otherwise {hi} if it's urgent (urgent/ASAP in it) "
-                         "or from someone in `{vip}`, else {no}"], **slots),
+                         "or from someone in `{vip}`, else {no}",
+                         "[for|as for] `{fp}`: [anything from|mail from] [a person listed in|the people in] `{vip}` "
+                         "or [marked|saying] urgent/ASAP [is|gets] {hi} - [except|but never] {spam} and {news}, "
+                         "which are [always |]{lo} - and [the rest|everything else] {no}",
+                         "{spam} and {news} [always get|are always] {lo} `{fp}`; [of the rest|for the others], "
+                         "{hi} [when|if] [it's urgent (the words urgent or ASAP)|it mentions urgent or ASAP] or "
+                         "[the sender is|it comes from someone] in `{vip}`, [and |]{no} [otherwise|if neither]"],
+                   **slots),
             phrase(rng, ["`{fc}` is {spam} (the spam filter marked it with an X-Spam-Flag: YES header), {news} (bulk "
                          "mail with a List-Unsubscribe header), {req} (a person asking me something) or {fyi} "
                          "(information only)",
                          "`{fc}` is one of {spam} (X-Spam-Flag: YES header), {news} (has a List-Unsubscribe "
-                         "header), {req} (someone asks me for something) and {fyi} (just information)"], **slots),
-            phrase(rng, ["`{fn}` is true only for {req} messages", "only a {req} needs a reply (`{fn}` true)"],
-                   **slots),
+                         "header), {req} (someone asks me for something) and {fyi} (just information)",
+                         "[tell the kinds apart|categorise] [by the headers and the text|like this] in `{fc}`: an "
+                         "X-Spam-Flag: YES header [means|makes it] {spam}, a List-Unsubscribe header {news}; "
+                         "[of the personal mails|the rest], [ones that ask me to do something|real requests to "
+                         "me] are {req} and [the others|pure updates] {fyi}",
+                         "`{fc}` [takes|gets] four values: {req} ([someone wants something from me|a person "
+                         "asks me for something]), {fyi} ([only informs me|just news for me]), {news} ([bulk "
+                         "mail, List-Unsubscribe header|it carries a List-Unsubscribe header]) and {spam} "
+                         "([flagged X-Spam-Flag: YES|the X-Spam-Flag: YES ones])"], **slots),
+            phrase(rng, ["`{fn}` is true only for {req} messages", "only a {req} needs a reply (`{fn}` true)",
+                         "`{fn}` [true for|set on] the {req} [mails|ones] and false [everywhere else|for all "
+                         "others]",
+                         "[I only answer|the only mails I answer are] {req} [ones|messages], so `{fn}` is true "
+                         "[there|for those] [and nowhere else|alone]"], **slots),
         ]
         if move:
             rules.append(phrase(rng, [
                 "also move the {spam} into `{inbox}/spam/` and the {news} mails into `{inbox}/newsletters/` (keep "
                 "the file names; `{fk}` still gives the file name)",
                 "[afterwards|then] [file|move] {spam} to `{inbox}/spam/` and {news} to `{inbox}/newsletters/`, "
-                "same file names (`{fk}` is still just the file name)"], **slots))
+                "same file names (`{fk}` is still just the file name)",
+                "[get|clear] the {spam} and {news} out of the way: [move them|they go] into `{inbox}/spam/` and "
+                "`{inbox}/newsletters/` [respectively|(in that order)], [names unchanged|keeping their names] - "
+                "`{fk}` [stays|is still] the bare file name",
+                "`{inbox}/spam/` [for|gets] the {spam}, `{inbox}/newsletters/` the {news}; [move|shift] them "
+                "[there|over] [without renaming|as they are] ([list|record] them in `{fk}` by file name "
+                "[all the same|as before])"], **slots))
         head = one_of(rng, [
             "My inbox is out of control. Go through every message in `{inbox}/` and write `{out}` as {fmt}.",
             "Please triage the {n} emails in `{inbox}/` into `{out}` - {fmt}.",
@@ -237,7 +273,15 @@ class TriageInbox:
                 "[can wait|are noise].",
                 "[The spam filter|Our mail filter] [catches|flags] [some|most] junk, but I still [lose|miss] [the "
                 "real requests|what matters] in `{inbox}/`.",
-            ], day=human_date(rng, base.date(), with_year=False), n=len(msgs), vip=vips[0][0], inbox=inbox)
+                "[I export|I saved] [the mailbox|my mail] from {tool} [into|as files in] `{inbox}/` [because|since] "
+                "[its own filters|the built-in rules] [never|don't] [get this right|work for me].",
+                "[Last month|Once] I [missed|overlooked] a [request|question] from {vip} [under|between] "
+                "[newsletters|promotions], and [that was|it was] [embarrassing|awkward].",
+                "[Mornings|Mondays] [go|are lost] to [reading|sorting] mail; [as {role}|in my job] I'd rather [spend "
+                "them|use them] on [real work|the {topic}].",
+            ], day=human_date(rng, base.date(), with_year=False), n=len(msgs), vip=vips[0][0], inbox=inbox,
+                tool=rng.choice(list(ctx.persona.tools)), role=f"{article(ctx.persona.occupation)} {ctx.persona.occupation}",
+                topic=rng.choice(voc["projects"]))
         instruction = join(story, head, reqs(rng, rules, lead=expand("[Rules:|How to judge:|Criteria:|]", rng)),
                            aside(rng, ctx.persona))
         checks = [
