@@ -253,18 +253,42 @@ WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
 _ASIDES = [
     "{who} asked for this before the {day} meeting.",
     "It's for the {mon} review with {who}.",
-    "No rush, but I'd like it before {day}.",
-    "I'll forward the result to {who} at {org} afterwards.",
-    "Last time I did this by hand it took me {n} hours.",
+    "[No rush, but I'd like it before {day}.|Any time before {day} is fine.|{day} at the latest, if you can.]",
+    "[I'll forward the result to {who} at {org} afterwards.|{who} at {org} gets a copy once it's done.|The "
+    "result goes to {org} ({who}) after.]",
+    "[Last time I did this by hand it took me {n} hours.|By hand this eats {n} hours of my {day}.|I used to "
+    "spend {n} hours on this every [month|quarter].]",
     "This feeds into the {project}.",
-    "{who} will double-check it on {day}, so it has to be right.",
-    "[Background|Context]: {org} changed their export format in {mon}, hence the state of things.",
+    "[{who} will double-check it on {day}, so it has to be right.|{who} checks these figures on {day}[, "
+    "carefully|, line by line].|Mistakes here [end up|land] on {who}'s desk, so [please be careful|accuracy "
+    "matters].]",
+    "[Background|Context]: {org} changed their export format in {mon}[, hence the state of things|, which "
+    "is why it looks like this|; it's been a pain since].",
     "Don't touch any other files in there[ - {who} is still using them|].",
     "I have about {n} more of these to do this [week|month], so this is a test run.",
     "[FYI|For what it's worth], the {project} deadline is {day}.",
-    "My accountant, {who}, wants it in this shape.",
+    "[My accountant, {who}, wants it in this shape.|{who} (my accountant) [asked for|insists on] exactly this "
+    "layout.]",
     "The old spreadsheet macro for this broke after the {mon} update.",
+    "[{org} audits us in {mon}[, so the paper trail matters|]|The {mon} audit by {org} is coming up].",
+    "[I'm doing this between {dom_task} and {dom_task2}, so|It's squeezed in between {dom_task} and "
+    "{dom_task2};] [thanks for taking it off my plate|a hand is welcome].",
+    "[Once this works|If this goes well], I'll [ask you to do|hand you] the {mon2} one too.",
+    "[The {project} budget|Our {project} numbers] [depend|hinge] on getting this right.",
+    "[{who} keeps asking|I keep getting asked by {who}] about [these numbers|this file].",
 ]
+# what a persona of each domain is busy with (only in asides)
+_BUSY = {
+    "health": ["ward rounds", "the night shift", "clinic", "handover", "the rota", "patient calls"],
+    "education": ["marking", "parents' evening", "lesson prep", "the school trip", "report writing", "cover lessons"],
+    "food": ["the lunch service", "the delivery run", "prep", "the dinner rush", "the stock take", "menu tasting"],
+    "software": ["a release", "on-call", "code review", "sprint planning", "an incident review", "the demo"],
+    "finance": ["client calls", "the VAT deadline", "month-end", "payroll", "the audit", "tax returns"],
+    "farm": ["milking", "lambing", "the market", "harvest", "feeding round", "fixing the fence"],
+    "creative": ["a shoot", "editing", "a client brief", "the gallery install", "printing", "the deadline crunch"],
+    "legal": ["court", "client meetings", "drafting", "a hearing", "the filing deadline", "conference with counsel"],
+    "general": ["meetings", "errands", "the school run", "work", "a long week", "a trip"],
+}
 
 
 def aside(rng: random.Random, persona: Persona, p: float = 0.5) -> str:
@@ -276,7 +300,11 @@ def aside(rng: random.Random, persona: Persona, p: float = 0.5) -> str:
     org = flavor.org(rng)
     project = rng.choice(flavor.DOMAINS[domain(persona)]["projects"])
     day, mon, n = rng.choice(WEEKDAYS), month_name(rng.randint(1, 12)), rng.randint(2, 9)
-    text = expand(tmpl, rng, who=who, org=org, project=project, day=day, mon=mon, n=n)
+    busy = _BUSY.get(domain(persona), _BUSY["general"])
+    b1 = rng.choice(busy)
+    b2 = rng.choice([b for b in busy if b != b1])
+    text = expand(tmpl, rng, who=who, org=org, project=project, day=day, mon=mon, n=n, dom_task=b1, dom_task2=b2,
+                  mon2=month_name(rng.randint(1, 12)))
     return text if use else ""
 
 
@@ -298,3 +326,96 @@ def plain2(rng: random.Random) -> str:
 def day_first(rng: random.Random) -> str:
     return rng.choice(["numeric dates are day-first", "numeric dates put the day first",
                        "03/04 means 3 April in these", "dates in numbers are DD/MM", "day-first dates"])
+
+
+# --------------------------------------------------------------------------------------------- shared constraint
+# phrasings. The same few constraint sentences ("dates as YYYY-MM-DD", "a CSV with the columns ...", "with two
+# decimals") ran through every data request word for word; each helper below says one of them in several
+# structurally different ways (the constant a check reads, a column name or the format, always verbatim).
+
+def example_date(rng: random.Random) -> tuple[str, str]:
+    """A made-up example date (ISO, and the same day written day-first) for format hints; nothing a check reads."""
+    m, d = rng.randint(1, 12), rng.randint(1, 28)
+    return f"2026-{m:02d}-{d:02d}", f"{d:02d}/{m:02d}/2026"
+
+
+def iso(rng: random.Random, col: str = "", plural: bool = False) -> str:
+    """A clause saying that `col` (already quoted, or "" for "dates" in general) holds ISO dates."""
+    ex, bad = example_date(rng)
+    if not col:
+        return expand(rng.choice([
+            "[dates as|every date as|all dates in the form] YYYY-MM-DD",
+            "[write|give] [every|each] date [year first|as year-month-day] ({ex}, not {bad})",
+            "ISO dates [throughout|everywhere] (YYYY-MM-DD, e.g. {ex})",
+            "no day-first dates anywhere: {ex}[ style|-style], YYYY-MM-DD",
+            "[any|each] date [should look|looks] like {ex}",
+            "[dates|all dates] [formatted|in] YYYY-MM-DD[ please|]",
+            "[four-digit year|the year] first in [every|each] date ([so|i.e.] {ex})",
+        ]), rng, clause=True, ex=ex, bad=bad)
+    return expand(rng.choice([
+        "{c} as YYYY-MM-DD",
+        "{c} [formatted|written] YYYY-MM-DD",
+        "{c} in ISO form ([like|e.g.] {ex})",
+        "[write|put] {c} year first, [like|as in] {ex}[, not {bad}|]",
+        "{c} [must|should] look like {ex}",
+        "ISO dates in {c} (YYYY-MM-DD)",
+        "[no|never] slashes in {c}: [it's|use] YYYY-MM-DD",
+        "[the dates in {c} go in|each value of {c} in] year-month-day [order|form] ({ex})",
+    ]), rng, clause=True, c=col, ex=ex, bad=bad)
+
+
+def two_dec(rng: random.Random, what: str) -> str:
+    """A clause: the money columns `what` (quoted names, or words) are written with two decimals."""
+    return expand(rng.choice([
+        "{w} [with|to] two decimals",
+        "{w} rounded to [2|two] decimal places",
+        "{w} to the cent ([12.50, not 12.5|7.05 rather than 7.1|310.00, never 310])",
+        "[always|] two digits after the point in {w}",
+        "{w} [written|shown] with [cents|pennies], e.g. {ex}",
+        "round {w} to [2|two] [decimals|dp]",
+        "{w}: [plain|bare] numbers[,| with] two decimals",
+    ]), rng, clause=True, w=what, ex=f"{rng.randint(3, 900)}.{rng.choice(['00', '50', '05', '25', '90'])}")
+
+
+def csv_with(rng: random.Random, cols: str) -> str:
+    """A noun phrase: a CSV whose header is `cols` (as written, exact)."""
+    return expand(rng.choice([
+        "a CSV with the columns {c}",
+        "a CSV whose header row is {c}",
+        "a comma-separated file [headed|with the header] {c}",
+        "a CSV ({c}, in that order)",
+        "a [plain|simple] CSV [laid out as|of] {c}",
+        "CSV, [header|columns] {c}",
+        "a spreadsheet-friendly CSV: {c}",
+    ]), rng, clause=True, c=cols)
+
+
+def md_with(rng: random.Random, cols: str) -> str:
+    """A noun phrase: a markdown table with the columns `cols` (as written)."""
+    return expand(rng.choice([
+        "a markdown table with the columns {c}",
+        "a markdown table [headed|whose header is] {c}",
+        "a [pipe|markdown] table ({c})",
+        "markdown, [one|a single] table: {c}",
+        "a table in markdown [laid out as|with] {c}",
+    ]), rng, clause=True, c=cols)
+
+
+def workdays(rng: random.Random) -> str:
+    """"working days (Mon-Fri)" in other words."""
+    return rng.choice(["working days (Mon-Fri)", "weekdays", "business days", "working days, Monday to Friday",
+                       "Monday-to-Friday days", "weekdays (no Saturdays or Sundays)", "office days (Mon-Fri)"])
+
+
+def sorted_by(rng: random.Random, first: str, then: str = "") -> str:
+    """A clause: rows in order of `first` (then `then`), both quoted already."""
+    if then:
+        return expand(rng.choice([
+            "[@sort] the rows by {a}[, then| and then by|, ties by] {b}",
+            "rows in {a} order ({b} [breaks|settles] ties)",
+            "earliest {a} first[, and by {b} where that's equal|; equal ones by {b}]",
+            "[order|list] [everything|the rows] by {a}, [then|secondarily] {b}",
+            "{a} [ascending|from earliest to latest], {b} [as the tie-break|for ties]",
+        ]), rng, clause=True, a=first, b=then)
+    return expand(rng.choice(["[@sort] the rows by {a}", "rows in {a} order", "{a} ascending", "[lowest|earliest] {a} first"]),
+                  rng, clause=True, a=first)
