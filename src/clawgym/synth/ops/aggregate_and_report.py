@@ -205,12 +205,16 @@ def _aggregate(header, rows, gcol, vcol):
     return out
 
 
-def key_figures(report: str, numbers: list, words: list) -> Check:
+def key_figures(report: str, numbers: list, words: list, gate_words: bool = False) -> Check:
     """The report's key figures, counted only when it gives the total it had to compute (numbers[0]): the top item
-    and its value are in the source itself, which copied to the report's path is no report."""
+    and its value are in the source itself, which copied to the report's path is no report. With `gate_words` the
+    words (the top item's name) gate too: a small row count is also in any numbered list of the request, which
+    copied to the report's path is no report either."""
+    gate = [Check("", "data_numbers_in_text", {"path": report, "numbers": numbers[:1]})]
+    if gate_words:
+        gate.append(Check("", "data_numbers_in_text", {"path": report, "words": words}))
     return Check("report_key_figures", "gated", parts=[
-        Check("", "data_numbers_in_text", {"path": report, "numbers": numbers, "words": words}),
-        Check("", "data_numbers_in_text", {"path": report, "numbers": numbers[:1]})])
+        Check("", "data_numbers_in_text", {"path": report, "numbers": numbers, "words": words}), *gate])
 
 
 class AggregateAndReport:
@@ -465,8 +469,9 @@ class AggregateAndReport:
         items = [
             expand("[one row per {g}|a row for [each|every] {g}]", rng, g=gcol_words),
             expand("[the columns [must be |]exactly|columns:|header:] {cols}", rng, cols=cols),
-            expand("{sh} = [that {g}'s share|the share] of all {n} rows in percent, [one decimal|1 decimal place]",
-                   rng, sh=f"`{sh_col}`", g=gcol, n=n_rows),
+            expand("[{sh} = [that {g}'s share|the share] of all rows in percent|{sh} is the percentage of the rows "
+                   "that fall under it|[the share of the table|its share of all rows], as a percentage, goes in {sh}], "
+                   "[one decimal|1 decimal place|rounded to one decimal]", rng, sh=f"`{sh_col}`", g=gcol),
             expand("[most frequent first|biggest {c} first|[@sort] by {c}, highest first]", rng, c=c_col),
             expand("[ties in alphabetical order|break ties alphabetically|equal counts in A-Z order]", rng),
         ]
@@ -494,7 +499,7 @@ class AggregateAndReport:
                                                  "rows": [[r[0], r[2]] for r in out_rows], "tol": 0.06}),
             Check("sorted_by_count", "csv_rows", {"path": summary, "header": [g, c_col],
                                                   "rows": [r[:2] for r in out_rows], "ordered": True}),
-            key_figures(report, [n_rows, top[1]], [top[0]]),
+            key_figures(report, [n_rows, top[1]], [top[0]], gate_words=True),
         ]
         half = [list(r) for r in out_rows[: max(1, (len(out_rows) + 1) // 2)]][::-1]
         for r in half:
