@@ -419,3 +419,36 @@ def sorted_by(rng: random.Random, first: str, then: str = "") -> str:
         ]), rng, clause=True, a=first, b=then)
     return expand(rng.choice(["[@sort] the rows by {a}", "rows in {a} order", "{a} ascending", "[lowest|earliest] {a} first"]),
                   rng, clause=True, a=first)
+
+
+_STORIES = [
+    "[Most|Much] of it is {g1} and {g2}[, with {n1} turning up [a lot|again and again]|].",
+    "[It covers|There are] {k} {unit} from {mon}[, mostly {n1} and {n2}| - {n1}, {n2} and a few others].",
+    "[I'm|We're] [trying to see|checking] whether {g1} [really costs more than|is bigger than] {g2} [this year|"
+    "lately]{occ}.",
+    "{n1} and {n2} are the [big|main] names in [it|there]; {g1} is [where most of it goes|the biggest line].",
+    "[As a|Being a] {job}, I [never|rarely] have time for [spreadsheets|this admin] - {g1} and {g2} "
+    "[alone|between them] [fill|take up] [pages|most of it].",
+    "[The|Our] {what} [lives|usually lives] in {tool}[, which is where this came from|; this is its export].",
+    "{n1} [sent|raised] a query about the {g1} [figures|numbers][ last week| in {mon}], [hence|which is why] "
+    "I'm [looking at|sorting] this now.",
+    "[It's|This is] the {what} [for|of] {mon}: {g1}, {g2} and [so on|the usual].",
+]
+
+
+def story(rng: random.Random, persona: Persona, what: str, names: list[str], groups: list[str], k: int,
+          mon: str, unit: str = "rows", p: float = 0.7) -> str:
+    """An optional sentence about the table's own content (its names, groups, size, month) and the persona's job
+    and tools: nothing a check reads, but what makes one person's request about their data read unlike
+    another's. Always draws the same number of values; "" with probability 1 - `p`."""
+    use = rng.random() < p
+    tmpl = rng.choice(_STORIES)
+    n1, n2 = (rng.sample(list(names), 2) if len(names) >= 2 else [names[0], names[0]]) if names else ["", ""]
+    g1, g2 = (rng.sample(list(groups), 2) if len(groups) >= 2 else [groups[0], groups[0]]) if groups else ["", ""]
+    tool = rng.choice(list(persona.tools))
+    occ = expand("[ - {job} budgets are tight| (the {job} side of things)|]", rng, job=persona.occupation)
+    if not (names and groups) or len(set(names)) < 2 or len(set(groups)) < 2:
+        return ""
+    text = expand(tmpl, rng, g1=g1, g2=g2, n1=n1, n2=n2, k=k, unit=unit, mon=mon, what=what, job=persona.occupation,
+                  tool=tool, occ=occ)
+    return text if use else ""

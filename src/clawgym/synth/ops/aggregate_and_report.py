@@ -245,7 +245,7 @@ class AggregateAndReport:
                                                  f"{sc.stem}_{mon[:3].lower()}.csv", f"{sc.stem}_export.csv"])))
         words = expand("[my|the|our] {what}[ for {mon}| ({mon} 2026)|] `{name}`", rng, what=sc.what, mon=mon, name=name)
         words = words[:1].lower() + words[1:]
-        return header, rows, sc.group, sc.value, name, words, True
+        return header, rows, sc.group, sc.value, name, words, True, sc.what
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
         rng = ctx.rng
@@ -257,7 +257,7 @@ class AggregateAndReport:
             vcol = numeric_column(header, rows, role_column(source, header, "value"))
             gcol = group_column(header, rows, role_column(source, header, "group"), exclude=(vcol or "",))
             if vcol and gcol and len(_aggregate(header, rows, gcol, vcol)) >= 2:
-                picked = (header, rows, gcol, vcol, source.path, refer(source), False)
+                picked = (header, rows, gcol, vcol, source.path, refer(source), False, "")
             elif gcol is None and vcol is None:
                 gcol = group_column(header, rows, role_column(source, header, "group"))
             if picked is None and gcol and vcol is None:
@@ -272,7 +272,7 @@ class AggregateAndReport:
                     return self._rank_plan(ctx, source, header, rows, key, vcol)
         if picked is None:
             picked = self._own_input(ctx)
-        header, rows, gcol, vcol, src_path, src_words, own = picked
+        header, rows, gcol, vcol, src_path, src_words, own, what = picked
         if own:
             files.append(WorkspaceFile(path=src_path, content=to_csv(header, rows)))
 
@@ -339,7 +339,7 @@ class AggregateAndReport:
             one_of(rng, ["[@sort] [by|on] {t}[, highest first| from highest to lowest| in descending order| (biggest "
                          "first)]",
                          "[largest|biggest] {t} at the top, [smallest|lowest] at the bottom",
-                         "{t} descending[ - the top earner first|]"], t=t_t),
+                         "{t} descending[ - the biggest group first|]"], t=t_t),
         ]
         if any(not r[vi].strip() for r in rows):
             items.append(one_of(rng, ["[skip|ignore|leave out] rows [with an empty {v}|where {v} is blank|that have no "
@@ -392,6 +392,10 @@ class AggregateAndReport:
             "[The headline numbers|Three numbers] go in `{report}` as markdown: the [total of everything|sum over "
             "all rows], the [leading|largest] {g}, and [its total|what that {g} adds up to].",
         ], report=report, g=gcol, who=flavor.person(rng))
+        if own:
+            lead = " ".join(x for x in (lead, V.story(
+                rng, ctx.persona, what, list(dict.fromkeys(r[1] for r in rows)),
+                list(dict.fromkeys(r[gi] for r in rows)), len(rows), V.month_name(int(rows[0][0][5:7])))) if x)
         instruction = V.glue(rng, lead, V.reqs(rng, items), tail)
 
         lines = [f"# {gcol.capitalize()} summary", "",

@@ -155,7 +155,10 @@ class CleanData:
             "Could you [clean it up|tidy it] and [@save] the result as `{out}`?",
             "[Save|Write] a cleaned version [to|as] `{out}`.",
         ], out=out)
-        instruction = f"{lead} {ask}" + V.reqs(rng, items, ("What clean means here:", "When you clean it:"), verbs=True)
+        story = V.story(rng, ctx.persona, what, sc.names, sc.groups, len(messy), mon)
+        instruction = " ".join(x for x in (lead, story, ask) if x) + V.reqs(
+            rng, items, ("What clean means here:", "When you clean it:", "Cleaning rules:", "By clean I mean:"),
+            verbs=True)
         rows_match = Check("", "csv_rows", {"path": out, "header": header, "rows": rows})
         # the formats count only as far as the rows are right: the messy export copied as it is has some ISO dates
         # and plain amounts already

@@ -156,6 +156,7 @@ class ReconcileRecords:
             generic = self._generic(ctx, source)
             if generic is not None:
                 return generic
+        story = ""
         if ledger is not None and source is not None:
             ledger_path, ledger_words = source.path, refer(source)
             name_col = role_column(source, table_of(source)[0], "name") or "payee"
@@ -165,6 +166,8 @@ class ReconcileRecords:
             ledger_words = expand("[my|our|the] [ledger|{what}|books] `{p}`", rng, what=sc.what, p=ledger_path)
             ledger_words = ledger_words[:1].lower() + ledger_words[1:]
             name_col = sc.name
+            story = V.story(rng, ctx.persona, sc.what, sc.names, sc.groups, len(ledger), V.month_name(_m),
+                            unit="ledger lines")
 
         statement = rng.choice(["bank statement", "card statement", "bank export"])
         # the other side: a copy of the ledger with a few mismatches, in the bank's own format
@@ -357,6 +360,7 @@ class ReconcileRecords:
             rules_txt = V.reqs(rng, rule_items, fixed_order=True,
                                list_leads=("Matching rule:", "How to match:", "The order of matching:",
                                            "Pair them up like this:"))
+        lead = f"{lead} {story}" if story else lead
         parts = [lead + " " + fmt_note + " " + where, rules_txt,
                  V.reqs(rng, cols_items, list_leads=("Output:", "For the file:", "In the CSV:", "Layout:"))]
         if rng.random() < 0.35:
