@@ -452,3 +452,26 @@ def story(rng: random.Random, persona: Persona, what: str, names: list[str], gro
     text = expand(tmpl, rng, g1=g1, g2=g2, n1=n1, n2=n2, k=k, unit=unit, mon=mon, what=what, job=persona.occupation,
                   tool=tool, occ=occ)
     return text if use else ""
+
+
+_JOB_LINES = [
+    "[I track|I keep] [most of this|all of this] in {tool}[, but it can't do this part|, which doesn't help "
+    "here].",
+    "[As a|Being a] {job}, [I'd rather be doing the actual work|this kind of admin eats my evenings|I don't get "
+    "much time for paperwork].",
+    "{tool} is [where I|what I] [normally|usually] [keep|manage] this, [but it's no good for this|and this is "
+    "the bit it can't do].",
+    "[It's|This is] [part of|for] my work as a {job}[ in {city}|].",
+    "[Work as a|Life as a] {job} [in {city}|] [doesn't leave|leaves little] time for this, [hence|so] the "
+    "[request|ask].",
+]
+
+
+def job_line(rng: random.Random, persona: Persona, p: float = 0.5) -> str:
+    """An optional sentence about the persona's job, town and tools (nothing a check reads); always draws the
+    same number of values, "" with probability 1 - `p`."""
+    use = rng.random() < p
+    tmpl = rng.choice(_JOB_LINES)
+    tool = rng.choice(list(persona.tools))
+    text = expand(tmpl, rng, tool=tool, job=persona.occupation, city=persona.location.split(",")[0].strip())
+    return text if use else ""

@@ -305,7 +305,8 @@ class BuildPlan:
             head = one_of(rng, ["`{inp}` -> `{out}` ({fmt}), start {start}.", "Schedule: `{inp}` in, `{out}` out; "
                                 "start {start}; {fmt}.", "[plan|dates] for `{inp}` from {start} -> `{out}`, {fmt}."],
                           fmt=fmt, **slots)
-        instruction = join(story, head, reqs(rng, rules, lead=expand("[Rules:|How to schedule:|Scheduling rules:|]",
+        instruction = join(story, V.job_line(rng, ctx.persona, 0.4), head,
+                           reqs(rng, rules, lead=expand("[Rules:|How to schedule:|Scheduling rules:|]",
                                                                       rng)),
                            order_note, from_source.strip(), aside(rng, ctx.persona))
         program = PROGRAM.format(src=in_path, out=out, start=starts[k], holidays=hol_words, order=", ".join(chosen),

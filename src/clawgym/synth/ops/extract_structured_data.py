@@ -464,6 +464,32 @@ class ExtractStructuredData:
             "Rows] {order}.{json}",
         ], one=expand("[one row per|a line for each] {u}", rng, u=spec["unit"]), what=spec["what"], fields=spec["fields"], unit=spec["unit"], out=out, cols=cols, order=spec["order"],
             json=json_note)
+        if spec["files"] and spec["roles"].get("name") in header:  # its own files: a word on what they are
+            ni = header.index(spec["roles"]["name"])
+            names = list(dict.fromkeys(r[ni] for r in rows))
+            n1, n2 = (names * 2)[:2] if len(names) < 2 else rng.sample(names, 2)
+            tales = [
+                "[These are|There are] {k} {unit}s[, from {n1}, {n2} and others| in there, {n1} and {n2} among "
+                "them].",
+                "I [usually|normally] [type|copy] these into {tool} by hand[ - {k} of them this time|].",
+                "[As a|Being a] {job}, I [get|collect] [a lot of|piles of] these; {n1} [is the worst for it|sends "
+                "the most].",
+                "[{n1} and {n2} are in there|Some are from {n1}, some from {n2}], [all|each] in [its|their] own "
+                "[format|layout].",
+                "[Nobody|No one] [has|'s] [logged|entered] these {unit}s [yet|since {n1}'s came in].",
+            ]
+            if spec["unit"] == "product":
+                tales = [
+                    "[The list has|There are] {k} {unit}s[, {n1} and {n2} among them| on it, from {n1} to {n2}].",
+                    "I [usually|normally] [retype|copy] [this list|these prices] into {tool} by hand[ - {k} lines "
+                    "this time|].",
+                    "[As a|Being a] {job}, I [reorder|restock] from [this list|them] [every month|often]; {n1} "
+                    "[is what we go through fastest|matters most].",
+                ]
+            tale = one_of(rng, tales, k=len(rows), unit=spec["unit"], n1=n1, n2=n2, tool=rng.choice(list(ctx.persona.tools)),
+                job=ctx.persona.occupation)
+            if rng.random() < 0.65:
+                instruction = f"{tale} {instruction}" if rng.random() < 0.5 else f"{instruction} {tale}"
         key = spec["key"]
         pcols = [key] if spec.get("path_key") else []
         base = spec["folder"]

@@ -279,7 +279,8 @@ class ScheduleEvents:
             "[Can you|Would you] find a time for {ask}? [Write|Save] {it} to the calendar file `{out}`.",
             "[Book|Schedule] {ask}, [into|in] `{out}`.",
         ], ask=ask, s="s" if second else "", it=it, out=out, ics=".ics")
-        instruction = V.glue(rng, instruction, V.reqs(rng, rules), fmt_note(rng))
+        jl = V.job_line(rng, ctx.persona, 0.45)
+        instruction = V.glue(rng, f"{jl} {instruction}" if jl else instruction, V.reqs(rng, rules), fmt_note(rng))
         exp = [{"summary": e["summary"], "dtstart": ics_stamp(e["start"]), "dtend": ics_stamp(e["end"])}
                for e in events]
         checks = [

@@ -241,7 +241,8 @@ class TrackTasks:
                 "from {date} [changed a few|add some].",
             ], project=fill["project"], date=human_date(rng, meet, with_year=False), who=team[0], n=len(team) - 1,
                 k=len(old_rows))
-        instruction = join(story, head, reqs(rng, items, lead=expand("[Rules:|How:|In the tracker:|]", rng)),
+        instruction = join(story, V.job_line(rng, ctx.persona, 0.4), head,
+                           reqs(rng, items, lead=expand("[Rules:|How:|In the tracker:|]", rng)),
                            aside(rng, ctx.persona))
         unchanged = [r for i, r in enumerate(new_rows_old) if i not in changed]
         checks = [
