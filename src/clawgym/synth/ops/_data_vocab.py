@@ -253,18 +253,42 @@ WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
 _ASIDES = [
     "{who} asked for this before the {day} meeting.",
     "It's for the {mon} review with {who}.",
-    "No rush, but I'd like it before {day}.",
-    "I'll forward the result to {who} at {org} afterwards.",
-    "Last time I did this by hand it took me {n} hours.",
+    "[No rush, but I'd like it before {day}.|Any time before {day} is fine.|{day} at the latest, if you can.]",
+    "[I'll forward the result to {who} at {org} afterwards.|{who} at {org} gets a copy once it's done.|The "
+    "result goes to {org} ({who}) after.]",
+    "[Last time I did this by hand it took me {n} hours.|By hand this eats {n} hours of my {day}.|I used to "
+    "spend {n} hours on this every [month|quarter].]",
     "This feeds into the {project}.",
-    "{who} will double-check it on {day}, so it has to be right.",
-    "[Background|Context]: {org} changed their export format in {mon}, hence the state of things.",
+    "[{who} will double-check it on {day}, so it has to be right.|{who} checks these figures on {day}[, "
+    "carefully|, line by line].|Mistakes here [end up|land] on {who}'s desk, so [please be careful|accuracy "
+    "matters].]",
+    "[Background|Context]: {org} changed their export format in {mon}[, hence the state of things|, which "
+    "is why it looks like this|; it's been a pain since].",
     "Don't touch any other files in there[ - {who} is still using them|].",
     "I have about {n} more of these to do this [week|month], so this is a test run.",
     "[FYI|For what it's worth], the {project} deadline is {day}.",
-    "My accountant, {who}, wants it in this shape.",
+    "[My accountant, {who}, wants it in this shape.|{who} (my accountant) [asked for|insists on] exactly this "
+    "layout.]",
     "The old spreadsheet macro for this broke after the {mon} update.",
+    "[{org} audits us in {mon}[, so the paper trail matters|]|The {mon} audit by {org} is coming up].",
+    "[I'm doing this between {dom_task} and {dom_task2}, so|It's squeezed in between {dom_task} and "
+    "{dom_task2};] [thanks for taking it off my plate|a hand is welcome].",
+    "[Once this works|If this goes well], I'll [ask you to do|hand you] the {mon2} one too.",
+    "[The {project} budget|Our {project} numbers] [depend|hinge] on getting this right.",
+    "[{who} keeps asking|I keep getting asked by {who}] about [these numbers|this file].",
 ]
+# what a persona of each domain is busy with (only in asides)
+_BUSY = {
+    "health": ["ward rounds", "the night shift", "clinic", "handover", "the rota", "patient calls"],
+    "education": ["marking", "parents' evening", "lesson prep", "the school trip", "report writing", "cover lessons"],
+    "food": ["the lunch service", "the delivery run", "prep", "the dinner rush", "the stock take", "menu tasting"],
+    "software": ["a release", "on-call", "code review", "sprint planning", "an incident review", "the demo"],
+    "finance": ["client calls", "the VAT deadline", "month-end", "payroll", "the audit", "tax returns"],
+    "farm": ["milking", "lambing", "the market", "harvest", "feeding round", "fixing the fence"],
+    "creative": ["a shoot", "editing", "a client brief", "the gallery install", "printing", "the deadline crunch"],
+    "legal": ["court", "client meetings", "drafting", "a hearing", "the filing deadline", "conference with counsel"],
+    "general": ["meetings", "errands", "the school run", "work", "a long week", "a trip"],
+}
 
 
 def aside(rng: random.Random, persona: Persona, p: float = 0.5) -> str:
@@ -276,7 +300,11 @@ def aside(rng: random.Random, persona: Persona, p: float = 0.5) -> str:
     org = flavor.org(rng)
     project = rng.choice(flavor.DOMAINS[domain(persona)]["projects"])
     day, mon, n = rng.choice(WEEKDAYS), month_name(rng.randint(1, 12)), rng.randint(2, 9)
-    text = expand(tmpl, rng, who=who, org=org, project=project, day=day, mon=mon, n=n)
+    busy = _BUSY.get(domain(persona), _BUSY["general"])
+    b1 = rng.choice(busy)
+    b2 = rng.choice([b for b in busy if b != b1])
+    text = expand(tmpl, rng, who=who, org=org, project=project, day=day, mon=mon, n=n, dom_task=b1, dom_task2=b2,
+                  mon2=month_name(rng.randint(1, 12)))
     return text if use else ""
 
 
@@ -298,3 +326,152 @@ def plain2(rng: random.Random) -> str:
 def day_first(rng: random.Random) -> str:
     return rng.choice(["numeric dates are day-first", "numeric dates put the day first",
                        "03/04 means 3 April in these", "dates in numbers are DD/MM", "day-first dates"])
+
+
+# --------------------------------------------------------------------------------------------- shared constraint
+# phrasings. The same few constraint sentences ("dates as YYYY-MM-DD", "a CSV with the columns ...", "with two
+# decimals") ran through every data request word for word; each helper below says one of them in several
+# structurally different ways (the constant a check reads, a column name or the format, always verbatim).
+
+def example_date(rng: random.Random) -> tuple[str, str]:
+    """A made-up example date (ISO, and the same day written day-first) for format hints; nothing a check reads."""
+    m, d = rng.randint(1, 12), rng.randint(1, 28)
+    return f"2026-{m:02d}-{d:02d}", f"{d:02d}/{m:02d}/2026"
+
+
+def iso(rng: random.Random, col: str = "", plural: bool = False) -> str:
+    """A clause saying that `col` (already quoted, or "" for "dates" in general) holds ISO dates."""
+    ex, bad = example_date(rng)
+    if not col:
+        return expand(rng.choice([
+            "[dates as|every date as|all dates in the form] YYYY-MM-DD",
+            "[write|give] [every|each] date [year first|as year-month-day] ({ex}, not {bad})",
+            "ISO dates [throughout|everywhere] (YYYY-MM-DD, e.g. {ex})",
+            "no day-first dates anywhere: {ex}[ style|-style], YYYY-MM-DD",
+            "[any|each] date [should look|looks] like {ex}",
+            "[dates|all dates] [formatted|in] YYYY-MM-DD[ please|]",
+            "[four-digit year|the year] first in [every|each] date ([so|i.e.] {ex})",
+        ]), rng, clause=True, ex=ex, bad=bad)
+    return expand(rng.choice([
+        "{c} as YYYY-MM-DD",
+        "{c} [formatted|written] YYYY-MM-DD",
+        "{c} in ISO form ([like|e.g.] {ex})",
+        "[write|put] {c} year first, [like|as in] {ex}[, not {bad}|]",
+        "{c} [must|should] look like {ex}",
+        "ISO dates in {c} (YYYY-MM-DD)",
+        "[no|never] slashes in {c}: [it's|use] YYYY-MM-DD",
+        "[the dates in {c} go in|each value of {c} in] year-month-day [order|form] ({ex})",
+    ]), rng, clause=True, c=col, ex=ex, bad=bad)
+
+
+def two_dec(rng: random.Random, what: str) -> str:
+    """A clause: the money columns `what` (quoted names, or words) are written with two decimals."""
+    return expand(rng.choice([
+        "{w} [with|to] two decimals",
+        "{w} rounded to [2|two] decimal places",
+        "{w} to the cent ([12.50, not 12.5|7.05 rather than 7.1|310.00, never 310])",
+        "[always|] two digits after the point in {w}",
+        "{w} [written|shown] with [cents|pennies], e.g. {ex}",
+        "round {w} to [2|two] [decimals|dp]",
+        "{w}: [plain|bare] numbers[,| with] two decimals",
+    ]), rng, clause=True, w=what, ex=f"{rng.randint(3, 900)}.{rng.choice(['00', '50', '05', '25', '90'])}")
+
+
+def csv_with(rng: random.Random, cols: str) -> str:
+    """A noun phrase: a CSV whose header is `cols` (as written, exact)."""
+    return expand(rng.choice([
+        "a CSV with the columns {c}",
+        "a CSV whose header row is {c}",
+        "a comma-separated file [headed|with the header] {c}",
+        "a CSV ({c}, in that order)",
+        "a [plain|simple] CSV [laid out as|of] {c}",
+        "CSV, [header|columns] {c}",
+        "a spreadsheet-friendly CSV: {c}",
+    ]), rng, clause=True, c=cols)
+
+
+def md_with(rng: random.Random, cols: str) -> str:
+    """A noun phrase: a markdown table with the columns `cols` (as written)."""
+    return expand(rng.choice([
+        "a markdown table with the columns {c}",
+        "a markdown table [headed|whose header is] {c}",
+        "a [pipe|markdown] table ({c})",
+        "markdown, [one|a single] table: {c}",
+        "a table in markdown [laid out as|with] {c}",
+    ]), rng, clause=True, c=cols)
+
+
+def workdays(rng: random.Random) -> str:
+    """"working days (Mon-Fri)" in other words."""
+    return rng.choice(["working days (Mon-Fri)", "weekdays", "business days", "working days, Monday to Friday",
+                       "Monday-to-Friday days", "weekdays (no Saturdays or Sundays)", "office days (Mon-Fri)"])
+
+
+def sorted_by(rng: random.Random, first: str, then: str = "") -> str:
+    """A clause: rows in order of `first` (then `then`), both quoted already."""
+    if then:
+        return expand(rng.choice([
+            "[@sort] the rows by {a}[, then| and then by|, ties by] {b}",
+            "rows in {a} order ({b} [breaks|settles] ties)",
+            "earliest {a} first[, and by {b} where that's equal|; equal ones by {b}]",
+            "[order|list] [everything|the rows] by {a}, [then|secondarily] {b}",
+            "{a} [ascending|from earliest to latest], {b} [as the tie-break|for ties]",
+        ]), rng, clause=True, a=first, b=then)
+    return expand(rng.choice(["[@sort] the rows by {a}", "rows in {a} order", "{a} ascending", "[lowest|earliest] {a} first"]),
+                  rng, clause=True, a=first)
+
+
+_STORIES = [
+    "[Most|Much] of it is {g1} and {g2}[, with {n1} turning up [a lot|again and again]|].",
+    "[It covers|There are] {k} {unit} from {mon}[, mostly {n1} and {n2}| - {n1}, {n2} and a few others].",
+    "[I'm|We're] [trying to see|checking] whether {g1} [really costs more than|is bigger than] {g2} [this year|"
+    "lately]{occ}.",
+    "{n1} and {n2} are the [big|main] names in [it|there]; {g1} is [where most of it goes|the biggest line].",
+    "[As a|Being a] {job}, I [never|rarely] have time for [spreadsheets|this admin] - {g1} and {g2} "
+    "[alone|between them] [fill|take up] [pages|most of it].",
+    "[The|Our] {what} [lives|usually lives] in {tool}[, which is where this came from|; this is its export].",
+    "{n1} [sent|raised] a query about the {g1} [figures|numbers][ last week| in {mon}], [hence|which is why] "
+    "I'm [looking at|sorting] this now.",
+    "[It's|This is] the {what} [for|of] {mon}: {g1}, {g2} and [so on|the usual].",
+]
+
+
+def story(rng: random.Random, persona: Persona, what: str, names: list[str], groups: list[str], k: int,
+          mon: str, unit: str = "rows", p: float = 0.7) -> str:
+    """An optional sentence about the table's own content (its names, groups, size, month) and the persona's job
+    and tools: nothing a check reads, but what makes one person's request about their data read unlike
+    another's. Always draws the same number of values; "" with probability 1 - `p`."""
+    use = rng.random() < p
+    tmpl = rng.choice(_STORIES)
+    n1, n2 = (rng.sample(list(names), 2) if len(names) >= 2 else [names[0], names[0]]) if names else ["", ""]
+    g1, g2 = (rng.sample(list(groups), 2) if len(groups) >= 2 else [groups[0], groups[0]]) if groups else ["", ""]
+    tool = rng.choice(list(persona.tools))
+    occ = expand("[ - {job} budgets are tight| (the {job} side of things)|]", rng, job=persona.occupation)
+    if not (names and groups) or len(set(names)) < 2 or len(set(groups)) < 2:
+        return ""
+    text = expand(tmpl, rng, g1=g1, g2=g2, n1=n1, n2=n2, k=k, unit=unit, mon=mon, what=what, job=persona.occupation,
+                  tool=tool, occ=occ)
+    return text if use else ""
+
+
+_JOB_LINES = [
+    "[I track|I keep] [most of this|all of this] in {tool}[, but it can't do this part|, which doesn't help "
+    "here].",
+    "[As a|Being a] {job}, [I'd rather be doing the actual work|this kind of admin eats my evenings|I don't get "
+    "much time for paperwork].",
+    "{tool} is [where I|what I] [normally|usually] [keep|manage] this, [but it's no good for this|and this is "
+    "the bit it can't do].",
+    "[It's|This is] [part of|for] my work as a {job}[ in {city}|].",
+    "[Work as a|Life as a] {job} [in {city}|] [doesn't leave|leaves little] time for this, [hence|so] the "
+    "[request|ask].",
+]
+
+
+def job_line(rng: random.Random, persona: Persona, p: float = 0.5) -> str:
+    """An optional sentence about the persona's job, town and tools (nothing a check reads); always draws the
+    same number of values, "" with probability 1 - `p`."""
+    use = rng.random() < p
+    tmpl = rng.choice(_JOB_LINES)
+    tool = rng.choice(list(persona.tools))
+    text = expand(tmpl, rng, tool=tool, job=persona.occupation, city=persona.location.split(",")[0].strip())
+    return text if use else ""

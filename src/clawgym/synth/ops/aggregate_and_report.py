@@ -163,6 +163,16 @@ SHARE_COLS = ["share_pct", "pct_of_total", "percent", "share", "pct"]
 RANK_COLS = ["rank", "position", "place"]
 SKIP_WHY = ["that account is closed", "those are personal", "they were refunded", "that's a different budget",
             "they're handled by head office", "those were test entries"]
+SKIP_WHY_DOM = {
+    "health": ["that's the locum agency, billed separately", "those went through the old cost centre"],
+    "education": ["the PTA pays those", "that was the trip fund, not the department"],
+    "food": ["those were staff meals", "that supplier is charged to the other site"],
+    "software": ["that's the sandbox account", "the platform team covers those"],
+    "finance": ["that client's fees are on a retainer sheet", "those were write-offs"],
+    "farm": ["that's the neighbour's share of the order", "those went on the grant claim"],
+    "creative": ["that was a personal job", "the gallery reimbursed those"],
+    "legal": ["that matter is billed through the other office", "those are pro bono"],
+}
 REPORT_FOLDERS = ["reports", "notes", "summaries", "out", "analysis", ""]
 
 
@@ -195,12 +205,16 @@ def _aggregate(header, rows, gcol, vcol):
     return out
 
 
-def key_figures(report: str, numbers: list, words: list) -> Check:
+def key_figures(report: str, numbers: list, words: list, gate_words: bool = False) -> Check:
     """The report's key figures, counted only when it gives the total it had to compute (numbers[0]): the top item
-    and its value are in the source itself, which copied to the report's path is no report."""
+    and its value are in the source itself, which copied to the report's path is no report. With `gate_words` the
+    words (the top item's name) gate too: a small row count is also in any numbered list of the request, which
+    copied to the report's path is no report either."""
+    gate = [Check("", "data_numbers_in_text", {"path": report, "numbers": numbers[:1]})]
+    if gate_words:
+        gate.append(Check("", "data_numbers_in_text", {"path": report, "words": words}))
     return Check("report_key_figures", "gated", parts=[
-        Check("", "data_numbers_in_text", {"path": report, "numbers": numbers, "words": words}),
-        Check("", "data_numbers_in_text", {"path": report, "numbers": numbers[:1]})])
+        Check("", "data_numbers_in_text", {"path": report, "numbers": numbers, "words": words}), *gate])
 
 
 class AggregateAndReport:
@@ -231,7 +245,7 @@ class AggregateAndReport:
                                                  f"{sc.stem}_{mon[:3].lower()}.csv", f"{sc.stem}_export.csv"])))
         words = expand("[my|the|our] {what}[ for {mon}| ({mon} 2026)|] `{name}`", rng, what=sc.what, mon=mon, name=name)
         words = words[:1].lower() + words[1:]
-        return header, rows, sc.group, sc.value, name, words, True
+        return header, rows, sc.group, sc.value, name, words, True, sc.what
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
         rng = ctx.rng
@@ -243,7 +257,7 @@ class AggregateAndReport:
             vcol = numeric_column(header, rows, role_column(source, header, "value"))
             gcol = group_column(header, rows, role_column(source, header, "group"), exclude=(vcol or "",))
             if vcol and gcol and len(_aggregate(header, rows, gcol, vcol)) >= 2:
-                picked = (header, rows, gcol, vcol, source.path, refer(source), False)
+                picked = (header, rows, gcol, vcol, source.path, refer(source), False, "")
             elif gcol is None and vcol is None:
                 gcol = group_column(header, rows, role_column(source, header, "group"))
             if picked is None and gcol and vcol is None:
@@ -258,7 +272,7 @@ class AggregateAndReport:
                     return self._rank_plan(ctx, source, header, rows, key, vcol)
         if picked is None:
             picked = self._own_input(ctx)
-        header, rows, gcol, vcol, src_path, src_words, own = picked
+        header, rows, gcol, vcol, src_path, src_words, own, what = picked
         if own:
             files.append(WorkspaceFile(path=src_path, content=to_csv(header, rows)))
 
@@ -307,27 +321,52 @@ class AggregateAndReport:
         G, VC = f"`{gcol}`", f"`{vcol}`"
         c_t, t_t, a_t = (f"`{c}`" for c in (c_col, t_col, a_col))
         items = [
-            expand("[one row per {g}|a row for [each|every] {g}][| value]", rng, g=G),
-            expand("[the columns [must be |]exactly|[exactly |]these columns:|header:] {cols}", rng, cols=cols),
-            expand("{c} = [the number of rows|how many rows|the row count] [in that group|for it|], {t} = [the "
-                   "sum|the total|everything added up] of {v}, {a} = {t} / {c}", rng, c=c_t, t=t_t, a=a_t, v=VC),
-            expand("{t} and {a} [with|rounded to] [two|2] decimals", rng, t=t_t, a=a_t),
-            expand("[@sort] [by|on] {t}[, highest first| from highest to lowest| in descending order| (biggest "
-                   "first)]", rng, t=t_t),
+            one_of(rng, ["[one row per {g}|a row for [each|every] {g}][| value]",
+                         "{g} values [each get|get] [exactly one|their own] row",
+                         "[no {g} appears twice|every {g} shows up once]"], g=G),
+            one_of(rng, ["[the columns [must be |]exactly|[exactly |]these columns:|header:] {cols}",
+                         "[use|keep to] the header {cols}[ and nothing else|, no extra columns|]",
+                         "[lay it out as|columns in this order:] {cols}"], cols=cols),
+            one_of(rng, ["{c} = [the number of rows|how many rows|the row count] [in that group|for it|], {t} = [the "
+                         "sum|the total|everything added up] of {v}, {a} = {t} / {c}",
+                         "{t} [sums|adds up] {v} [for the group|per group], {c} counts its rows and {a} is {t} "
+                         "divided by {c}",
+                         "[per|for each] group: [how many rows|the number of rows] ({c}), [their|the] {v} [total|sum] "
+                         "({t}) and the [mean|average] per row ({a})",
+                         "{a} [means|is] the average {v} per row, i.e. {t} over {c}; {t} is the plain sum and {c} "
+                         "the [count|number of rows]"], c=c_t, t=t_t, a=a_t, v=VC),
+            V.two_dec(rng, f"{t_t} and {a_t}"),
+            one_of(rng, ["[@sort] [by|on] {t}[, highest first| from highest to lowest| in descending order| (biggest "
+                         "first)]",
+                         "[largest|biggest] {t} at the top, [smallest|lowest] at the bottom",
+                         "{t} descending[ - the biggest group first|]"], t=t_t),
         ]
         if any(not r[vi].strip() for r in rows):
-            items.append(expand("[skip|ignore|leave out] rows [with an empty {v}|where {v} is blank|that have no "
-                                "{v}]", rng, v=VC))
+            items.append(one_of(rng, ["[skip|ignore|leave out] rows [with an empty {v}|where {v} is blank|that have no "
+                                      "{v}]",
+                                      "a blank {v} [means the row doesn't count|is not a zero - drop that row]",
+                                      "rows [missing|without] {v} [are left out of|don't go into] the counts and "
+                                      "totals"], v=VC))
         if ties:
-            items.append(expand("break ties in {t} alphabetically by {g}", rng, t=t_t, g=G))
+            items.append(expand("[break ties in {t} alphabetically by {g}|equal {t}s go A-Z by {g}]", rng, t=t_t, g=G))
         if skip_name:
-            items.append(expand("[leave out|ignore|don't count] the rows of {who} in {nc}[ - {why}|, since {why}|]",
-                                rng, who=f"\"{skip_name}\"", nc=f"`{header[1]}`", why=rng.choice(SKIP_WHY)))
+            items.append(one_of(rng, ["[leave out|ignore|don't count] the rows of {who} in {nc}[ - {why}|, since "
+                                      "{why}|]",
+                                      "{who} ({nc}) [stays|is kept] out of [it|every figure]: {why}",
+                                      "[before grouping|first], [drop|remove] every row whose {nc} is {who} "
+                                      "({why})"],
+                                who=f"\"{skip_name}\"", nc=f"`{header[1]}`",
+                                why=rng.choice(SKIP_WHY + SKIP_WHY_DOM.get(V.domain(ctx.persona), []))))
         if total_row:
-            items.append(expand("[finish|end] with a [last |final |]row labelled {lab} [carrying|holding|with] the "
-                                "overall {c}, {t} and {a}", rng, lab=label, c=c_t, t=t_t, a=a_t))
+            items.append(one_of(rng, ["[finish|end] with a [last |final |]row labelled {lab} [carrying|holding|with] "
+                                      "the overall {c}, {t} and {a}",
+                                      "[below the groups|at the bottom], one more row {lab} with {c}, {t} and {a} "
+                                      "[for all rows together|over everything]",
+                                      "[add|append] a {lab} row [last|at the end] - its {c}, {t} and {a} are for "
+                                      "the whole [table|file]"], lab=label, c=c_t, t=t_t, a=a_t))
         else:
-            items.append(expand("[no total row|don't add a total row|leave out any grand-total row]", rng))
+            items.append(expand("[no total row|don't add a total row|leave out any grand-total row|group rows "
+                                "only, no [overall|summary] line]", rng))
         lead = one_of(rng, [
             "[Using|From|Based on] {src}, [total|sum up|add up] {v} per {g} into `{summary}`.",
             "Break down {src} by {g}[ for me|] and [@save] it as `{summary}`.",
@@ -336,7 +375,10 @@ class AggregateAndReport:
             "I [@need] the {v} totals of {src} per {g}, in `{summary}`.",
             "How much [is there|did each one come to] per {g} in {src}? Put the [totals|figures] in `{summary}`.",
             "[Please |]make `{summary}` from {src}: {v} [grouped|totalled] by {g}.",
-        ], src=src_words, v=VC, g=G, summary=summary)
+            "[{who} asked|I've been asked] [which|what] {g} [the money goes to|costs us most]. [Roll up|Total] {v} "
+            "[by|per] {g} from {src} into `{summary}`.",
+            "`{summary}` should [show|hold] one line per {g} [with|totalling] the {v} from {src}.",
+        ], src=src_words, v=VC, g=G, summary=summary, who=flavor.person(rng))
         tail = one_of(rng, [
             "[Then|Also|And] write a [short|brief|quick] markdown [report|note|write-up] `{report}` that [states|gives] "
             "the grand total and [which {g} has|the {g} with] the highest total [(with that total)|and what it came "
@@ -345,7 +387,15 @@ class AggregateAndReport:
             "total, top {g} and its total)] into a markdown note `{report}`.",
             "[Add|Include] a [brief|short] markdown [summary|note] at `{report}` [giving|with] the overall total "
             "and naming the top {g} [and its total|with its total].",
-        ], report=report, g=gcol)
+            "[For the meeting|For {who}], `{report}` (markdown, a few lines) [should say|says] how much there is "
+            "[altogether|in total] and which {g} [tops the list|is biggest], with [that figure|its amount].",
+            "[The headline numbers|Three numbers] go in `{report}` as markdown: the [total of everything|sum over "
+            "all rows], the [leading|largest] {g}, and [its total|what that {g} adds up to].",
+        ], report=report, g=gcol, who=flavor.person(rng))
+        if own:
+            lead = " ".join(x for x in (lead, V.story(
+                rng, ctx.persona, what, list(dict.fromkeys(r[1] for r in rows)),
+                list(dict.fromkeys(r[gi] for r in rows)), len(rows), V.month_name(int(rows[0][0][5:7])))) if x)
         instruction = V.glue(rng, lead, V.reqs(rng, items), tail)
 
         lines = [f"# {gcol.capitalize()} summary", "",
@@ -423,8 +473,9 @@ class AggregateAndReport:
         items = [
             expand("[one row per {g}|a row for [each|every] {g}]", rng, g=gcol_words),
             expand("[the columns [must be |]exactly|columns:|header:] {cols}", rng, cols=cols),
-            expand("{sh} = [that {g}'s share|the share] of all {n} rows in percent, [one decimal|1 decimal place]",
-                   rng, sh=f"`{sh_col}`", g=gcol, n=n_rows),
+            expand("[{sh} = [that {g}'s share|the share] of all rows in percent|{sh} is the percentage of the rows "
+                   "that fall under it|[the share of the table|its share of all rows], as a percentage, goes in {sh}], "
+                   "[one decimal|1 decimal place|rounded to one decimal]", rng, sh=f"`{sh_col}`", g=gcol),
             expand("[most frequent first|biggest {c} first|[@sort] by {c}, highest first]", rng, c=c_col),
             expand("[ties in alphabetical order|break ties alphabetically|equal counts in A-Z order]", rng),
         ]
@@ -438,6 +489,8 @@ class AggregateAndReport:
             "[Then|Also] write a [short|brief] markdown note `{report}` naming the most common {g}, how many rows it "
             "has, and the total number of rows.",
             "[And|Also] a [brief|quick] markdown summary `{report}` with the row total and the top {g} with its count.",
+            "`{report}` ([markdown|a .md note], [short|a few lines]) [should tell me|states] how many rows there are "
+            "[altogether|overall] and which {g} [comes up most|is the most frequent], with [its count|how often].",
         ], report=report, g=gcol)
         instruction = V.glue(rng, lead, V.reqs(rng, items), tail)
         lines = [f"# Rows per {gcol}", "", f"- Total rows: {n_rows}", f"- Most common {gcol}: {top[0]} ({top[1]} rows)",
@@ -450,7 +503,7 @@ class AggregateAndReport:
                                                  "rows": [[r[0], r[2]] for r in out_rows], "tol": 0.06}),
             Check("sorted_by_count", "csv_rows", {"path": summary, "header": [g, c_col],
                                                   "rows": [r[:2] for r in out_rows], "ordered": True}),
-            key_figures(report, [n_rows, top[1]], [top[0]]),
+            key_figures(report, [n_rows, top[1]], [top[0]], gate_words=True),
         ]
         half = [list(r) for r in out_rows[: max(1, (len(out_rows) + 1) // 2)]][::-1]
         for r in half:
@@ -512,6 +565,8 @@ class AggregateAndReport:
             "[Add|Also write] a [short|brief] markdown note `{report}` naming the top {k} with its {v} and giving "
             "the total.",
             "[And|Then] a markdown summary `{report}` with the overall total and the top {k} and its value.",
+            "[Sum it all up|Summarise] in `{report}` (markdown): [who|which {k}] [leads|comes first] and with how "
+            "much, plus the [total over everyone|overall sum].",
         ], report=report, k=key, v=vcol)
         instruction = V.glue(rng, lead, V.reqs(rng, reqs), tail)
         lines = [f"# {vcol.capitalize()} ranking", "", f"- Total {vcol}: {fmt(grand)}",

@@ -11,10 +11,10 @@ import json
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.ops import _data_vocab as V
 from clawgym.synth.ops._docs_common import (
     add_workdays,
     aside,
-    clause,
     date_col,
     dated,
     digest,
@@ -46,23 +46,38 @@ from clawgym.synth.ops.base import (
 
 PHASES = {
     "software": ["Requirements", "API design", "Database changes", "Backend work", "Frontend work", "Testing",
-                 "Security review", "Documentation", "Release"],
+                 "Security review", "Documentation", "Release", "Load testing", "Data migration", "Beta feedback",
+                 "Monitoring setup"],
     "food": ["Menu draft", "Supplier quotes", "Tasting", "Staff training", "Kitchen setup", "Soft opening",
-             "Marketing", "Launch"],
+             "Marketing", "Launch", "Allergen sheet", "Hygiene inspection", "Price list", "Signage"],
     "education": ["Syllabus draft", "Materials", "Room booking", "Parent letter", "Rehearsal", "Lesson plans",
-                  "Assessment design", "Event day"],
+                  "Assessment design", "Event day", "Risk assessment", "Permission slips", "Marking scheme",
+                  "Display boards"],
     "health": ["Needs assessment", "Staff rota", "Stock order", "Training", "Patient letters", "Pilot clinic",
-               "Audit", "Go-live"],
+               "Audit", "Go-live", "Consent forms", "Equipment check", "Protocol sign-off", "Waiting list review"],
     "finance": ["Data collection", "Reconciliation", "Draft accounts", "Partner review", "Client sign-off",
-                "Filing", "Archive"],
+                "Filing", "Archive", "Bank confirmations", "Tax computation", "Management letter", "Invoice run"],
     "farm": ["Soil test", "Seed order", "Field prep", "Planting", "Irrigation check", "Fencing", "Harvest plan",
-             "Market prep"],
+             "Market prep", "Hedge cutting", "Vet visit", "Machinery service", "Grain store clean"],
     "creative": ["Concept", "Mood board", "Client approval", "Shoot", "Editing", "Print proofs", "Framing",
-                 "Opening night"],
+                 "Opening night", "Location scout", "Casting", "Colour grade", "Press release"],
     "legal": ["Intake", "Conflict check", "Document review", "Research memo", "Draft filing", "Partner review",
-              "Filing", "Client update"],
+              "Filing", "Client update", "Witness statements", "Disclosure", "Counsel's opinion", "Bundle prep"],
     "general": ["Scope", "Budget approval", "Vendor selection", "Procurement", "Setup", "Training", "Testing",
-                "Communication", "Launch"],
+                "Communication", "Launch", "Stakeholder survey", "Pilot run", "Handover", "Review meeting"],
+}
+# why a day is off (a sentence part of the request; the date itself is what the checks read)
+OFF_WHY = {
+    "health": ["the clinic shuts for staff training", "it's the CQC inspection day", "the ward closes for a deep clean"],
+    "education": ["it's an INSET day", "the school is closed for elections", "it's the staff training day"],
+    "food": ["we close for the deep clean", "the kitchen is shut for the refit", "it's our one day off"],
+    "software": ["it's the company offsite", "the office is closed for the move", "it's a company holiday"],
+    "finance": ["the office closes for the partners' away day", "it's a bank holiday", "the systems are down for "
+                "the upgrade"],
+    "farm": ["it's the county show", "the contractor has the machinery that day", "it's market day and nobody's free"],
+    "creative": ["the studio is booked out", "it's the gallery's install day", "I'm at the trade fair"],
+    "legal": ["the court is closed", "it's the firm's training day", "the office is shut for the move"],
+    "general": ["it's a public holiday", "the office is closed", "it's a bank holiday"],
 }
 # input columns (task, duration in working days, dependencies, owner) and output columns (task, owner, start, end)
 IN_COLS = [("task", "duration_days", "depends_on", "owner"), ("step", "days", "after", "owner"),
@@ -204,12 +219,19 @@ class BuildPlan:
         slots = dict(inp=in_path, out=out, cols=" | ".join(header), csvcols=",".join(header), fin=fin_l, t=tc, o=oc,
                      s=sc, e=ec, ti=incols[0], du=incols[1], de=incols[2], ow=incols[3],
                      hol=hol_words[0] if hol_words else "", order=", ".join(chosen))
+        dom = flavor.persona_domain(ctx.persona)
         if holidays:
             hol_clause = phrase(rng, ["{hol} is a public holiday (no work that day)",
                                       "nobody works on {hol} ([public holiday|bank holiday|the office is closed])",
-                                      "skip {hol} as well, it's a holiday"], **slots)
-        fmt = (clause(rng, "a markdown table with the columns {cols} followed by a line `{fin}: YYYY-MM-DD`", **slots)
-               if as_md else clause(rng, "a CSV with the columns {csvcols}", **slots))
+                                      "skip {hol} as well, it's a holiday",
+                                      "{hol} doesn't count as a working day: {why}",
+                                      "no work happens on {hol} ({why})",
+                                      "[treat|count] {hol} like a weekend - {why}"],
+                                why=rng.choice(OFF_WHY.get(dom, OFF_WHY["general"])), **slots)
+        fin_line = phrase(rng, ["followed by a line `{fin}: YYYY-MM-DD`",
+                                "and [then|after it] one line `{fin}: YYYY-MM-DD` [with|giving] the last end date",
+                                "[with|plus] a closing line `{fin}: YYYY-MM-DD` under it"], **slots)
+        fmt = (V.md_with(rng, slots["cols"]) + " " + fin_line if as_md else V.csv_with(rng, slots["csvcols"]))
         rules = [
             phrase(rng, ["each task starts on the first working day after all the tasks it depends on (`{de}`) have "
                          "ended (tasks without dependencies start on the start date)",
@@ -218,16 +240,29 @@ class BuildPlan:
                          "nothing starts before [its|all its] `{de}` [are|is] done: the next working day after the "
                          "last of them ends (no `{de}` = the start date)",
                          "[respect|honour] `{de}`: start on the working day after the latest one finishes, or on the "
-                         "start date if there are none"], **slots),
-            phrase(rng, ["it takes its `{du}` in working days (Mon-Fri, the start day counts)",
-                         "`{du}` [is|counts] working days (Mon-Fri), counting the start day",
+                         "start date if there are none",
+                         "[a task waits for|tasks wait for] everything in `{de}`; [it begins|they begin] the "
+                         "[working|next working] day after the last of those ends, [or|and tasks with an empty "
+                         "`{de}` begin] on day one",
+                         "if `{de}` is empty the task [opens|starts] on the start date; otherwise it [opens|starts] "
+                         "one working day after its latest dependency [closes|ends]"], **slots),
+            phrase(rng, ["it takes its `{du}` in {wd} (the start day counts)",
+                         "`{du}` [is|counts] {wd}, counting the start day",
                          "a task lasts `{du}` weekdays, its first day included",
                          "[weekends don't count|no work on Saturdays or Sundays]: `{du}` is in working days, "
-                         "start day included"], **slots),
-            phrase(rng, ["dates as YYYY-MM-DD", "[all|every] date[s|] [in the form|written] YYYY-MM-DD"]),
+                         "start day included",
+                         "`{du}` = how many {wd} it [runs|takes], the first one included (so 1 means it ends the "
+                         "day it starts)",
+                         "[the end date|a task's last day] is `{du}` {wd} on from its start, counting [the start|"
+                         "that first day] as one"], wd=V.workdays(rng), **slots),
+            V.iso(rng, "", plural=True),
             phrase(rng, ["rows sorted by `{s}`, ties in the order of the task list below",
-                         "[order|sort] the rows by `{s}` (ties: [task list order|as in the list below])"], **slots),
-            phrase(rng, ["keep [each|every] task's `{ow}` as `{o}`", "`{o}` = the task's `{ow}`"], **slots),
+                         "[order|sort] the rows by `{s}` (ties: [task list order|as in the list below])",
+                         "[earliest|soonest] `{s}` first; [same-day starts|equal starts] keep the task list order",
+                         "the table runs in `{s}` order, [with ties|ties] [as in|following] the task list"], **slots),
+            phrase(rng, ["keep [each|every] task's `{ow}` as `{o}`", "`{o}` = the task's `{ow}`",
+                         "`{o}` [comes straight from|is copied from] `{ow}`",
+                         "[whoever|the person] in `{ow}` [goes in|is the] `{o}`"], **slots),
         ] + ([hol_clause] if hol_clause else [])
         starts = [dated(rng, start), dated(rng, start)]  # drawn in this order, as before (same tasks per seed)
         k = rng.choice([0, 1])
@@ -270,7 +305,8 @@ class BuildPlan:
             head = one_of(rng, ["`{inp}` -> `{out}` ({fmt}), start {start}.", "Schedule: `{inp}` in, `{out}` out; "
                                 "start {start}; {fmt}.", "[plan|dates] for `{inp}` from {start} -> `{out}`, {fmt}."],
                           fmt=fmt, **slots)
-        instruction = join(story, head, reqs(rng, rules, lead=expand("[Rules:|How to schedule:|Scheduling rules:|]",
+        instruction = join(story, V.job_line(rng, ctx.persona, 0.4), head,
+                           reqs(rng, rules, lead=expand("[Rules:|How to schedule:|Scheduling rules:|]",
                                                                       rng)),
                            order_note, from_source.strip(), aside(rng, ctx.persona))
         program = PROGRAM.format(src=in_path, out=out, start=starts[k], holidays=hol_words, order=", ".join(chosen),
@@ -365,33 +401,66 @@ class BuildPlan:
                           "payment_schedule"], "md" if as_md else "csv", ["finance", "budget", "plans"], p_folder=0.4)
         text = ((f"# Payment plan\n\nBudget: {budget:.2f}\n\n" + md_table(header_out, rows_out) +
                  f"\n{tot_l}: {running:.2f}\n") if as_md else to_csv(header_out, rows_out))
-        order = (f"by `{header[di]}` (oldest first; ties by `{header[ni]}` A-Z, then smallest amount)" if di is not None
-                 else f"from the largest `{header[vi]}` to the smallest (ties by `{header[ni]}` A-Z)")
+        if di is not None:
+            order = expand(rng.choice([
+                "by {d} (oldest first; ties by {n} A-Z, then smallest amount)",
+                "[in date order|chronologically] by {d} ([same day|equal dates]: {n} alphabetically, then the "
+                "smaller amount first)",
+                "oldest {d} first, [breaking ties|with ties broken] by {n} (A-Z) and then by the [lower|smaller] "
+                "amount",
+            ]), rng, clause=True, d=f"`{header[di]}`", n=f"`{header[ni]}`")
+        else:
+            order = expand(rng.choice([
+                "from the largest {v} to the smallest (ties by {n} A-Z)",
+                "[biggest|largest] {v} first[, then down| and downwards] ({n} A-Z [on|for] ties)",
+                "in descending {v} order, [equal|tied] amounts by {n} alphabetically",
+            ]), rng, clause=True, v=f"`{header[vi]}`", n=f"`{header[ni]}`")
         slots = dict(budget=f"{budget:.2f}", desc=source.description, src=source.path, order=order, n=header[ni],
                      v=header[vi], out=out, start=start.isoformat(), cols=" | ".join(header_out),
                      csvcols=",".join(header_out), tot=tot_l, yes=w_yes, no=w_no, i=hi, a=ha, s=hs, d=hd, r=hr)
-        fmt = (clause(rng, "a markdown table with the columns {cols} and a final line `{tot}: <amount>`", **slots)
-               if as_md else clause(rng, "a CSV with the columns {csvcols}", **slots))
+        fmt = (V.md_with(rng, slots["cols"]) + " " + phrase(rng, [
+            "and a final line `{tot}: <amount>`", "[closing with|then] one line `{tot}: <amount>`",
+            "plus a last line `{tot}: <amount>` [for|with] the money committed"], **slots)
+               if as_md else V.csv_with(rng, slots["csvcols"]))
         head = one_of(rng, [
             "I only have {budget} to spend. Using {desc}, go through the entries {order}.",
             "make a payment plan in `{out}` for the entries of `{src}` taken {order}: budget {budget}.",
             "[the budget is|there's only|we have] {budget} [for this|left|in total]; [plan|work out] what we can pay "
             "from `{src}`, [going|taking the entries] {order}.",
             "[decide|work out] which entries of {desc} fit in a budget of {budget}, [in order|going] {order}.",
-        ], **slots)
+            "{budget} is all [the {project} has left|there is until the next top-up|I can release this month]: "
+            "[walk through|take] {desc} {order} and [see what we can afford|fund what fits].",
+            "[Not everything in|We can't pay all of] {desc} [can be paid|at once] - the pot is {budget}. [Go|Work] "
+            "through it {order}.",
+        ], project=rng.choice(flavor.vocab(ctx.persona.domain, ctx.persona.occupation)["projects"]), **slots)
         rules = [
             phrase(rng, ["an entry (`{i}` = `{n}`, `{a}` = `{v}`) is {yes} when it fits in what is left of the "
                          "budget, otherwise {no} - and carry on with the next",
                          "fund each entry (`{n}` as the `{i}`, `{v}` as the `{a}`) if it still fits, `{s}` {yes}; "
-                         "if not, `{s}` {no} and [keep going|go on] with the later ones"], **slots),
+                         "if not, `{s}` {no} and [keep going|go on] with the later ones",
+                         "[if|when] an entry's `{v}` [would push us over|doesn't fit in what's left of] the budget it's "
+                         "{no} (`{s}`), otherwise {yes}; a {no} entry doesn't stop the later ones [being funded|from "
+                         "fitting] (`{i}` from `{n}`, `{a}` from `{v}`)",
+                         "`{s}` says {yes} or {no}: {yes} while the remaining money covers the `{v}`, {no} when it "
+                         "doesn't - then [move on|skip to the next one] (copy `{n}` to `{i}`, `{v}` to `{a}`)"],
+                   **slots),
             phrase(rng, ["{yes} payments go on consecutive working days (Mon-Fri) from {start}, one per day, in `{d}`",
-                         "[pay|schedule] one {yes} entry per working day starting {start} (`{d}`, Mon-Fri)"], **slots),
+                         "[pay|schedule] one {yes} entry per working day starting {start} (`{d}`, Mon-Fri)",
+                         "`{d}`: the first {yes} entry is paid on {start}, each next one on the following {wd_one}",
+                         "[spread|pay out] the {yes} entries one a day over consecutive {wd}, [beginning|from] {start} "
+                         "(`{d}`)"], wd=V.workdays(rng), wd_one=rng.choice(["working day", "weekday", "business day"]),
+                   **slots),
             phrase(rng, ["`{r}` is the running total of what is {yes}",
-                         "[keep|give] a running total in `{r}`"], **slots),
+                         "[keep|give] a running total in `{r}`",
+                         "`{r}` [adds up|accumulates] the {yes} amounts [so far|as you go]",
+                         "[after|with] each {yes} row, `{r}` shows [how much is committed|the money spent] so far"],
+                   **slots),
             phrase(rng, ["leave `{d}` and `{r}` [empty|blank] for {no} entries",
-                         "{no} rows get no `{d}` and no `{r}`"], **slots),
-            phrase(rng, ["one row per entry in that order", "[every|each] entry gets a row, [same|in that] order"]),
-            phrase(rng, ["money with two decimals", "amounts to 2 decimals"]),
+                         "{no} rows get no `{d}` and no `{r}`",
+                         "[nothing|no date or total] in `{d}`/`{r}` on a {no} row"], **slots),
+            phrase(rng, ["one row per entry in that order", "[every|each] entry gets a row, [same|in that] order",
+                         "[list|keep] all the entries, funded or not, in [the order above|that order]"]),
+            V.two_dec(rng, rng.choice(["money", "amounts", "every amount", "the sums"])),
         ]
         instruction = join(head, phrase(rng, ["[write|save] `{out}` as {fmt}.", "the plan goes in `{out}`, {fmt}."],
                                         fmt=fmt, **slots), reqs(rng, rules))

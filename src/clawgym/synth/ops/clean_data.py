@@ -46,6 +46,17 @@ SKIP_REASONS = [
     "I've already filed those", "that's a test entry from the old system",
 ]
 
+SKIP_DOM = {
+    "health": ["that agency's invoices go through the trust, not us", "those claims were rejected by payroll"],
+    "education": ["the PTA covers that one", "those belong to last term's budget"],
+    "food": ["that's the other restaurant's supplier", "those were comped staff meals"],
+    "software": ["that's a personal account someone expensed by mistake", "those are the sandbox charges"],
+    "finance": ["that client moved to another firm", "those fees were written off"],
+    "farm": ["that's my neighbour's half of a shared order", "those sales were the charity stall"],
+    "creative": ["that was a favour, not a paid job", "the gallery settles those directly"],
+    "legal": ["that matter was transferred out", "those are pro bono and tracked elsewhere"],
+}
+
 
 class CleanData:
     id = "clean_data"
@@ -101,34 +112,53 @@ class CleanData:
         d, nm, g, v = (f"`{c}`" for c in header)
         cols = ", ".join(header) if rng.random() < 0.5 else ",".join(header)
         items = [
-            expand("[@remove] [exact duplicate rows|rows that appear twice|duplicated lines|repeated entries "
-                   "(keep one copy)]", rng),
-            expand("[@remove] [any row|every line|each row] [with no|missing a|that has an empty] {v}[| value]", rng, v=v),
-            expand("[write|format|put] [every|each] {d}[| value] as YYYY-MM-DD[| (ISO)]", rng, d=d),
-            expand("[give|write] {v} as {p2} (no currency [signs|symbols] or thousands separators)", rng, v=v,
-                   p2=V.plain2(rng)),
-            expand("[trim stray spaces|strip extra whitespace|remove leading and trailing spaces] [from the "
-                   "cells|around names|]", rng),
-            expand("[@sort] the rows by {d}[, then|, and then by] {nm}", rng, d=d, nm=nm),
-            expand("[keep exactly the columns|the header must be exactly|use the columns] {cols}", rng, cols=cols),
+            one_of(rng, ["[@remove] [exact duplicate rows|rows that appear twice|duplicated lines|repeated entries "
+                         "(keep one copy)]",
+                         "[a row that's in there twice|a line exported twice] [counts once|stays only once]",
+                         "[the export repeats some rows|some lines are doubled]; [one copy each|keep a single copy]"]),
+            one_of(rng, ["[@remove] [any row|every line|each row] [with no|missing a|that has an empty] {v}[| value]",
+                         "[rows|lines] [where|whose] {v} is [blank|empty] [go|are dropped] - [they're|those are] not "
+                         "real {w}",
+                         "no {v}, no row"], v=v, w=rng.choice(["entries", "records", "transactions", "lines"])),
+            one_of(rng, ["[write|format|put] [every|each] {d}[| value] as YYYY-MM-DD[| (ISO)]",
+                         "{iso} - the export mixes [several|three or four|all sorts of] date styles",
+                         "{iso}"], d=d, iso=V.iso(rng, d)),
+            one_of(rng, ["[give|write] {v} as {p2} (no currency [signs|symbols] or thousands separators)",
+                         "{v}: {p2}[ - no $, no commas|, with the currency signs and commas stripped]",
+                         "[strip|drop] [the currency signs|symbols] and thousands commas from {v} [so each is|, "
+                         "leaving] {p2}"], v=v, p2=V.plain2(rng)),
+            expand("[trim stray spaces|strip extra whitespace|remove leading and trailing spaces|no leading or "
+                   "trailing blanks] [from the cells|around names|in {nm}|]", rng, nm=nm),
+            V.sorted_by(rng, d, nm),
+            expand("[keep exactly the columns|the header must be exactly|use the columns|same four columns, "
+                   "same names:] {cols}", rng, cols=cols),
         ]
         if skip:
             items.append(expand("[leave out|skip|exclude|[@remove]] [the rows of|every row from|anything from] {who}"
                                 "[, since| -| because|;] {why}", rng, who=f"\"{skip[0]}\"",
-                                why=rng.choice(SKIP_REASONS)))
+                                why=rng.choice(SKIP_REASONS + SKIP_DOM.get(V.domain(ctx.persona), []))))
         lead = one_of(rng, [
             "[My|The] {what} `{src}` is {mess}[ (the {mon} one)|].",
             "I exported [my|the] {what} for {mon} to `{src}` and it[ came out| is] {mess}.",
             "`{src}` is [my|the] {what}[ for {mon}|] and it's {mess}.",
             "[Here's|There's] [a|my] {what} in `{src}`[, {mon} 2026|] - {mess}, as usual.",
-        ], what=what, src=src, mon=mon, mess=V.mess(rng))
+            "[Whoever|The system that] [exported|produced] `{src}` ([the|my] {what}) [made it|left it] {mess}: "
+            "[duplicates, gaps|doubled rows, blanks] and [three|several] date styles.",
+            "Before {who} [can use|looks at] the {mon} {what}, `{src}` [has to be|needs to get] [fixed|sorted out] - "
+            "it's {mess}.",
+            "`{src}` ({what}, {mon}) [won't import|can't be loaded] into [anything|the accounts] the way it is; "
+            "it's {mess}.",
+        ], what=what, src=src, mon=mon, mess=V.mess(rng), who=flavor.person(rng))
         ask = one_of(rng, [
             "[@please] [clean|tidy] it [up |]into `{out}`.",
             "[I [@need]|Please make] a clean copy at `{out}`.",
             "Could you [clean it up|tidy it] and [@save] the result as `{out}`?",
             "[Save|Write] a cleaned version [to|as] `{out}`.",
         ], out=out)
-        instruction = f"{lead} {ask}" + V.reqs(rng, items, ("What clean means here:", "When you clean it:"), verbs=True)
+        story = V.story(rng, ctx.persona, what, sc.names, sc.groups, len(messy), mon)
+        instruction = " ".join(x for x in (lead, story, ask) if x) + V.reqs(
+            rng, items, ("What clean means here:", "When you clean it:", "Cleaning rules:", "By clean I mean:"),
+            verbs=True)
         rows_match = Check("", "csv_rows", {"path": out, "header": header, "rows": rows})
         # the formats count only as far as the rows are right: the messy export copied as it is has some ISO dates
         # and plain amounts already

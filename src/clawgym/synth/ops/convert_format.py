@@ -232,16 +232,20 @@ class ConvertFormat:
             items.append(expand("{nums} as [numbers|JSON numbers|numeric values] [(not quoted strings)|, unquoted|, not "
                                 "text]", rng, nums=nums))
             items.append(expand("[empty cells as null|blank cells become null|null for empty cells]", rng))
-            items.append(expand("everything else as [strings|text]", rng))
+            items.append(expand("[everything else as [strings|text]|other fields stay [strings|text]|the rest "
+                                "[are|as] quoted strings]", rng))
         else:
-            items.append(expand("all values as strings", rng))
+            items.append(expand("[all values as strings|every value a string|quote every value as text]", rng))
         lead = one_of(rng, [
             "Convert {src} to {F}[ for me|]: write `{out}`.",
             "Our [import tool|new app|dashboard|script] wants {F}, so please turn {src} into `{out}`.",
             "[Please |]save {src} as {F} in `{out}`.",
             "Could you [re-save|convert|export] {src} as {F} (`{out}`)?",
             "I [@need] {src} in {F} form at `{out}`.",
-        ], src=src_words, F=F, out=out)
+            "[{who}'s|The] {tool} [only reads|only takes|expects] {F}: [put|write] {src} there as `{out}`.",
+            "[Same data|The same rows], [different format|new format]: {src} -> {F} in `{out}`.",
+        ], src=src_words, F=F, out=out, who=flavor.person(rng).split()[0],
+            tool=rng.choice(["import script", "dashboard", "reporting tool", "booking app", "website", "notebook"]))
         lead = lead[:1].upper() + lead[1:]
         instruction = lead + V.reqs(rng, items)
         checks = [
@@ -287,7 +291,8 @@ class ConvertFormat:
             expand("one [row|line] per record[, in the original order|, same order as the source|, order kept]", rng),
             expand("[missing or null values as empty cells|blanks for missing values|null or absent fields left "
                    "empty]", rng),
-            expand("numbers written as plain numbers", rng),
+            expand("[numbers written as plain numbers|numbers as they are (no quotes, no formatting)|plain digits "
+                   "for numbers[, no thousands separators|]]", rng),
         ]
         lead = one_of(rng, [
             "Convert {src}{sheet} to CSV at `{out}`.",
@@ -295,7 +300,9 @@ class ConvertFormat:
             "[Please |]flatten {src}{sheet} into the CSV `{out}`.",
             "Could you export {src}{sheet} to `{out}` (CSV)?",
             "[Turn|Make] {src}{sheet} into a plain CSV, `{out}`.",
-        ], src=src_words, sheet=sheet_note, out=out)
+            "[{who} lives in spreadsheets|{who} only uses Excel], so {src}{sheet} [has to become|needs to be] a CSV: "
+            "`{out}`.",
+        ], who=flavor.person(rng).split()[0], src=src_words, sheet=sheet_note, out=out)
         lead = lead[:1].upper() + lead[1:]
         instruction = lead + V.reqs(rng, items)
         checks = [

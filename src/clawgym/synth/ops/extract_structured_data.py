@@ -121,6 +121,16 @@ def md_headings(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def _order(rng, d: str, f: str) -> str:
+    """How the rows are ordered (by the date column `d`, then `f`), as a participle phrase."""
+    return expand(rng.choice([
+        "[sorted|ordered] by {d}[, then| and then by|, ties by] {f}",
+        "in {d} order[, {f} breaking ties| (ties: {f})]",
+        "[going|running] from the earliest {d} to the latest[, then by {f}| ({f} for ties)]",
+        "[arranged|listed] by {d} and [within a day|on the same date] by {f}",
+    ]), rng, clause=True, d=d, f=f)
+
+
 class ExtractStructuredData:
     id = "extract_structured_data"
     consumes: tuple[str, ...] = (DOCUMENT, MESSAGES)
@@ -200,7 +210,7 @@ class ExtractStructuredData:
                         fc=f"`{fc}`", vc=f"`{vc}`", dc=f"`{dc}`", tc=f"`{tc}`")
         return dict(files=files, header=header, rows=rows, out=out, what=what, fields=fields, folder=folder,
                     key=fc, path_key=True, numeric={tc},
-                    order=expand("[sorted|ordered] by {d}[, then| and then by|, ties by] {f}", rng, d=dc, f=fc).lower(),
+                    order=_order(rng, dc, fc),
                     roles={"date": dc, "name": vc, "group": vc, "value": tc},
                     reads=[read(f.path) for f in files[:3]], label="receipts", unit="receipt")
 
@@ -273,7 +283,7 @@ class ExtractStructuredData:
                         "shipping], {p2})", rng, p2=V.plain2(rng), oc=f"`{oc}`", vc=f"`{vc}`", dc=f"`{dc}`", tc=f"`{tc}`")
         return dict(files=files, header=header, rows=rows, out=out, what=what, fields=fields, folder=folder,
                     key=oc, numeric={tc},
-                    order=expand("[sorted|ordered] by {d}[, then| and then by|, ties by] {f}", rng, d=dc, f=oc).lower(),
+                    order=_order(rng, dc, oc),
                     roles={"date": dc, "name": vc, "group": vc, "value": tc},
                     reads=[exec_(f"head -n 40 {folder}/*.eml")], label="order emails", unit="order")
 
@@ -424,11 +434,20 @@ class ExtractStructuredData:
         json_note = ""
         if jpath:
             nums = ", ".join(f"`{h}`" for h in sorted(spec["numeric"]))
-            json_note = " " + expand("[Also|In addition,|And] [@save] [the same records|those rows|the same data] as "
-                                     "[a JSON array of objects|a JSON list of records|JSON (an array of objects)] at "
-                                     "`{j}` (keys = the column names" + ("; {nums} as JSON numbers, not strings"
-                                                                         if nums else "") + ").",
-                                     rng, j=jpath, nums=nums)
+            numtxt = "" if not nums else one_of(rng, [
+                "; {nums} as JSON numbers, not strings", "; numbers ({nums}) unquoted",
+                "; {nums} [must be|as] [real|actual] numbers[, no quotes|]",
+                "; keep {nums} numeric, [not|never] [text|strings]"], nums=nums)
+            json_note = " " + one_of(rng, [
+                "[Also|In addition,|And] [@save] [the same records|those rows|the same data] as [a JSON array of "
+                "objects|a JSON list of records|JSON (an array of objects)] at `{j}` (keys = the column names{nt}).",
+                "[A JSON copy|The same thing as JSON] [goes to|at] `{j}` too: [a list|an array] with one object per "
+                "row, keyed by the column names{nt}.",
+                "[I also want|Please also write] `{j}`, [each row|every row] as an object whose keys are the CSV's "
+                "column names{nt}.",
+                "[Mirror|Duplicate] the table [in|as] `{j}` ([an array of objects|one JSON object per row], the "
+                "[column names|headers] as keys{nt}).",
+            ], j=jpath, nt=numtxt)
         cols = V.cols(rng, header)
         instruction = one_of(rng, [
             "Go through {what} and pull out {fields}. [Save|Write|Put] one row per {unit} to `{out}` with the header {cols}, "
@@ -439,8 +458,38 @@ class ExtractStructuredData:
             "Could you [turn|make] {what} into a [CSV|spreadsheet] at `{out}`? [One row per {unit}|A row for each "
             "{unit}], columns {cols}: {fields}. Rows {order}.{json}",
             "[Read|Look at] {what}. [For each|For every] {unit}, I want {fields} - in `{out}` ({cols}), {order}.{json}",
-        ], what=spec["what"], fields=spec["fields"], unit=spec["unit"], out=out, cols=cols, order=spec["order"],
+            "[Typing|Copying] {what} [up|out] by hand [takes forever|is what I usually do]. [Instead,|Could you]"
+            " [build|make] `{out}` [- header|with header] {cols} - [from them|holding] {fields}; {order}.{json}",
+            "`{out}` [should get|needs] {one} from {what}, [laid out as|columns] {cols}: {fields}. [Keep the rows|"
+            "Rows] {order}.{json}",
+        ], one=expand("[one row per|a line for each] {u}", rng, u=spec["unit"]), what=spec["what"], fields=spec["fields"], unit=spec["unit"], out=out, cols=cols, order=spec["order"],
             json=json_note)
+        if spec["files"] and spec["roles"].get("name") in header:  # its own files: a word on what they are
+            ni = header.index(spec["roles"]["name"])
+            names = list(dict.fromkeys(r[ni] for r in rows))
+            n1, n2 = (names * 2)[:2] if len(names) < 2 else rng.sample(names, 2)
+            tales = [
+                "[These are|There are] {k} {unit}s[, from {n1}, {n2} and others| in there, {n1} and {n2} among "
+                "them].",
+                "I [usually|normally] [type|copy] these into {tool} by hand[ - {k} of them this time|].",
+                "[As a|Being a] {job}, I [get|collect] [a lot of|piles of] these; {n1} [is the worst for it|sends "
+                "the most].",
+                "[{n1} and {n2} are in there|Some are from {n1}, some from {n2}], [all|each] in [its|their] own "
+                "[format|layout].",
+                "[Nobody|No one] [has|'s] [logged|entered] these {unit}s [yet|since {n1}'s came in].",
+            ]
+            if spec["unit"] == "product":
+                tales = [
+                    "[The list has|There are] {k} {unit}s[, {n1} and {n2} among them| on it, from {n1} to {n2}].",
+                    "I [usually|normally] [retype|copy] [this list|these prices] into {tool} by hand[ - {k} lines "
+                    "this time|].",
+                    "[As a|Being a] {job}, I [reorder|restock] from [this list|them] [every month|often]; {n1} "
+                    "[is what we go through fastest|matters most].",
+                ]
+            tale = one_of(rng, tales, k=len(rows), unit=spec["unit"], n1=n1, n2=n2, tool=rng.choice(list(ctx.persona.tools)),
+                job=ctx.persona.occupation)
+            if rng.random() < 0.65:
+                instruction = f"{tale} {instruction}" if rng.random() < 0.5 else f"{instruction} {tale}"
         key = spec["key"]
         pcols = [key] if spec.get("path_key") else []
         base = spec["folder"]

@@ -37,6 +37,18 @@ THEIRS_COLS = ["bank_amount", "statement_amount", "bank_value", "bank_side"]
 REASON_COLS = ["reason", "issue", "status", "problem", "finding"]
 STATEMENT_NAMES = ["bank_statement", "statement_export", "card_statement", "bank_transactions", "bank_csv",
                    "online_banking_export", "statement_{mon}", "card_{mon}"]
+# when a persona has to have the books squared (a sentence of the request, nothing a check reads)
+RECON_WHEN = {
+    "health": ["the practice manager's audit", "the quarterly claims review", "the trust's spending check"],
+    "education": ["the bursar's termly check", "the governors' finance meeting", "the end-of-term audit"],
+    "food": ["the VAT return", "my accountant's visit", "the end-of-month stock take"],
+    "software": ["the finance sync", "the quarterly cost review", "the board pack"],
+    "finance": ["the client's year-end pack", "the partner review", "the audit fieldwork"],
+    "farm": ["the co-op's annual return", "the grant claim", "the harvest accounts"],
+    "creative": ["my tax return", "the studio's quarter close", "the funding report"],
+    "legal": ["the client account check", "the regulator's annual report", "the accounts rules review"],
+    "general": ["the month-end close", "my tax return", "the quarterly review", "the accountant's visit"],
+}
 OUT_NAMES = ["mismatches", "reconciliation", "recon_issues", "discrepancies", "to_investigate", "unmatched",
              "recon_{mon}", "exceptions"]
 
@@ -144,6 +156,7 @@ class ReconcileRecords:
             generic = self._generic(ctx, source)
             if generic is not None:
                 return generic
+        story = ""
         if ledger is not None and source is not None:
             ledger_path, ledger_words = source.path, refer(source)
             name_col = role_column(source, table_of(source)[0], "name") or "payee"
@@ -153,6 +166,8 @@ class ReconcileRecords:
             ledger_words = expand("[my|our|the] [ledger|{what}|books] `{p}`", rng, what=sc.what, p=ledger_path)
             ledger_words = ledger_words[:1].lower() + ledger_words[1:]
             name_col = sc.name
+            story = V.story(rng, ctx.persona, sc.what, sc.names, sc.groups, len(ledger), V.month_name(_m),
+                            unit="ledger lines")
 
         statement = rng.choice(["bank statement", "card statement", "bank export"])
         # the other side: a copy of the ledger with a few mismatches, in the bank's own format
@@ -199,20 +214,42 @@ class ReconcileRecords:
             for d, p, v in bank:
                 bal = round(bal - v, 2)
                 brows.append([d.strftime("%d/%m/%Y"), p, f"-{v:.2f}", f"{bal:.2f}"])
-            fmt_note = expand("[The statement's dates are|The bank writes dates as] DD/MM/YYYY and money out is "
-                              "[negative|shown with a minus sign].", rng)
+            fmt_note = one_of(rng, [
+                "[The statement's dates are|The bank writes dates as] DD/MM/YYYY and money out is [negative|shown "
+                "with a minus sign].",
+                "[Heads up:|Note that|Watch out:] the bank [puts the day first|writes DD/MM/YYYY] and [shows "
+                "payments as negative amounts|puts a minus in front of what went out].",
+                "Their export has a running balance column[ you can ignore|, which doesn't matter here], day-first "
+                "dates (DD/MM/YYYY) and [negative|minus-signed] amounts for [payments|money going out].",
+                "[Amounts leaving the account|Payments] are negative on the statement, and its dates read "
+                "DD/MM/YYYY[ (so 03/04 is 3 April)|].",
+            ])
         elif style == "debit":
             bheader = [rng.choice(["date", "txn date", "posted"]), rng.choice(["description", "narrative", "details"]),
                        rng.choice(["debit", "paid out", "money out"]), rng.choice(["credit", "paid in", "money in"])]
             brows = [[d.strftime("%d.%m.%Y"), f"{rng.choice(TYPES)} {p}", f"{v:.2f}", ""] for d, p, v in bank]
-            fmt_note = expand("[The statement's dates are|Dates on the statement are] DD.MM.YYYY and each "
-                              "description is a transaction type (CARD, DD, TRF, POS) followed by the [payee|name].", rng)
+            fmt_note = one_of(rng, [
+                "[The statement's dates are|Dates on the statement are] DD.MM.YYYY and each description is a "
+                "transaction type (CARD, DD, TRF, POS) followed by the [payee|name].",
+                "The bank [glues|prefixes] a [transaction code|type code] (CARD, DD, TRF or POS) [onto|to] every "
+                "description - the [payee|name] is what follows it - and [writes|uses] DD.MM.YYYY dates.",
+                "[Expect|You'll see] dotted dates (DD.MM.YYYY) and descriptions like \"POS <payee>\" or \"DD "
+                "<payee>\"; [strip|ignore] the CARD/DD/TRF/POS code [to get|and you have] the [payee|name].",
+                "Payments sit in the debit column[, credits are empty|]; dates [are|read] DD.MM.YYYY and the "
+                "description starts with CARD, DD, TRF or POS before the [payee|name].",
+            ])
         else:
             bheader = [rng.choice(["Posted", "Date posted", "Transaction date"]), rng.choice(["Payee", "Merchant", "To"]),
                        rng.choice(["Amount (EUR)", "Amount (GBP)", "Amount (USD)", "Amount"])]
             brows = [[d.strftime("%Y-%m-%d"), p.upper(), f"{v:,.2f}"] for d, p, v in bank]
-            fmt_note = expand("The [statement|bank] writes [payees|names] in capitals; compare [names|them] ignoring "
-                              "case.", rng)
+            fmt_note = one_of(rng, [
+                "The [statement|bank] writes [payees|names] in capitals; compare [names|them] ignoring case.",
+                "[Names|Payees] on the [statement|export] are ALL CAPS, so [match them|compare] case-insensitively.",
+                "[Don't let the|Ignore the] upper-case [names|payees] on the bank side [trip you up|fool you]: "
+                "\"ACME LTD\" and \"Acme Ltd\" are the same [payee|name].",
+                "[Their|The bank's] amounts may have thousands separators and every [payee|name] is shouted in "
+                "capitals - case doesn't matter when [you compare|matching].",
+            ])
         mon = ledger[0][0].strftime("%b").lower()
         bfold = V.folder(ctx.persona, rng, ["bank", "statements", "downloads"])
         bank_path = ctx.path(V.join(bfold, rng.choice(STATEMENT_NAMES).format(mon=mon) + ".csv"))
@@ -229,6 +266,7 @@ class ReconcileRecords:
             ncol = "payee"
         expected = [r[:4] + [code[r[4]]] for r in expected]
         C = {k: f"`{v}`" for k, v in code.items()}
+        N = f"`{ncol}`"
         rule_items = [
             one_of(rng, [
                 "a ledger line and a statement line match when [{n}, date and amount all agree|they have the same "
@@ -236,31 +274,58 @@ class ReconcileRecords:
                 "[lines|entries] that share {n}, date and amount on both sides are matched[ and stay out of the "
                 "file|]",
                 "an exact match is the same {n}, [the same |]date and [the same |]amount in both files",
-            ], n=f"`{ncol}`"),
+                "[start by pairing off|first cross off] the lines that agree on all three: {n}, date, amount",
+                "if {n}, day and amount are identical on both sides, [that's a match|the pair is fine] and "
+                "[it's not reported|nothing gets written for it]",
+            ], n=N),
             one_of(rng, [
                 "of what is left, pair lines with the same {n} and amount but different dates (reason {c})",
                 "[among|of] the leftovers, [same|equal] {n} and amount [but|with] another date [pair up as|is] {c}",
                 "[next|then], unmatched lines with the same {n} and amount on different days [are|count as] {c}",
-            ], n=f"`{ncol}`", c=C["date_mismatch"]),
+                "{c} is for a pair that agrees on {n} and amount but [was booked|cleared] on another day",
+                "[when|if] only the date is off (same {n}, same amount), [pair them and call it|the reason is] {c}",
+            ], n=N, c=C["date_mismatch"]),
             one_of(rng, [
                 "[then|after that] pair lines with the same {n} and date but different amounts (reason {c})",
                 "[after that|then], same {n} and date [but|with] [a different|another] amount [is|pairs up as] {c}",
                 "whatever still has a partner with the same {n} and date but a different amount is {c}",
-            ], n=f"`{ncol}`", c=C["amount_mismatch"]),
+                "a leftover pair on the same day for the same {n} whose amounts disagree [gets|is marked] {c}",
+                "[once dates are done|after the date pairs], lines that agree on {n} and day but not on the "
+                "[money|sum] are {c}",
+            ], n=N, c=C["amount_mismatch"]),
             one_of(rng, [
                 "any ledger line still unpaired is {a} and any statement line still unpaired is {b}",
                 "[everything|whatever] left over is {a} (ledger side) or {b} (statement side)",
                 "unpaired [lines|entries]: {a} [if they are|when] in the ledger, {b} [if they are|when] on the "
                 "statement",
+                "[no partner at all|nothing to pair with]? [Then it's|That's] {a} for a ledger line, {b} for a "
+                "[bank|statement] line",
+                "{b} [marks|is for] [bank|statement] lines [the books don't have|that never made it into the "
+                "ledger], {a} the other way round",
             ], a=C["missing_in_bank"], b=C["missing_in_ledger"]),
         ]
+        OC, TC = f"`{ocol}`", f"`{tcol}`"
         cols_items = [
             expand("[columns|header]: {cols}", rng, cols=V.cols(rng, out_header)),
-            expand("{d} as YYYY-MM-DD (the ledger's date, or the statement's for {b} lines)", rng, d=f"`{dcol}`",
-                   b=C["missing_in_ledger"]),
-            expand("{o} and {t} as positive numbers with two decimals, [left empty|blank] on the side where the "
-                   "line is missing", rng, o=f"`{ocol}`", t=f"`{tcol}`"),
-            expand("[only the mismatches|no matched lines|matching lines left out]", rng),
+            one_of(rng, [
+                "{d} as YYYY-MM-DD (the ledger's date, or the statement's for {b} lines)",
+                "{d} [comes from|is taken from] the ledger[ side|], except for {b} lines where [it's|you take] the "
+                "statement's date[ - YYYY-MM-DD either way|, in YYYY-MM-DD]",
+                "{iso}; [use|take] the statement's date only [when|where] the ledger has no line ({b})",
+                "[for|in] {d}, [write|put] the ledger date (the bank's date for {b}), [ISO style|formatted "
+                "YYYY-MM-DD]",
+            ], d=f"`{dcol}`", b=C["missing_in_ledger"], iso=V.iso(rng, f"`{dcol}`")),
+            one_of(rng, [
+                "{o} and {t} as positive numbers with two decimals, [left empty|blank] on the side where the line is "
+                "missing",
+                "{dec}, no minus signs; [leave|keep] the cell [empty|blank] for the side that has no line",
+                "[a missing side|the side without a line] [stays|is left] blank; [otherwise|everywhere else] {o} "
+                "and {t} [hold|are] the amounts [as positive values|without a sign] [to the cent|with two decimals]",
+                "[put|write] our amount in {o} and the bank's in {t} (positive, [2 dp|two decimals]) - [nothing|an "
+                "empty cell] where [one side doesn't have the line|a side is missing]",
+            ], o=OC, t=TC, dec=V.two_dec(rng, f"{OC} and {TC}")),
+            expand("[only the mismatches|no matched lines|matching lines left out|nothing for lines that "
+                   "[reconcile|agree]|[just|only] the problem lines, not the good ones]", rng),
         ]
         lead = one_of(rng, [
             "Please reconcile {lw} against the {st} `{bp}`.",
@@ -269,12 +334,38 @@ class ReconcileRecords:
             "Cross-check {lw} with the {st} in `{bp}`.",
             "[Does|Do] {lw} agree with the {st} (`{bp}`)? [Find out|Check line by line].",
             "[Time for|Help me with] the monthly reconciliation: {lw} vs the {st} `{bp}`.",
-        ], lw=ledger_words, st=statement, bp=bank_path)
+            "The {st} `{bp}` and {lw} [should|ought to] tell the same story, [but the balances don't|yet the "
+            "totals are off|but something is off].",
+            "[Tick off|Go through] {lw} line by line against `{bp}` ({st}) [and tell me what doesn't agree|and "
+            "flag whatever is off].",
+            "[Before|Ahead of] {when}, I [have to|must] [square|reconcile] {lw} with what the bank says in `{bp}`.",
+        ], lw=ledger_words, st=statement, bp=bank_path, when=rng.choice(RECON_WHEN.get(V.domain(ctx.persona),
+                                                                                         RECON_WHEN["general"])))
         where = one_of(rng, ["[Write|Save|List] the [mismatches|discrepancies|problem lines] [to|in] `{out}`.",
-                             "The [result|list of problems] goes [in|into] `{out}`."], out=out)
-        instruction = V.cat(lead + " " + fmt_note + " " + where,
-                            V.reqs(rng, rule_items, fixed_order=True, list_leads=("Matching rule:", "How to match:")),
-                            V.reqs(rng, cols_items, list_leads=("Output:", "For the file:")))
+                             "The [result|list of problems] goes [in|into] `{out}`.",
+                             "[Every|Each] line that doesn't reconcile [goes|should end up] in `{out}`.",
+                             "`{out}` [should list|is for] [what doesn't match|the exceptions].",
+                             "[I'd like|Give me] the [breaks|exceptions|differences] as a CSV: `{out}`."], out=out)
+        if rng.random() < 0.3:  # the whole matching rule in one breath, as people write it in a hurry
+            rules_txt = " " + one_of(rng, [
+                "Match on {n}+date+amount first; of the rest, same {n} and amount on another day is {dm}, same {n} "
+                "and day with another amount is {am}; what's left is {mb} (ours only) or {ml} (bank only).",
+                "[How I match:|The rule:] exact {n}/date/amount pairs are fine and stay out; [then|next] {dm} for "
+                "[a pair that only differs in the date|date-only differences], [then|after that] {am} for "
+                "[same-day pairs with different amounts|amount-only differences]; lone lines are {mb} (ledger) and "
+                "{ml} (statement).",
+            ], n=N, dm=C["date_mismatch"], am=C["amount_mismatch"], mb=C["missing_in_bank"],
+                ml=C["missing_in_ledger"])
+        else:
+            rules_txt = V.reqs(rng, rule_items, fixed_order=True,
+                               list_leads=("Matching rule:", "How to match:", "The order of matching:",
+                                           "Pair them up like this:"))
+        lead = f"{lead} {story}" if story else lead
+        parts = [lead + " " + fmt_note + " " + where, rules_txt,
+                 V.reqs(rng, cols_items, list_leads=("Output:", "For the file:", "In the CSV:", "Layout:"))]
+        if rng.random() < 0.35:
+            parts = [lead + " " + where + " " + fmt_note, parts[2], rules_txt]
+        instruction = V.cat(*parts)
         checks = [
             Check("mismatches_found", "csv_rows",
                   {"path": out, "header": [ncol, rcol], "rows": [[r[1], r[4]] for r in expected]}),
@@ -399,19 +490,29 @@ class ReconcileRecords:
         expected = [r[:4] + [recode[r[4]]] for r in expected]
         K = f"`{key}`"
         items = [
-            expand("[match|pair] the rows by {k} (ignoring case)[; column names match ignoring case too|]", rng, k=K),
-            expand("[one row per {k} that only my file has|a row for each {k} missing from theirs|every {k} only "
-                   "I have gets a row] (reason {a})", rng, k=K, a=f"`{mo}`"),
-            expand("[one row per {k} that only `{o}` has|a row for each {k} that is only in `{o}`|every {k} found "
-                   "only in `{o}` gets a row] (reason {b})", rng, k=K, o=other, b=f"`{mt}`"),
+            one_of(rng, ["[match|pair] the rows by {k} (ignoring case)[; column names match ignoring case too|]",
+                         "{k} is the key[ that ties the two files together|]; case doesn't matter, in the values or "
+                         "in the column names",
+                         "line rows up [on|by] {k}, case-insensitively (their headers may be capitalised)"], k=K),
+            one_of(rng, ["[one row per {k} that only my file has|a row for each {k} missing from theirs|every {k} only "
+                         "I have gets a row] (reason {a})",
+                         "{a} for [any|each] {k} that [exists only on my side|they don't have]",
+                         "[a {k} they lost|keys missing on their side]: [reason|mark it] {a}"], k=K, a=f"`{mo}`"),
+            one_of(rng, ["[one row per {k} that only `{o}` has|a row for each {k} that is only in `{o}`|every {k} found "
+                         "only in `{o}` gets a row] (reason {b})",
+                         "{b} [marks|for] [a {k} that appears only in `{o}`|keys `{o}` has and I don't]",
+                         "[anything new|extra keys] in `{o}` [is|are] {b}, one row [each|per {k}]"],
+                   k=K, o=other, b=f"`{mt}`"),
             expand("[one row per cell that differs in a matched row|a row for every value that changed between "
-                   "matched rows|each differing cell of a matched pair gets a row] (reason {c}, {f} = the column "
-                   "name, {ou} / {th} = the two values)", rng, c=f"`{vm}`", f=f"`{fc}`", ou=f"`{oc}`", th=f"`{tc}`"),
+                   "matched rows|each differing cell of a matched pair gets a row|[each|every] changed cell of a "
+                   "matched row [is|becomes] its own row] (reason {c}, {f} = the column name, {ou} / {th} = the two "
+                   "values)", rng, c=f"`{vm}`", f=f"`{fc}`", ou=f"`{oc}`", th=f"`{tc}`"),
             expand("[leave|keep] {f}, {ou} and {th} [empty|blank] for the missing ones", rng, f=f"`{fc}`",
                    ou=f"`{oc}`", th=f"`{tc}`"),
             expand("[compare values ignoring case and surrounding spaces, and numbers by value|case and stray spaces "
                    "don't count as differences, and numbers are equal when their values are|treat 'Abc ' and 'abc' "
-                   "as the same, and 5 and 5.0 as the same]", rng),
+                   "as the same, and 5 and 5.0 as the same|a difference in case, padding or trailing zeros "
+                   "(7 vs 7.00) is not a difference]", rng),
             expand("[columns|header]: {cols}", rng, cols=V.cols(rng, out_header)),
         ]
         src_w = refer(source)
@@ -421,6 +522,10 @@ class ReconcileRecords:
             "{S} and `{o}` ({ow}) [no longer match|have diverged]. [What's different?|Find every difference.] Put "
             "it in `{out}`.",
             "[Compare|Diff] {s} against {ow} in `{o}`, [into|and save the result as] `{out}`.",
+            "[I don't trust|I'm not sure about] `{o}` ({ow}) any more: [what|which values] [differs|changed] from "
+            "{s}? [A CSV at|Write it to] `{out}`, please.",
+            "{ow} (`{o}`) [was supposed to be|should be] a copy of {s}. [List|Record] [the drift|every change] in "
+            "`{out}`.",
         ], S=src_w[:1].upper() + src_w[1:], s=src_w, ow=other_words, o=other, out=out)
         instruction = V.cat(lead, V.reqs(rng, items, list_leads=("How to compare:", "Rules:")))
         checks = [

@@ -82,6 +82,12 @@ def fmt_note(rng) -> str:
         "{four} [on|in] [every|each] event.",
         "Format: [one|a] VEVENT per meeting with {four}; times local, [no time "
         "zone|without a zone] ({ex}).",
+        "[In the .ics,|For the calendar file,] [each|every] VEVENT [carries|has] {four}[, nothing fancy|]; [write "
+        "the times as floating local time|no TZID, no trailing Z] - {ex} is the shape.",
+        "[My calendar app chokes on time zones|Time zones confuse my calendar app], so [local times only|plain "
+        "local times] ({ex}), and {four} on every event.",
+        "{four} [are required|must be there] on each event; times [are local|stay local] with no zone [suffix|"
+        "marker] ({ex}).",
     ], ex=ex, four=four)
 
 
@@ -233,17 +239,24 @@ class ScheduleEvents:
             who += f" (from {source.description})"
         rules = [
             expand("[working hours are|only book within|the day runs] {h0}:00-{h1}:00[ on weekdays|, Monday to Friday|, "
-                   "weekdays only]", rng, h0=f"{h0:02d}", h1=f"{h1:02d}"),
+                   "weekdays only]", rng, h0=f"{h0:02d}", h1=f"{h1:02d}")
+            if rng.random() < 0.5 else
+            expand("[nothing|no meeting] before {h0}:00 or [running past|after] {h1}:00, and [never|not] at the "
+                   "weekend", rng, h0=f"{h0:02d}", h1=f"{h1:02d}"),
             expand("[start [times|only] on the hour or half hour|starts at {hh} only|start times in half-hour "
-                   "steps ({hh})]", rng, hh=":00 or :30"),
+                   "steps ({hh})|[begin|start] at a full or half hour|[no odd start times like|not] 10:15 - {hh} "
+                   "only]", rng, hh=":00 or :30"),
             expand("[nobody may be double-booked|no one can be in two places at once|don't clash with anybody's "
-                   "busy time]", rng),
+                   "busy time|[every|each] attendee has to be free [for the whole slot|the whole time], me "
+                   "included|it can't overlap [anything|any busy block] in either file]", rng),
         ]
         if lunch:
             rules.append(expand("[never over|keep clear of|not during] lunch ({a}:00-{b}:00)", rng, a=lunch[0],
                                 b=lunch[1]))
         rules.append(expand("[attendees as ATTENDEE:mailto: lines|one ATTENDEE:mailto: line per attendee|list the "
-                            "attendees as ATTENDEE:mailto: lines]", rng))
+                            "attendees as ATTENDEE:mailto: lines|[invite|add] [them|everyone] by email "
+                            "(ATTENDEE:mailto:<address>)|[each|every] guest [goes in|gets] an ATTENDEE:mailto: "
+                            "[entry|line]]", rng))
         if limit_txt:
             rules.append(limit_txt)
         ask = one_of(rng, [
@@ -266,7 +279,8 @@ class ScheduleEvents:
             "[Can you|Would you] find a time for {ask}? [Write|Save] {it} to the calendar file `{out}`.",
             "[Book|Schedule] {ask}, [into|in] `{out}`.",
         ], ask=ask, s="s" if second else "", it=it, out=out, ics=".ics")
-        instruction = V.glue(rng, instruction, V.reqs(rng, rules), fmt_note(rng))
+        jl = V.job_line(rng, ctx.persona, 0.45)
+        instruction = V.glue(rng, f"{jl} {instruction}" if jl else instruction, V.reqs(rng, rules), fmt_note(rng))
         exp = [{"summary": e["summary"], "dtstart": ics_stamp(e["start"]), "dtend": ics_stamp(e["end"])}
                for e in events]
         checks = [
@@ -320,9 +334,11 @@ class ScheduleEvents:
         out = ctx.path(V.join(rng.choice(CAL_FOLDERS), rng.choice(["followup", "debrief", "after", "next_meeting",
                                                                     "wrap_up", "review_slot"]) + ".ics"))
         rules = [
-            expand("[weekdays|Monday to Friday] 09:00-17:00", rng),
+            expand("[[weekdays|Monday to Friday] 09:00-17:00|office hours only (09:00-17:00, Mon-Fri)|between "
+                   "09:00 and 17:00 on a weekday]", rng),
             expand("[not over|never during|keep clear of] lunch 12:00-13:00", rng),
-            expand("[start[ing|] on the hour or half hour|starts at {hh}]", rng, hh=":00 or :30"),
+            expand("[start[ing|] on the hour or half hour|starts at {hh}|a start time on a full or half hour]", rng,
+                   hh=":00 or :30"),
         ]
         ask = one_of(rng, [
             "book a {dur}-minute \"{s}\" (location \"{loc}\") at the earliest time on or after {day} that clashes "
@@ -386,6 +402,10 @@ class ScheduleEvents:
             "minutes at {at} on [its|the entry's] {what}, location \"{loc}\".",
             "[turn|convert] {src}{only} into calendar [reminders|events] in `{out}` - [one per entry|each entry "
             "gets one], called {title}, {at} on the {what}, {dur} minutes long, location \"{loc}\".",
+            "[so I don't miss any|to get a nudge for each] of {src}{only}: [a|one] {title} [slot|event] on [every|"
+            "each] {what} at {at}, [lasting|for] {dur} minutes, [in|at] \"{loc}\", [all in|saved to] `{out}`.",
+            "`{out}` [should hold|gets] [an event|a reminder] for [every|each] entry of {src}{only} - title {title}, "
+            "[the entry's|its] {what} at {at}, {dur} min, \"{loc}\" as the location.",
         ], dur=dur, at=at, what=what, only=only, src=source.description, path=source.path, out=out, title=title,
             loc=location)
         instruction = instruction[:1].lower() + instruction[1:] + " " + fmt_note(rng)

@@ -11,6 +11,7 @@ import re
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.ops import _data_vocab as V
 from clawgym.synth.ops._docs_common import (
     add_workdays,
     aside,
@@ -202,7 +203,12 @@ class TrackTasks:
                          "new actions [go in|are added] as new rows - `{t}` worded as in the notes, `{o}`, `{d}` "
                          "(YYYY-MM-DD) and `{s}` set to \"{new}\"",
                          "[a row for every|one line per] new action item with its `{t}` (the notes' wording), `{o}`, "
-                         "`{d}` in YYYY-MM-DD form and `{s}` \"{new}\""], **slots),
+                         "`{d}` in YYYY-MM-DD form and `{s}` \"{new}\"",
+                         "[whatever|every action] someone [took on|agreed to do] [gets|becomes] a fresh row, "
+                         "\"{new}\" in `{s}`, [its|the] deadline in `{d}` ({iso}) and the person in `{o}`",
+                         "`{s}` \"{new}\" for [every|each] [added|new] row; `{t}` [as the notes put it|in the "
+                         "minutes' words], `{o}` the person, and {isod}"],
+                   iso=V.iso(rng), isod=V.iso(rng, f"`{slots['d']}`"), **slots),
             phrase(rng, ["[apply|carry over] the updates the notes mention to the existing rows (`{s}` \"{done}\" "
                          "[when finished|for finished ones], \"{blocked}\" [when blocked|for blocked ones], or the "
                          "new `{d}`)",
@@ -210,10 +216,19 @@ class TrackTasks:
                          "`{s}` \"{done}\", blocked -> \"{blocked}\", [moved deadlines|a moved deadline] -> the "
                          "new `{d}`",
                          "where the notes report progress on an existing task, [update|change] it: \"{done}\" or "
-                         "\"{blocked}\" in `{s}`, or the new `{d}`"], **slots),
+                         "\"{blocked}\" in `{s}`, or the new `{d}`",
+                         "[the Updates section|what the notes say under Updates] [changes|edits] rows that are "
+                         "already there: a [finished|completed] task becomes \"{done}\", a stuck one \"{blocked}\", "
+                         "and a [new deadline|moved date] replaces the old `{d}`",
+                         "don't add rows for the updates - [edit|change] the matching existing row (\"{done}\" / "
+                         "\"{blocked}\" in `{s}`, or a new `{d}`)"], **slots),
             phrase(rng, ["[keep|same] columns ({cols}) and [all|every one of the] existing rows",
                          "don't drop [any|a single] existing row or change the columns ({cols})",
-                         "the columns stay {cols}; [no existing row disappears|nothing gets deleted]"], **slots),
+                         "the columns stay {cols}; [no existing row disappears|nothing gets deleted]",
+                         "[old rows stay, even the finished ones|nothing is removed, finished tasks included], and "
+                         "the header [remains|is still] {cols}",
+                         "[same header|header unchanged] ({cols}); [every|each] row that's there now [is kept|stays]"],
+                   **slots),
         ]
         story = ""
         if rng.random() < 0.8:
@@ -226,7 +241,8 @@ class TrackTasks:
                 "from {date} [changed a few|add some].",
             ], project=fill["project"], date=human_date(rng, meet, with_year=False), who=team[0], n=len(team) - 1,
                 k=len(old_rows))
-        instruction = join(story, head, reqs(rng, items, lead=expand("[Rules:|How:|In the tracker:|]", rng)),
+        instruction = join(story, V.job_line(rng, ctx.persona, 0.4), head,
+                           reqs(rng, items, lead=expand("[Rules:|How:|In the tracker:|]", rng)),
                            aside(rng, ctx.persona))
         unchanged = [r for i, r in enumerate(new_rows_old) if i not in changed]
         checks = [
@@ -283,16 +299,28 @@ class TrackTasks:
             "make `{out}` with the columns {cols} for `{src}`: {how}.",
             "[I want|I need] [a|one] tracker for {desc} - `{out}`, columns {cols}; {how}.",
             "[turn|convert] `{src}` into a to-do tracker `{out}` ({cols}): {how}.",
+            "[so that nothing in {desc} gets forgotten|to keep on top of {desc}], [start|open] a task list `{out}` "
+            "[headed|with the header] {cols}; {how}.",
+            "[the follow-up work on|what comes out of] `{src}` [needs owners and dates|should be tracked]: [build|"
+            "write] `{out}` ({cols}), {how}.",
         ], **slots)
         items_txt = [
             phrase(rng, ["owners take turns in this order: {team}", "assign `{o}` round-robin: {team}",
-                         "`{o}` [rotates|cycles] through {team}, in that order"], **slots),
+                         "`{o}` [rotates|cycles] through {team}, in that order",
+                         "[share the rows out|hand the rows out] in turn to {team} (`{o}`), [starting again after "
+                         "the last|round and round]",
+                         "row 1 goes to {first}, row 2 to the next in {team}, and so on (`{o}`)"],
+                   first=team[0], **slots),
             phrase(rng, ["the first `{d}` is {start}, each next one {days} later (Mon-Fri)",
                          "due dates start at {start} and step {days} per row (weekends skipped)",
-                         "`{d}` starts on {start}, then [+{days}|{days} more] per row, [skipping weekends|Mon-Fri only]"],
-                   **slots),
-            phrase(rng, ["dates as YYYY-MM-DD", "[every|each] date [written|in the form] YYYY-MM-DD"]),
-            phrase(rng, ["`{s}` \"{st}\" [everywhere|for every row|on each row]", "every `{s}` is {st}"], **slots),
+                         "`{d}` starts on {start}, then [+{days}|{days} more] per row, [skipping weekends|Mon-Fri only]",
+                         "[space|stagger] the `{d}` dates {days} apart ({wd}), the first on {start}",
+                         "{start} is the first deadline; every following row is due {days} after the one before "
+                         "[(no weekends)|(weekdays only)]"], wd=V.workdays(rng), **slots),
+            V.iso(rng),
+            phrase(rng, ["`{s}` \"{st}\" [everywhere|for every row|on each row]", "every `{s}` is {st}",
+                         "[all rows start as|everything begins] \"{st}\" (`{s}`)",
+                         "[set|mark] `{s}` to {st} [throughout|on all of them]"], **slots),
         ]
         instruction = join(head, reqs(rng, items_txt))
         kws = [k for _, k in items]
@@ -334,16 +362,27 @@ class TrackTasks:
             if heads:
                 items = [(f"Review section: {h}", kw) for h, kw in heads[:10]]
                 more = " (the first 10 if there are more)" if len(heads) > 10 else ""
-                return self._chained(ctx, source, items, "one row per `##`/`###` section heading of the document, "
-                                                         f"in document order{more}, task \"Review section: "
-                                                         "<heading>\"", prefix="Review section: ")
+                how = expand(ctx.rng.choice([
+                    "one row per `##`/`###` section heading of the document, in document order{more}, task "
+                    "\"Review section: <heading>\"",
+                    "[a row for each|every] `##` or `###` heading [becomes a row|gets a row][, top to bottom| in the "
+                    "order they appear]{more}, the task [reading|being] \"Review section: <heading>\"",
+                    "[walk the document's|go down the] `##`/`###` headings{more} [and|,] [add|adding] \"Review "
+                    "section: <heading>\" for each, [same order as the document|in document order]",
+                ]), ctx.rng, clause=True, more=more)
+                return self._chained(ctx, source, items, how, prefix="Review section: ")
         if source is not None and source.kind == MESSAGES and isinstance(source.data, list):
             subs = sorted({str(m.get("subject", "")).strip() for m in source.data if isinstance(m, dict)} - {""}, key=_alpha)
             if subs:
                 more = " (only the first 10)" if len(subs) > 10 else ""
                 items = [(f"Follow up: {s}", [s]) for s in subs[:10]]
-                return self._chained(ctx, source, items, "one row per distinct message subject, sorted "
-                                                         f"alphabetically (ignoring case){more}, task \"Follow up: <subject>\"")
+                how = expand(ctx.rng.choice([
+                    "one row per distinct message subject, sorted alphabetically (ignoring case){more}, task "
+                    "\"Follow up: <subject>\"",
+                    "[each|every] different subject line gets one \"Follow up: <subject>\" task, [A-Z|in "
+                    "alphabetical order] [ignoring case|regardless of case]{more}",
+                ]), ctx.rng, clause=True, more=more)
+                return self._chained(ctx, source, items, how)
         if source is not None and source.kind in (RECORDS, TABLE):
             header, rows = table_of(source)
             low = [h.casefold() for h in header]
