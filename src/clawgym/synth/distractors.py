@@ -78,7 +78,8 @@ def _mentioned(plan: StepPlan) -> set[str]:
     texts = [f.path for f in plan.files] + [a.path for a in plan.outputs] + [plan.instruction]
     texts += list(_check_strings(plan.checks))
     for call in list(plan.steps) + list(plan.partial) + list(plan.program):
-        texts += list(_strings(call.arguments))
+        # a tool call (a plain mapping in a hand-written plan)
+        texts += list(_strings(call.get("arguments", {}) if isinstance(call, dict) else call.arguments))
     out: set[str] = set()
     for t in texts:
         out.update(m.group().strip("./ ") for m in _PATHISH.finditer(t))
@@ -237,7 +238,7 @@ def _settings(rng: random.Random, persona: Persona) -> tuple[str, str]:
                                               f"{rng.randint(1, 28):02d}",
             rng.choice(["favourites", "recent", "pinned"]): rng.sample(persona.tools, k=min(2, len(persona.tools))),
             "theme": rng.choice(["dark", "light", "system"])}
-    return rng.choice(["settings", "prefs", "app_state"]), json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return rng.choice(["prefs", "app_state", "view_state"]), json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
 _MAKERS = [(_old_export, "csv"), (_note, "md"), (_memo, "txt"), (_settings, "json"), (_note, "md"),
