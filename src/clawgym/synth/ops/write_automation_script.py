@@ -851,7 +851,10 @@ class WriteAutomationScript:
         folder = ctx.path(base if rng.random() < 0.7 else f"{base}/{rng.choice(['new', 'batch1', '2026', 'unsorted'])}")
         other = ctx.path(f"{folder.rsplit('/', 1)[0] + '/' if '/' in folder else ''}"
                          f"{rng.choice(['next_batch', 'more_scans', 'old_laptop', 'from_phone', 'batch2'])}")
-        script = ctx.path(f"{world.folder(ctx.persona, rng, SCRIPT_FOLDERS, p_world=0.2)}/"
+        script_dir = world.folder(ctx.persona, rng, SCRIPT_FOLDERS, p_world=0.2)
+        if script_dir in (folder, other):  # the script must not sit among the files it renames (it would rename
+            script_dir = next(d for d in SCRIPT_FOLDERS if d not in (folder, other))  # itself)
+        script = ctx.path(f"{script_dir}/"
                           f"{rng.choice(['tidy_names', 'clean_names', 'fix_filenames', 'normalise_names'])}.sh")
         manifest = ctx.path(rng.choice(["reports/renames.csv", "rename_log.csv", "logs/renamed_files.csv",
                                         "logs/renames.csv", "manifests/renamed.csv", "renamed.csv"]))
