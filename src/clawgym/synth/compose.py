@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from clawgym.core.records import ReferenceSolution, Task, VerifierSpec, WorkspaceSpec
 from clawgym.synth.checks import (  # noqa: F401 (the library and the grade() renderers, as they were found here)
     CHECKLIB_SOURCE,
+    check_call,
     checks_code_check,
     library_subset,
     render_grade,
     render_grade_source,
 )
+from clawgym.synth.distractors import distractors, kept_check
 from clawgym.synth.grammar import HalfChoices
 from clawgym.synth.ops.base import OpContext, OperationGenerator, StepPlan
 from clawgym.synth.personas import Persona, persona_summary
@@ -86,6 +88,7 @@ def compose_task(
     solution: str = "direct",
     program_ops: frozenset[str] | None = None,
     phrasing_half: int | None = None,
+    distractor_files: bool = True,
 ) -> Candidate:
     """One task. `solution` picks the reference: "direct" (the answer written out) or "program" (each step's
     :attr:`StepPlan.program` where it has one, computed in the sandbox; validation proves it scores 1.0 as well),
@@ -94,7 +97,10 @@ def compose_task(
 
     `phrasing_half` (0 or 1) draws every choice of the steps and the request from one half of the options
     (:class:`clawgym.synth.grammar.HalfChoices`), after the operation chain is chosen, so both halves give the
-    same mix of operations worded from disjoint halves of the grammars, schemas and vocabularies."""
+    same mix of operations worded from disjoint halves of the grammars, schemas and vocabularies.
+
+    `distractor_files`: 1-3 files of the persona's world the request does not mention
+    (:mod:`clawgym.synth.distractors`), drawn after the request, with a check that they are left as they were."""
     if solution not in SOLUTIONS:
         raise ValueError(f"solution must be one of {', '.join(SOLUTIONS)}, not {solution!r}")
     chain = choose_chain(sub, ops, rng, length)
@@ -116,6 +122,15 @@ def compose_task(
             break
     instruction = write_request(persona, plans, rng, handed)
     files = [f for p in plans for f in p.files]
+    code = checks_code_check(plans, timeout_seconds=120)
+    extra = []
+    if distractor_files:
+        # their own RNG, seeded from the task's: how many and what they hold never shifts the task's later draws
+        extra = distractors(persona, plans, instruction, random.Random(rng.getrandbits(64)))
+        kept = kept_check(extra, plans, [c.name or "" for c in code.checks])
+        if kept is not None:
+            code = code.model_copy(update={"checks": [*code.checks, check_call(kept[1], kept[0])]})
+    files += extra
     programs = solution == "program"
     steps = [s for p in plans
              for s in (p.program if programs and p.program and (program_ops is None or p.operation in program_ops)
@@ -134,12 +149,13 @@ def compose_task(
         persona=persona_summary(persona),
         instruction=instruction,
         workspace=WorkspaceSpec(files=files),
-        verifier=VerifierSpec(code=checks_code_check(plans, timeout_seconds=120)),
+        verifier=VerifierSpec(code=code),
         reference=ReferenceSolution(steps=steps, final_message=final),
         timeout_seconds=900,
         metadata={
             "persona_id": persona.id, "category_id": category.id, "subcategory_id": sub.id,
             "steps": [p.summary for p in plans], "fingerprint": fingerprint,
+            **({"distractors": [f.path for f in extra]} if extra else {}),
             # only when not the default, so that direct-solution tasks keep their bytes
             **({"phrasing_half": phrasing_half} if phrasing_half is not None else {}),
             **({"solution": solution} | ({"program_ops": sorted(program_ops)} if program_ops is not None else {})

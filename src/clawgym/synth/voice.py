@@ -28,7 +28,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from clawgym.synth import flavor
+from clawgym.synth import flavor, world
 from clawgym.synth.grammar import expand
 from clawgym.synth.personas import Persona
 
@@ -238,25 +238,26 @@ def _ordinal(n: int) -> str:
 
 def when(rng: random.Random) -> str:
     """A concrete day or date as people write it ("Thursday", "14 March", "Friday the 3rd", "end of the month"),
-    never as YYYY-MM-DD (the format checks look for)."""
+    never as YYYY-MM-DD (the format checks look for). The kind of date is a choice (``rng.choice``), so a
+    :class:`~clawgym.synth.grammar.HalfChoices` RNG splits it too."""
     d = dt.date(2026, rng.randint(1, 12), rng.randint(1, 28))
     wd, mon = _WEEKDAYS[d.weekday()], _MONTHS[d.month - 1]
-    kind = rng.randrange(9)
-    if kind == 0:
+    kind = rng.choice(["day", "next", "d_mon", "mon_d", "wd_ord", "wd_d_mon", "ord", "part", "rel"])
+    if kind == "day":
         return rng.choice(_WEEKDAYS[:5])
-    if kind == 1:
+    if kind == "next":
         return f"next {rng.choice(_WEEKDAYS[:5])}"
-    if kind == 2:
+    if kind == "d_mon":
         return f"{d.day} {mon}"
-    if kind == 3:
+    if kind == "mon_d":
         return f"{mon} {d.day}"
-    if kind == 4:
+    if kind == "wd_ord":
         return f"{wd} the {_ordinal(d.day)}"
-    if kind == 5:
+    if kind == "wd_d_mon":
         return f"{wd} {d.day} {mon[:3]}"
-    if kind == 6:
+    if kind == "ord":
         return f"the {_ordinal(d.day)}"
-    if kind == 7:
+    if kind == "part":
         return f"{rng.choice(_WEEKDAYS[:5])} {rng.choice(['morning', 'afternoon', 'at noon', 'first thing'])}"
     return rng.choice(["the end of the week", "the end of the month", "tomorrow", "tomorrow morning",
                        "the weekend", "Monday morning", "the end of the day", "the next meeting"])
@@ -281,30 +282,39 @@ _domain = flavor.persona_domain
 
 
 # --------------------------------------------------------------------------------------------- phrasings
-# Templates of :func:`clawgym.synth.grammar.expand`; the persona's own facts go in slots.
+# Templates of :func:`clawgym.synth.grammar.expand`; the persona's own facts go in slots (see Voice._slots:
+# their occupation, city, goals, tools, interests, the things their files hold, a colleague, a workplace and a
+# moment of their working day from their domain). Each sentence kind has many frames that differ in structure,
+# not one frame with synonyms swapped, so the same kind of sentence reads differently from task to task.
 
 GREETINGS = {
     "warm": ["[Hi|Hey|Hello|Hiya|Hi there|Hey there|Hello there][!|,|]",
              "[Hi|Hey|Hello], [hope you're well|hope your day's going ok|hope all's good][!|.]",
-             "[Morning|Good morning|Afternoon|Evening][!|,]", "[Hi|Hello], thanks in advance for this[!|.]",
+             "[Morning|Good morning|Afternoon|Evening][!|,]",
              "[Hi|Hey]! [Quick favour|A favour to ask|Got a job for you][.|:]",
-             "Hello hello[!|,]"],
+             "Hello hello[!|,]", "Hi from {city}[!|,]", "[Hi|Hello|Hey] from {place}[!|,]",
+             "Happy {weekday}[!|,]", "[Hey|Hi], {first} here[!|.]",
+             "[Hi|Hello]! {first} [here|again], the {occ} from {city}[.|!]",
+             "[Hiya|Hi], [one for you|I could use a hand|a small rescue mission][!|.]"],
     "formal": ["[Good morning|Good afternoon|Good evening|Hello|Greetings|Good day][.|,]",
                "Dear assistant,[ I hope you are well.| I have a request.|]",
                "[Hello|Good morning|Good afternoon], I [would like to ask for|need|would appreciate] your [help|"
                "assistance] with [the following|a task|a few files|some file work].",
                "I [hope this finds you well|trust you are well|hope you are well][.|, and thank you in advance.]",
                "[Hello|Good day|Greetings]. [I have a request|I have a task for you|A request, if I may][.|:]",
-               "[Good morning|Good afternoon], [assistant|there][.|,]"],
+               "[Good morning|Good afternoon], this is {name}[, {a_occ} in {city}|].",
+               "[Hello|Good day] from {city}.", "Dear [assistant|helper], [a request from {place}|good {daypart}]."],
     "terse": ["", "", "", "quick one:", "need this done:", "[hey|hi|hello]", "task:", "ok so", "one for you:",
-              "quick job:", "[hi|hey] -"],
+              "quick job:", "[hi|hey] -", "{first_low} here.", "[hey|hi], from {place}:", "{daypart_low} -"],
     "anxious": ["[Hi|Hello], [sorry|apologies], I'm [a bit swamped|really behind on this|a bit lost with this]"
                 "[.| -]",
                 "[Hi|Hello] - I'm behind on this and it's [stressing me out|keeping me up at night|worrying me]"
                 "[.|!]",
                 "[Hi|Hello], could you help? I keep putting this off[.|...]",
                 "[Hi|Hello], I hope this is ok to ask[.|...]", "[Hi|Hello]! [Sorry to bother you|Sorry for the "
-                "long message in advance][.|!]"],
+                "long message in advance][.|!]",
+                "[Hi|Hello], {first} here[ again|] - [sorry|apologies], this one's [urgent-ish|a bit much][.|...]",
+                "[Hi|Hello]. [Writing|Typing this] {moment}, [so sorry if it's scrappy|please forgive the rush][.|...]"],
 }
 
 CLOSINGS = {
@@ -312,19 +322,32 @@ CLOSINGS = {
              "Thanks a [lot|million|bunch][!|.]", "[Really|Much] appreciated[!|.]",
              "Let me know [how it goes|if anything's unclear|when it's done][!|.]",
              "[That's it|That's everything|That's all], thanks[!|.]", "Shout if [something's odd|you get stuck][.|!]",
-             "Have a good [day|one|evening][!|.]"],
+             "Have a good [day|one|evening][!|.]", "Thanks! Back to {place} for me[.|!]",
+             "Cheers from {city}[!|.]", "[Thanks|Thank you] - [now|then] I can [get back to|think about] "
+             "{interest}[!|.]", "Ping me when it's [done|in place][!|.]",
+             "[Fingers crossed|Hopefully] it's [straightforward|not too fiddly][ - thanks!|. Thanks!]",
+             "[Owe you a coffee|I owe you one|Drinks on me][!|.]",
+             "[Ta|Thanks] very much[, genuinely|][!|.]"],
     "formal": ["Thank you.", "Kind regards.", "Much appreciated.", "Please confirm when [done|complete|finished].",
-               "Thank you in advance.", "[I am|I'm] grateful for your help.",
+               "Thank you in advance.", "[Your help is appreciated|Thank you for your help].",
                "Please let me know [if anything is unclear|should anything be unclear|once this is complete].",
-               "[Many thanks|With thanks|Thanks in advance] for your [help|assistance|time]."],
-    "terse": ["thx", "", "", "ta", "that's all.", "thanks", "done when done.", "ty", "cheers", "that's it."],
+               "[Many thanks|With thanks] for your [help|assistance|time].",
+               "Thank you for your [time|attention|care] [on|with] this.",
+               "I would [appreciate|welcome] [a short confirmation|a brief note] once [it is done|you have finished].",
+               "Should anything be [unclear|ambiguous], [please|] [ask|say so] before [proceeding|you begin].",
+               "[Thank you|Many thanks]; I look forward to the result.", "[With|My] thanks from {city}."],
+    "terse": ["thx", "", "", "ta", "that's all.", "thanks", "done when done.", "ty", "cheers", "that's it.",
+              "back to {place}.", "k thx", "thanks!", "that's everything.", "ping me after."],
     "anxious": ["Thank you, this is a [huge|massive|real] help[.|!]",
                 "Please double-check everything, I can't afford mistakes.",
                 "Thanks - and tell me if anything looks off[.|!]",
                 "[Sorry|Apologies] if this is a lot. Thank you[!|.]",
                 "Thank you so much, [honestly|really][.|!]",
                 "[Please|] let me know if I've missed something[.|!]",
-                "[I really appreciate it|I owe you one][, thank you|][.|!]"],
+                "[I really appreciate it|I owe you one][, thank you|][.|!]",
+                "You're saving my [week|sanity|skin] here[.|!]",
+                "[Tell me|Let me know] if anything seems wrong - I'd rather hear it now[.|!]",
+                "[Sorry again|Thank you again], and [please|] ignore the state of my files[.|!]"],
 }
 
 _VALEDICTION = re.compile(r"(\[?)(Kind regards|Cheers|Best|Regards|With thanks|Many thanks|Thanks|Thank you|thx|ta\b|"
@@ -332,28 +355,48 @@ _VALEDICTION = re.compile(r"(\[?)(Kind regards|Cheers|Best|Regards|With thanks|M
 
 SIGNOFFS = {
     "warm": ["- {first}", "{first}", "Thanks,\n{first}", "Cheers,\n{first}", "Best,\n{first}", "Thanks!\n{first}",
-             "Speak soon,\n{first}", "xx {first}"],
+             "Speak soon,\n{first}", "xx {first}", "Talk soon,\n{first}", "All the best,\n{first}",
+             "Ta,\n{first}", "{first} :)", "{first} ({city})"],
     "formal": ["Best regards,\n{name}", "Kind regards,\n{name}", "Regards,\n{first}", "Sincerely,\n{name}",
-               "Best,\n{first} {initial}.", "With thanks,\n{name}", "{name}"],
-    "terse": ["{first}", "- {initial}", "{first_low}", "-{first}"],
+               "Best,\n{first} {initial}.", "With thanks,\n{name}", "{name}", "{name}\n{occ_cap}, {city}",
+               "Kind regards,\n{name} ({occ})", "Yours,\n{first} {initial}."],
+    "terse": ["{first}", "- {initial}", "{first_low}", "-{first}", "{initial}."],
     "anxious": ["Thanks again,\n{first}", "{first} (sorry again!)", "- {first}", "Many thanks,\n{first}",
-                "Best,\n{first}"],
+                "Best,\n{first}", "Thank you!!\n{first}", "{first} (who is very grateful)"],
 }
+
+# what the persona wants: {try} is drawn from these, {goal} is one of their goals in the first person
+_TRY = ("[I'm trying to|I want to|I'd love to|I'm hoping to|I badly need to|I've promised myself I'll|"
+        "my plan is to|the idea is to|I'm determined to|I keep failing to]")
 
 GOAL = {
     "casual": [
-        "I'm {a_occ} in {city} and I'm trying to {goal}.",
-        "[Context|Background|Some context|For context|Quick background]: I [work as|am] {a_occ}[ ({domain})|"
-        "| in {city}] and I['m trying| want| need] to {goal}.",
-        "As {a_occ}, I'm [trying|working|hoping] to {goal}[, so I need [@help] with my files|]."
-        , "I'm {name}, {a_occ} [based in|in|working out of] {city}[;|, and] I'm trying to {goal}.",
-        "[This is|It's] [part of|all part of] [my [push|plan|effort]|a [push|plan|big push]] to {goal}.",
-        "[The bigger goal|What I'm after|The point of all this|My goal][ here|] is to {goal}.",
-        "[Lately|This month|This season|These days] I'm [trying|working hard|doing my best] to {goal}[ and this is"
-        " a piece of it|]."
-        , "[Been|I've been] meaning to {goal} for [ages|a while|weeks|months][ now|]."
-        , "{occ_cap} [life|problems]: I [need|want] to {goal}.",
-        "[So|OK so|Right], I'm {a_occ}[ in {city}|] and [part of the job|my job] is to {goal}.",
+        "I'm {a_occ} in {city}[,| and] " + _TRY + " {goal}.",
+        "[Context|Background|Some context|For context|Quick background]: I [work as|am] {a_occ}[ in {city}|] "
+        "and [right now|at the moment|this month|lately] " + _TRY + " {goal}.",
+        "As {a_occ}, [half my week|a lot of my time|far too much of my time] goes on admin[ like this|], and the "
+        "[big one|priority|thing] [right now|at the moment] is to {goal}.",
+        "[The bigger goal|What I'm really after|The point of all this|The end game][ here|] is to {goal}"
+        "[; this is one piece of it|, and this gets me closer|].",
+        "[Lately|This month|This season|These days] I've been [trying|working hard|doing my best] to {goal}[, "
+        "and this is a piece of it|].",
+        "[Been|I've been] meaning to {goal} for [ages|a while|weeks|months][ now|], [and today's the day|so "
+        "let's start here|and this is the first step].",
+        "{occ_cap} [life|problems]: I [need|want] to {goal}.",
+        "[So|OK so|Right], I'm {a_occ}[ in {city}|] and [part of the job|what I'm stuck with] is to {goal}.",
+        "[Since|Ever since] {colleague} [left|went on leave|moved to another team], it's [on me|fallen to me] "
+        "to {goal}.",
+        "My [manager|boss|team lead|partner] [keeps asking me|has asked me|wants me] to {goal}[, so here we "
+        "are|, hence this|].",
+        "Long story short: I [need|have] to {goal}[ before {when}|, and soon|].",
+        "One of my [goals|resolutions|priorities] this [year|quarter|season] is to {goal}[ - this helps|, so "
+        "this matters|].",
+        "I've [finally|] [decided|made up my mind] to {goal}[, properly this time| once and for all|].",
+        "[Working as|Being] {a_occ}[ in {city}|], I'm [always|forever|constantly] [trying|struggling] to {goal}.",
+        "[This is|It's] [part of|all part of] [my [push|plan|attempt]|a [push|plan|bigger effort]] to {goal}.",
+        "[What I'm working towards|My aim for the next few weeks|The plan for this [month|term|season]]: to "
+        "{goal}.",
+        "I [look after|handle|do] the {things} [at|for] {place}[ here in {city}|], and " + _TRY + " {goal}.",
     ],
     "formal": [
         "I am {a_occ} [in|based in] {city}, and I [am trying|intend|aim|need] to {goal}.",
@@ -361,64 +404,162 @@ GOAL = {
         "need] to {goal}.",
         "As {a_occ}, I [am trying|intend|need] to {goal}[; this request is part of that|].",
         "My name is {name}[, {a_occ}|] [in|from] {city}; I [am trying|intend|need] to {goal}.",
-        "[The aim of this request|The objective here|The purpose of this] is to help me {goal}.",
-        "My [objective|aim] [here|] is to {goal}.",
-        "[This request|The following] [relates to|is part of] [my|an ongoing] [effort|plan|project] to {goal}.",
+        "[The aim of this request|The objective here|The purpose of this] is to [help me|let me] {goal}.",
+        "This [request|task] [forms part of|belongs to|supports] [my|an ongoing] [effort|plan] to {goal}.",
+        "[In my work|In my role] as {a_occ}[ in {city}|], [one of my responsibilities|a standing task|a "
+        "recurring duty] is to {goal}.",
+        "[I have been asked|It falls to me|I have undertaken] to {goal}[ this [quarter|term|year]|], and this is "
+        "a first step.",
+        "[At present|Currently|At the moment] my [priority|main concern] is to {goal}.",
+        "I [write|am writing] [from {city}|as {a_occ}] [about|in connection with] my [wish|need|plan] to {goal}.",
     ],
     "terse": ["{occ_low}. trying to {goal}.", "context: {goal}.", "goal: {goal}.", "for: {goal}.",
-              "trying to {goal}.", "{occ_low}, {city}. {goal}."],
+              "trying to {goal}.", "{occ_low}, {city}. {goal}.", "[bg|background]: {occ_low}[, {city}|]. need to "
+              "{goal}.", "all this is to {goal}.", "aim: {goal}[ by {when}|]."],
 }
 
 FOR_WHOM = [
     "[It's|This is] for {person}[ ({role})|][, who [needs|wants] it|] by {when}.",
     "{person} [needs|wants|asked for|is waiting for] [it|this|the result|the output] [by|before] {when}.",
-    "I'm [meeting|seeing|sending this to|going over this with] {role} ({person}) [on|by] {when}[, so it has to be"
-    " right|].",
-    "{role_cap}, {person}, [wants|expects|will look at] [it|this|the files] [on|by|before] {when}.",
+    "I'm [meeting|seeing|sitting down with|going over this with] {role} ({person}) [by|before] {when}[, so it "
+    "[needs to be|must be] [solid|correct|spot on]|, and I'd rather not look unprepared|].",
+    "{role_cap}, {person}, [wants|expects|will look at] [it|this|the files] [by|before] {when}.",
     "[Deadline|Due|Needed]: {when}[ ({person} is waiting)| - {person} will check it|].",
-    "[I told|I promised] {person} [I'd have it|this would be done|they'd have it] by {when}.",
+    "[I told|I promised] {person} [I'd have it|this would be done|they'd have it] by {when}[, which was "
+    "optimistic| - no pressure|].",
     "{person} from [work|the office|the team|next door|the {project}] [reminded me|pinged me|asked again] "
     "[about this|] [yesterday|this morning|twice|last week][, it's due {when}|].",
     "[Has to|Needs to|Must] be [done|ready|sorted] [by|before] {when}[ for {person}| - {role} is waiting|].",
+    "{colleague} [is going to|will] [present|use|go through] [this|the result] at {place} [by|before] {when}.",
+    "[Whoever reads this|The audience] will be {role} and {person}, [some time before|by] {when}.",
+    "{role_cap} [asked|emailed me|messaged me] [twice|again|this morning] [about this|], [and I said|so I "
+    "promised] {when}.",
+    "[If|Once] {person} [has|gets] [it|this] [by|before] {when}, [everyone's happy|we're fine|I can breathe].",
+    "[Heads up|Note]: {person} [will|is going to] [check|go through|review] this [line by line|carefully|"
+    "closely] [by|before] {when}.",
+    "[I'm handing|I'll pass] [the result|all of it] to {person} ({role}) [by|before] {when}.",
 ]
 
 TOOL = [
-    "I [usually|normally|mostly] [keep|track|manage|do] [this|all this|these things] in {tool}[, but this time "
+    "I [usually|normally|mostly] [keep|track|manage] [this|all this|these things] in {tool}[, but this time "
     "it's all [plain files|files in the workspace]|; the files are exported here|].",
-    "[Everything|All of it] [normally lives|lives|usually sits] in {tool}; I've [exported|copied|dumped] what "
+    "[Everything|All of it] [normally lives|usually sits] in {tool}; I've [exported|copied|dumped] what "
     "matters [into the workspace|here].",
     "The originals [live|are] in {tool}; [what you need|the relevant part] is [exported|copied] [here|into the "
     "workspace].",
     "({tool} [can't|won't|doesn't] do this [properly|nicely|the way I want], [hence|so] the files.)",
     "[Normally|Usually] I'd [do|fiddle with] this [in|by hand in] {tool}[ but it takes forever| but I'm out of "
     "time| but it's tedious|].",
-    "[Fair warning|FYI|Note]: I [live in|work mostly in] {tool}[, not in folders|, so bear with me|].",
+    "[Fair warning|FYI|Note]: I [live in|work mostly in] {tool}[ and {tool2}|][, not in folders|, so bear with "
+    "me|].",
     "[This came out of|These are exports from|Some of this came from] {tool}[, so the formatting may be odd| - "
     "hope that's fine|].",
+    "I [tried|attempted] this in {tool}[ and {tool2}|] [first|already|last week][ - no luck|, and it was "
+    "painful|, which went nowhere].",
+    "[Between|Juggling] {tool} and {tool2}, [my files are|things are|everything is] [scattered|a patchwork|in "
+    "three places][, so the copies here are what counts|].",
+    "{colleague} set up our {tool} [years ago|ages ago|back in the day] and nobody [really understands|"
+    "remembers] it[ any more|], so plain files it is.",
+    "I'm [more of|much more] a {tool} person than a [files|folders|command-line] person[, so thank you| - "
+    "hence asking you|].",
+    "[Once you're done|Afterwards] I'll [pull|import|load] the results [back into|into] {tool}.",
 ]
 
 LIFE = [
-    "I'm off to {interest} [this weekend|on Saturday|tonight|later|after work][, so|and] I'd [love|like] to "
-    "[get this off my plate|have this sorted|be done with it] [before then|first].",
+    "I'd [like|love] to [get this off my plate|have this sorted|be done with it] before {interest} [this "
+    "weekend|on Saturday|tonight|after work].",
     "Between {interest} and work, [this has piled up|I've fallen behind|things slipped|the files got messy].",
     "[Unrelated, but|Random aside:|Side note:] {interest} has eaten my [whole|entire] [weekend|week|evening]"
     "[, hence the mess|, so I'm behind|].",
     "[I'd rather be|I'm desperate to get back to|All I want is to get back to] {interest}[, honestly|, to be "
-    "honest|], so [thank you|thanks] for taking this on.",
-    "(If you're wondering about the [mess|delay|state of things]: {interest}.)",
+    "honest|].",
+    "(If you're wondering about the [mess|delay]: {interest}.)",
     "[Once this is done|After this] I can [finally|] [get back to|make time for|think about] {interest}.",
+    "[My evenings|My weekends|My free time] [have gone|went] to {interest} [lately|this month|recently], "
+    "[so|which is why] the admin [waited|piled up|slid].",
+    "{interest_cap} [takes|has taken] over my [week|evenings|weekend], [and|so] I want this [cleared|out of the "
+    "way] [first|before the weekend|soon].",
+    "[Honestly|Truthfully], I'd much rather be [thinking about|busy with] {interest} than [this|spreadsheets|"
+    "file admin].",
+    "[The plan for tonight|Tonight's plan|This weekend's plan] is {interest}, [not files|not this|with no laptop "
+    "in sight].",
+    "A friend from {interest} [laughed at|asked about|was horrified by] my filing system[, fair enough|, which "
+    "stung a bit|].",
 ]
 
 WHY = [
-    "The {project} [is due|deadline is|review is] {when}[, so this has to be right|, so I'm short on time|].",
-    "[I've|We've] been doing this by hand for [weeks|months|ages|two weeks][ and it has to stop|, and I'm done|"
-    " and keep making mistakes|].",
-    "Last [time|month|quarter] [I did this by hand and|we] [got it wrong|missed a row|lost an afternoon to it]"
-    "[, so|;] [I'd like it done properly|let's not repeat that|this time it should be clean].",
+    "The {project} [is due|deadline is|review is] {when}[, so this matters|, so I'm short on time|].",
+    "[I've|We've] been [doing|fixing|redoing] this [manually|the slow way] for [weeks|months|ages|{weeks} "
+    "weeks][ and it has to stop|, and I'm done|, and mistakes keep creeping in|].",
+    "Last [time|month|quarter] [we|I] [got it wrong|missed a row|lost an afternoon to it|sent out the wrong "
+    "numbers][, so|;] [let's not repeat that|this time it should be clean|I'm asking for help].",
     "[It feeds into|This is for|It's needed for] the {project}[, which starts {when}|, due {when}|].",
     "[We're|I'm] [behind on|catching up on|wrapping up] the {project}[ and this is the last bit|, this is "
     "one piece of it|].",
     "[If this isn't|Unless this is] [done|ready] by {when}, the {project} [slips|is late|gets delayed].",
+    "This [eats|takes|costs me] [about|roughly|nearly] {hours} hours [a week|every week|each month][ at "
+    "{place}|] and I [want them back|need it to stop].",
+    "[Nobody else at|No one at] {place} [knows how to|has time to|wants to] [do|touch] this, [so it lands on "
+    "me|so here I am].",
+    "[The|Our] {project} [kicks off|starts|goes live] {when}, and [this has to be in place|I need this settled|"
+    "this is a blocker].",
+    "[A mistake here|Getting this wrong] [means|would mean] [awkward questions from|a telling-off from|extra "
+    "work for] {role}.",
+    "[Twice now|More than once] a [small slip|typo|missed line] [in this|here] has [cost us|caused] [a day|a "
+    "week of back-and-forth|an awkward call].",
+]
+
+WORK = [  # the persona's working day: where they write from, what it is like
+    "[I'm writing this|Typing this|This is being written] {moment}[ at {place}|], so [forgive the brevity|"
+    "excuse any typos|bear with me].",
+    "[Quick one|Sending this] {moment} - [it's been a day|{place} is chaos today|long day].",
+    "[Things at|Life at] {place} [are|is] [hectic|busy|mad] [this week|right now|at the moment][, what with "
+    "the {project}|].",
+    "[At|In] {place} we [still|] [do|handle] the {things} [by hand|on paper|in one shared sheet][, which I'm "
+    "trying to change|].",
+    "{colleague} [normally|would usually] [take|do] [this|this part] [at {place}|for me], but [is away|is off "
+    "sick|has a week off|is on leave] [until {when}|this week].",
+    "[Most of|Much of] my [day|week] at {place} [goes to|is spent on] [people|the {project}|firefighting], "
+    "[so|which means] [the admin waits|paperwork slides].",
+    "[We're a small team|It's a small operation|We're tiny] [here in {city}|at {place}], so [the file work|the "
+    "admin|this] [falls to me|is mine].",
+    "[I only get to|I can only do] [tidying|admin|paperwork] like this {moment}[, which is not ideal|, so speed "
+    "matters|].",
+    "{weekday}s at {place} are [the worst|always busy|my long day], [and|so] [this keeps slipping|I'm handing "
+    "this over|I need it off my desk].",
+]
+
+STORY = [  # something that happened in the persona's world, with their people, tools and things
+    "{colleague} [moved|renamed|reorganised|re-exported] the {things} [last week|on Monday|yesterday] and "
+    "[nothing lines up any more|I've been catching up since|I'm still untangling it].",
+    "We [switched|moved] from {tool2} to {tool} [in {month}|last spring|this year], and [the files never quite "
+    "recovered|half the old habits stuck|I'm still cleaning up after it].",
+    "The {project} [meeting|call|review] [got moved|was pushed|was brought forward] to {when}[, which is why "
+    "this is suddenly urgent|, so the timing changed|].",
+    "[Back in|Since] {month} [I've|we've] [kept|tracked|logged] [everything|the {things}] [in two places|twice|"
+    "in {tool} and on paper], [and it shows|which was a mistake|never again].",
+    "{colleague} [asked|wondered|wanted to know] [whether|if] we could [automate|speed up|tidy up] [this|all "
+    "this] [- so here I am|, and I said I'd try|; this is me trying].",
+    "[Our|The] {city} [office|branch|team] [does|handles] the {things} [differently|their own way|in {tool2}], "
+    "[which doesn't help|so nothing matches|so bear that in mind].",
+    "I [inherited|took over] [this|all this|the {things}] from {colleague} in {month}[, with no notes|, mid-"
+    "way through the {project}|].",
+    "{interest_cap} [aside|apart], [this week|my week] [is|has been] [all|mostly] {project}.",
+    "[Yesterday|On {weekday}|This morning] {role} [asked about|queried] [one of the numbers|a figure|a date] and I "
+    "[couldn't|could not] [find where it came from|answer straight away][ - embarrassing|].",
+    "[Every|Each] {month} [the same thing happens|it's the same story]: [the files pile up|nobody owns this|"
+    "the {things} drift out of date].",
+]
+
+FILES = [  # the other things the persona's files hold (their `files` globs, in words)
+    "[It's|This is] the same kind of [mess|muddle|chore] as my {things}[ files|] - [different data, same "
+    "headache|same problem, different day].",
+    "[Next|After this] I'll [have to|need to] [tackle|deal with|sort out] the {things}, but one thing at a time.",
+    "[If this works|If it goes well], I'll [bring you|ask about|do the same for] the {things} [next|after].",
+    "[The|My] {things} [side of things is|files are] [a separate story|another job for another day|in "
+    "better shape, thankfully][, so leave that for now|].",
+    "[Compared with|Next to] my {things}, this [is the easy part|should be quick|is the bigger mess]"
+    "[, I think|, honestly|].",
 ]
 
 EXPLAIN = [
@@ -429,18 +570,54 @@ EXPLAIN = [
     "I know it's [a lot of detail|long|a long message], but [I'd rather over-explain|better too much than too "
     "little|I want to be clear].",
     "[Please|Do] [take your time|read it all first], [the details matter|it's all important|nothing is optional].",
+    "[Every detail below|Each bit below] is there for a reason[ - {role} is picky|, I promise|].",
 ]
 
 APOLOGY = ["[Sorry|Apologies] if this is [confusing|a silly request|obvious|a lot].",
            "I'm not great with [computers|files|spreadsheets], sorry[.|!]",
            "[Sorry|Apologies] for the [long message|mess|rush][.|!]",
-           "I hope I've explained this [right|properly|ok][.|...]"]
+           "I hope I've explained this [right|properly|ok][.|...]",
+           "[Forgive|Excuse] the [state of the files|chaos]; {place} has been [a lot|non-stop][.|!]"]
 
 HEDGES = ["[If possible|If you can|Ideally|If it's not too much trouble], [please|] [double-check|check] the "
           "[numbers|result|output] [before you finish|at the end|once you're done].",
           "I think [that's everything|that covers it|I got it all][, but tell me if not|].",
           "[Hopefully|I hope] [that makes sense|that's clear|this is clear enough].",
-          "[Does that make sense|Is that clear enough|Clear enough]?"]
+          "[Does that make sense|Is that clear enough|Clear enough]?",
+          "[Ask|Shout] if [a name|something] [looks odd|doesn't match][ rather than guessing|]."]
+
+# a workplace and a moment of the working day, by domain (flavor.domain_key)
+PLACES = {
+    "health": ["the ward", "the clinic", "the practice", "the unit", "the surgery"],
+    "education": ["school", "the department", "the staff room", "campus", "the lab"],
+    "food": ["the kitchen", "the restaurant", "the shop", "the bakery", "the café"],
+    "software": ["the office", "work", "the team", "the lab", "the client site"],
+    "finance": ["the office", "the firm", "the practice", "work", "the back office"],
+    "farm": ["the farm", "the yard", "the barn", "the market", "the packing shed"],
+    "creative": ["the studio", "the workshop", "the gallery", "the set", "rehearsals"],
+    "legal": ["chambers", "the firm", "court", "the office", "the registry"],
+    "general": ["work", "the office", "home", "the shop", "the site"],
+}
+MOMENTS = {
+    "health": ["between rounds", "on my break", "after handover", "on a night shift", "between patients",
+               "before clinic opens"],
+    "education": ["between lessons", "in my free period", "after the bell", "while marking", "before assembly",
+                  "during lunch duty"],
+    "food": ["before service", "after close", "between lunch and dinner", "after the lunch rush",
+             "on my one day off", "while the dough proves"],
+    "software": ["between meetings", "while the build runs", "after standup", "between pages",
+                 "before the release freeze", "while CI is red"],
+    "finance": ["between client calls", "during close week", "after the bank run", "on my lunch break",
+                "before month-end"],
+    "farm": ["after milking", "between chores", "before the rain comes", "after feeding", "from the tractor cab",
+             "after a long day outside"],
+    "creative": ["between sessions", "while a render runs", "between commissions", "after rehearsal",
+                 "before the next shoot"],
+    "legal": ["between hearings", "after court", "between client meetings", "before the filing cut-off",
+              "on the train to court"],
+    "general": ["between meetings", "on my lunch break", "after hours", "on the train home", "late at night",
+                "over breakfast"],
+}
 
 STEP_INTRO = {
     "casual": ["Here's what I need:", "[What I need|The plan|The job], [in order|step by step]:",
@@ -455,21 +632,26 @@ STEP_INTRO = {
 CONNECT = {
     "first": {
         "casual": ["First, ", "First of all, ", "To start, ", "Start with this: ", "Step one: ", "First up, ",
-                   "Before anything else, "],
-        "formal": ["To begin, ", "First, ", "As a first step, ", "Firstly, ", "Step 1: "],
+                   "Before anything else, ", "The first bit: ", "Job one: ", "Let's start here: ",
+                   "Kick things off like this: "],
+        "formal": ["To begin, ", "First, ", "As a first step, ", "Firstly, ", "Step 1: ", "To start with, ",
+                   "The first task: ", "Initially, "],
         "terse": ["1st: ", "first ", "", "start: "],
     },
     "middle": {
         "casual": ["Then ", "Next, ", "After that, ", "Once that's done, ", "When that's finished, ",
-                   "With that in place, ", "Then, once that's right, ", "Next up, "],
+                   "With that in place, ", "Then, once that's right, ", "Next up, ", "Moving on: ",
+                   "That sorted, ", "Second bit: ", "On top of that, "],
         "formal": ["Next, ", "Subsequently, ", "Then, ", "Following that, ", "Once this is complete, ",
-                   "After this, "],
+                   "After this, ", "Thereafter, ", "Having done that, ", "In addition, "],
         "terse": ["then ", "next: ", "after: ", "then: "],
     },
     "last": {
         "casual": ["Finally, ", "Last, ", "And last, ", "Lastly, ", "To finish, ", "To wrap up, ",
-                   "Last thing: ", "And finally, "],
-        "formal": ["Lastly, ", "Finally, ", "As a final step, ", "To conclude, ", "Last, "],
+                   "Last thing: ", "And finally, ", "One more and we're done: ", "Finishing touch: ",
+                   "Then, to close it off, "],
+        "formal": ["Lastly, ", "Finally, ", "As a final step, ", "To conclude, ", "Last, ", "To complete the "
+                   "request, ", "As the last item, "],
         "terse": ["last: ", "finally ", "then ", "end: "],
     },
     "after": {  # the previous step's output, named: "Once `x.csv` is ready, "
@@ -545,17 +727,23 @@ class Voice:
         if q.greetings and rng.random() < 0.8:
             g = rng.choice(q.greetings)
             return g if g.endswith((":", ",", ".", "!")) or rng.random() < 0.4 else g + rng.choice([",", "!", "."])
-        g = self.draw(GREETINGS[self.reg]) if GREETINGS[self.reg] else ""
+        g = self.draw(GREETINGS[self.reg], **self.slots) if GREETINGS[self.reg] else ""
         if self.reg == "terse":
             g = lowerfirst(g)
         if q.emoji and g and rng.random() < 0.5:
             g += " " + rng.choice(q.emoji)
         return self.say(g) if g and self.reg != "formal" else g
 
-    def _slots(self) -> dict:
+    @functools.cached_property
+    def slots(self) -> dict:
+        """The persona's facts the phrasings name, drawn once per request: who they are and where, one of their
+        goals, tools and interests, what their files hold, a person waiting for the result and a colleague, a
+        day, a project, a workplace and a moment of their working day (by domain)."""
         p, rng = self.persona, self.rng
+        dom = _domain(p)
         person = flavor.person(rng)
-        role = rng.choice(_ROLES[_domain(p)])
+        colleague = flavor.person(rng)
+        role = rng.choice(_ROLES[dom])
         project = rng.choice(flavor.vocab(p.domain, p.occupation)["projects"])
         w = when(rng)
         if self.quirks.deadline_style == "bold":
@@ -563,32 +751,47 @@ class Voice:
         elif self.quirks.deadline_style == "caps":
             w = w.upper()
         occ = p.occupation
+        tool = rng.choice(p.tools)
+        others = [t for t in p.tools if t != tool]
+        interest = first_person(rng.choice(p.interests), lower=False)
+        things = [re.sub(r"[_-]+", " ", n).strip() for n in world.stems(p) + world.folders(p)]
+        things = [t for t in things if t and not t.startswith(".")] or flavor.vocab(p.domain, p.occupation)["items"]
+        daypart = rng.choice(["morning", "afternoon", "evening"])
         return {
             "a_occ": f"{article(occ)} {occ}", "occ_cap": occ[:1].upper() + occ[1:], "occ_low": occ.casefold(),
-            "city": p.location.split(",")[0], "domain": p.domain, "name": p.name,
-            "goal": first_person(rng.choice(p.goals)), "person": person, "role": role,
+            "occ": occ, "city": p.location.split(",")[0], "domain": p.domain, "name": p.name,
+            "first": self.first, "first_low": self.first.casefold(),
+            "goal": first_person(rng.choice(p.goals)), "person": person, "colleague": colleague, "role": role,
             "role_cap": role[:1].upper() + role[1:], "when": w, "project": project,
-            "tool": (tool := rng.choice(p.tools)), "interest": first_person(rng.choice(p.interests), lower=False),
+            "tool": tool, "tool2": rng.choice(others) if others else "email",
             "a_tool": f"{article(tool)} {tool}",
+            "interest": interest, "interest_cap": interest[:1].upper() + interest[1:],
+            "things": rng.choice(things), "item": rng.choice(flavor.vocab(p.domain, p.occupation)["items"]),
+            "place": rng.choice(PLACES[dom]), "moment": rng.choice(MOMENTS[dom]),
+            "weekday": rng.choice(_WEEKDAYS[:5]), "daypart": daypart, "daypart_low": daypart,
+            "hours": rng.choice(["two", "three", "four", "five", "six"]),
+            "weeks": rng.choice(["three", "six", "eight", "ten"]), "month": rng.choice(_MONTHS),
         }
 
     def context(self) -> tuple[list[str], list[str]]:
         """The persona's context sentences: (before the steps, after them)."""
         rng, q, reg = self.rng, self.quirks, self.reg
-        slots = self._slots()
+        slots = self.slots
         terse = reg == "terse"
         kinds: list[str] = []
-        p_goal, p_for, p_tool, p_life, p_why = ((0.5, 0.45, 0.2, 0.15, 0.4) if terse else
-                                                (0.85, 0.6, 0.45, 0.35, 0.55))
+        p_goal, p_for, p_tool, p_life, p_why, p_work, p_files, p_story = (
+            (0.5, 0.4, 0.15, 0.1, 0.3, 0.3, 0.1, 0.2) if terse else (0.85, 0.5, 0.35, 0.3, 0.45, 0.4, 0.2, 0.5))
         if q.over_explain:
-            p_for, p_tool, p_life, p_why = 0.6, 0.5, 0.5, 0.6
-        for kind, p in (("for", p_for), ("tool", p_tool), ("life", p_life), ("why", p_why)):
+            p_for, p_tool, p_life, p_why, p_work, p_story = 0.6, 0.5, 0.5, 0.6, 0.5, 0.6
+        for kind, p in (("for", p_for), ("tool", p_tool), ("life", p_life), ("why", p_why), ("work", p_work),
+                        ("files", p_files), ("story", p_story)):
             if rng.random() < p:
                 kinds.append(kind)
         rng.shuffle(kinds)
         if rng.random() < p_goal:
             kinds.insert(0 if rng.random() < 0.75 else min(1, len(kinds)), "goal")
-        pools = {"goal": GOAL[self.style], "for": FOR_WHOM, "tool": TOOL, "life": LIFE, "why": WHY}
+        pools = {"goal": GOAL[self.style], "for": FOR_WHOM, "tool": TOOL, "life": LIFE, "why": WHY, "work": WORK,
+                 "files": FILES, "story": STORY}
         sentences = []
         for kind in kinds:
             s = self.draw(pools[kind], **slots)
@@ -610,15 +813,15 @@ class Voice:
             k = rng.randrange(len(sentences))
             sentences[k] = (sentences[k][0], sentences[k][1] + " " + rng.choice(q.asides))
         if (q.apologetic or reg == "anxious") and rng.random() < 0.5:
-            sentences.append(("sorry", self.draw(APOLOGY)))
+            sentences.append(("sorry", self.draw(APOLOGY, **slots)))
         if q.over_explain or (reg == "anxious" and rng.random() < 0.4):
-            sentences.append(("explain", self.draw(EXPLAIN)))
+            sentences.append(("explain", self.draw(EXPLAIN, **slots)))
         after: list[str] = []
         before: list[str] = []
         for kind, s in sentences:
             # a life detail or the deadline sometimes comes after the steps, as people add it at the end
-            if kind in ("life", "for", "why") and rng.random() < 0.25:
-                after.append(("P.S. " if kind == "life" and rng.random() < 0.5 else "") + s)
+            if kind in ("life", "for", "why", "files") and rng.random() < 0.25:
+                after.append(("P.S. " if kind in ("life", "files") and rng.random() < 0.5 else "") + s)
             else:
                 before.append(s)
         return [self.say(s) for s in before], [self.say(s) for s in after]
@@ -630,7 +833,7 @@ class Voice:
         if q.questions and rng.random() < 0.6:
             out.append(rng.choice(q.questions))
         if reg != "terse" and rng.random() < 0.2:
-            out.append(self.draw(HEDGES))
+            out.append(self.draw(HEDGES, **self.slots))
         names = {"first": self.first, "name": self.persona.name, "initial": self.first[0],
                  "first_low": self.first.casefold()}
         sign = ""
@@ -640,14 +843,14 @@ class Voice:
                     and not re.search(r"\b[A-Z]\.", sign):
                 sign += ("\n" if rng.random() < 0.5 else " ") + self.first
         elif rng.random() < (0.35 if reg == "terse" else 0.55):
-            sign = self.draw(SIGNOFFS[reg], **names)
+            sign = self.draw(SIGNOFFS[reg], **(self.slots | names))
             sign = sign.lower() if q.lowercase else sign
         # a sign-off with its own valediction ("Kind regards,\nName") takes no second one as the closing line
         closings = [c for c in CLOSINGS[reg] if not (("," in sign or "\n" in sign) and _VALEDICTION.match(c))]
         if q.thanks and rng.random() < 0.6 and not ("," in sign or "\n" in sign):
             close = rng.choice(q.thanks)
         else:
-            close = self.draw(closings) if rng.random() < 0.85 and closings else ""
+            close = self.draw(closings, **self.slots) if rng.random() < 0.85 and closings else ""
             if reg == "terse":
                 close = lowerfirst(close)
         if close:

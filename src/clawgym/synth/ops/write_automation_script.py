@@ -137,6 +137,16 @@ def _period_stem(rng, kind: str, months: list[int]) -> str:
                        f"{a:%Y%m}-{b:%m}_{kind}", f"export_{kind}_{a:%b}-{b:%b}{b:%y}".lower()])
 
 
+_SHEET_TOOL = re.compile(r"excel|sheets|calc|numbers|airtable|notion|quickbooks|xero|access|tableau|power bi|"
+                         r"crm|salesforce|hubspot|export|spreadsheet|smartsheet|redcap|stata|spss", re.I)
+
+
+def _sheet_tool(persona, rng) -> str:
+    """One of the persona's tools that holds tables (a spreadsheet, a CRM, an app's export), else "a
+    spreadsheet": where they do this chore by hand today."""
+    return rng.choice([t for t in persona.tools if _SHEET_TOOL.search(t)] or ["a spreadsheet"])
+
+
 def _spec(rng, chore: str, sl: dict) -> str:
     """What the script does, in lower case to follow "it reads INPUT and": the core, the output's columns and the
     details (rounding, blanks, order) as independent choices in a drawn order."""
@@ -147,7 +157,7 @@ def _spec(rng, chore: str, sl: dict) -> str:
     if chore == "filter":
         core = ex("[keeps only|selects|writes out just|keeps] the rows whose `{v}` is at least THRESHOLD (a number "
                   "given as the third argument)")
-        details = [ex("[rows with an empty {v} are dropped|a row without a {v} is left out|blank {v} cells never "
+        details = [ex("[rows with an empty {v} are dropped|a row with no {v} is left out|blank {v} cells never "
                       "pass]"),
                    ex("[the rows stay unchanged, with the same columns|every column is kept as it is|rows are "
                       "copied unchanged, all columns]"),
@@ -730,19 +740,31 @@ class WriteAutomationScript:
                      often=rng.choice(["every month", "every week", "each quarter", "after every payday",
                                        "every Monday", "at each month-end", "twice a month"]),
                      who=flavor.person(rng).split()[0],
-                     minutes=rng.choice([20, 30, 40, 45, 60, 90]))
+                     minutes=rng.choice([20, 30, 40, 45, 60, 90]), tool=_sheet_tool(ctx.persona, rng),
+                     kind=kind.replace("_", " ") if source is None else "data")
         run_clause = one_of(rng, [
             "Then run it once on {what} so the result lands in `{out}`" + (" (threshold {arg})." if arg else "."),
             "Run it on {what} and save the output as `{out}`" + (", using {arg} as the threshold." if arg else "."),
             "Test it on {what}, writing `{out}`" + (" with THRESHOLD {arg}." if arg else "."),
             "[For now|Today], [run it on|use it on|point it at] {what}[ and write|, output to|; the result goes to] "
             "`{out}`" + (" (THRESHOLD = {arg})." if arg else "."),
+            "[First real run|Its first job|The first run]: {what} -> `{out}`" + (", threshold {arg}." if arg else "."),
+            "[Please also run it|And do run it] [once|right away] on {what}; [I want|I need|I'd like] the [output|"
+            "result] [in|at] `{out}`" + (" (use {arg} as THRESHOLD)." if arg else "."),
+            "[Show me it works|Prove it works] [by running it on|on] {what}[ - the output belongs in| and saving the "
+            "result to] `{out}`" + (" with a threshold of {arg}." if arg else "."),
         ], **slots)
         reuse = one_of(rng, [
             "It must work on any export in this format (another one is `{var}`), not just this one.",
             "Don't hard-code anything about this data - the next file will differ, see `{var}`.",
             "I'll also use it on files like `{var}`[, so nothing may be hard-coded|].",
             "[It has to be reusable|It must be generic]: `{var}` is another export it has to handle.",
+            "[Each time|Every time|Whenever] there's a new {kind} [file|export], [like|for example] `{var}`, so [keep it "
+            "generic|no hard-coded values|nothing specific to this file].",
+            "`{var}` [is last period's|is an older] {kind} [export|file][ - same layout, different rows|]; the "
+            "script [must|should] [cope with|handle] [it|that one] too.",
+            "[Assume|Expect] [the rows|the data|row counts and values] [to change|will change] [every time|from file "
+            "to file][ (`{var}` is another example)|: `{var}` is a second sample].",
         ], **slots)
         opening = one_of(rng, [
             "I redo this by hand {often}, so please automate it. Write a Python script `{script}`, run as {usage}, "
@@ -754,6 +776,16 @@ class WriteAutomationScript:
             "python3 script, `{script}`, [called as|used like] {usage}: it reads INPUT ({inp}) and {spec}.",
             "{who} [used to do|did] this by hand {often}; let's script it. `{script}`, [usage|invoked as] {usage}, "
             "reads INPUT ({inp}) and {spec}.",
+            "[Right now|At the moment] I [copy|paste] the {kind} [export|data] into {tool} {often} and [fiddle|"
+            "fight] with it. [Instead|Better]: `{script}` ({usage}), which reads INPUT ({inp}) and {spec}.",
+            "[Script request|A small automation]: `{script}`. [Usage|Call it as]: {usage}. [Input|INPUT] is {inp}; "
+            "the script {spec}.",
+            "[Could you|Can you] [automate|take over] [my|the] {kind} [chore|routine][ (I do it {often})|]? [I'm "
+            "after|I need] `{script}` ({usage}) that reads INPUT ({inp}) and {spec}.",
+            "[{tool} can't|I can't get {tool} to] do this [cleanly|reliably|without hand edits], so [let's have|"
+            "I'd like] a python3 script: `{script}`, run as {usage}. It reads INPUT ({inp}) and {spec}.",
+            "[The|My] {kind} [numbers|figures] [need|want] [crunching|rolling up] {often}. [Write|Please write] "
+            "`{script}` ({usage}): it [should read|reads] INPUT ({inp}) and {spec}.",
         ], **slots)
         parts = [opening, reuse, run_clause]
         if rng.random() < 0.5:
@@ -773,8 +805,8 @@ class WriteAutomationScript:
         if skip:
             parts.insert(1, one_of(rng, [
                 "[Leave out|Skip|Ignore] [the rows|every row|all rows] where `{col}` is {val}[ - {why}| ({why})|].",
-                "[One exception|Important|Note]: [rows with|anything with] `{col}` = {val} [must not count|should be "
-                "skipped|stays out][, {why}|].",
+                "[One exception|Important|Note]: [rows with|all rows with] `{col}` = {val} [must not count|should be "
+                "skipped|are not included][, {why}|].",
                 "[The script must|It should] [drop|skip|ignore] rows whose `{col}` is {val}[; {why}|].",
             ], col=skip[0], val=skip[1], why=why))
         instruction = ("\n" if rng.random() < 0.3 else " ").join(parts)
@@ -819,7 +851,10 @@ class WriteAutomationScript:
         folder = ctx.path(base if rng.random() < 0.7 else f"{base}/{rng.choice(['new', 'batch1', '2026', 'unsorted'])}")
         other = ctx.path(f"{folder.rsplit('/', 1)[0] + '/' if '/' in folder else ''}"
                          f"{rng.choice(['next_batch', 'more_scans', 'old_laptop', 'from_phone', 'batch2'])}")
-        script = ctx.path(f"{world.folder(ctx.persona, rng, SCRIPT_FOLDERS, p_world=0.2)}/"
+        script_dir = world.folder(ctx.persona, rng, SCRIPT_FOLDERS, p_world=0.2)
+        if script_dir in (folder, other):  # the script must not sit among the files it renames (it would rename
+            script_dir = next(d for d in SCRIPT_FOLDERS if d not in (folder, other))  # itself)
+        script = ctx.path(f"{script_dir}/"
                           f"{rng.choice(['tidy_names', 'clean_names', 'fix_filenames', 'normalise_names'])}.sh")
         manifest = ctx.path(rng.choice(["reports/renames.csv", "rename_log.csv", "logs/renamed_files.csv",
                                         "logs/renames.csv", "manifests/renamed.csv", "renamed.csv"]))
@@ -838,7 +873,10 @@ class WriteAutomationScript:
         hdr = ",".join(cols)
         shown = rng.sample(first, k=min(2, len(first)))
         slots = dict(folder=folder, script=script, usage=usage, sep=sep, manifest=manifest, other=other, hdr=hdr,
-                     a=ex[0], b=ex[1], n=len(first), f1=shown[0], f2=shown[-1])
+                     a=ex[0], b=ex[1], n=len(first), f1=shown[0], f2=shown[-1], tool=rng.choice(ctx.persona.tools),
+                     who=flavor.person(rng).split()[0],
+                     device=rng.choice(["my phone", "the office scanner", "the shared drive", "email attachments",
+                                        "my old laptop", "WhatsApp", "the camera", "a USB stick"]))
         opening = one_of(rng, [
             "My `{folder}/` folder is full of badly named files[ ({n} of them)|].",
             "[The files in `{folder}/` have|Everything in `{folder}/` has|Half the files in `{folder}/` have] "
@@ -846,6 +884,16 @@ class WriteAutomationScript:
             "[I keep dumping|My phone and scanner dump] files into `{folder}/`[, {n} so far|] and the names are "
             "[a mess|all over the place][ (think `{f1}`)|].",
             "[Please automate my file-name clean-up.|File names again...|Time to fix the names in `{folder}/`.]",
+            "Whatever comes off {device} lands in `{folder}/` with names like `{f1}`[ - spaces, capitals, brackets|"
+            ", which {tool} then chokes on|].",
+            "[{who} keeps|People keep|I keep] [saving|dropping] files into `{folder}/` [straight from|from] "
+            "{device}[, and|;] [nothing is named consistently|no two names follow the same pattern].",
+            "[Searching|Finding anything in] `{folder}/` is [hopeless|painful|a lottery] because of names like "
+            "`{f2}`[ ({n} files so far)|].",
+            "[I rename|I've been renaming] files in `{folder}/` by hand [for ages|every week|whenever {who} "
+            "complains][ and I'm done with it|; never again|].",
+            "[Our|My] `{folder}/` [folder|dump] [is|has become] a [zoo|jumble|graveyard] of names[ like `{f1}` and "
+            "`{f2}`|].",
         ], **slots)
         script_s = one_of(rng, [
             "Write a POSIX shell script `{script}` ({usage}) that renames every file directly in DIR.",
@@ -853,6 +901,10 @@ class WriteAutomationScript:
             "[that renames|to rename] each file directly in DIR (subfolders are left alone).",
             "[Automate it|Script it] with a shell script at `{script}`, run as {usage}, that renames the files "
             "directly in DIR[, not in subfolders| (no recursion)|].",
+            "[What I want|The fix] is `{script}` (POSIX sh, {usage}): it [gives|renames] every file [sitting "
+            "directly|at the top level] in DIR [a tidy name|to a clean name][; subfolders are not touched|].",
+            "[Make|Write me] a [small|plain] sh script, `{script}` - {usage} - [that tidies|to tidy] the names of "
+            "the files directly inside DIR[ (leave subfolders alone)|].",
         ], **slots)
         items = [
             expand("[lower-case the whole name|everything in lower case|make the name lower case]", rng),
@@ -869,19 +921,29 @@ class WriteAutomationScript:
         style = rng.choice(["sentence", "bullets", "numbered", "block"])
         rules = requirements(rng, items[:3] + tail_items, fixed_order=True, style=style,
                              lead="" if style == "block" else
-                             expand("[The rules:|Naming rules:|How to rename:|For each file:]", rng))
-        example = expand("[For example|E.g.|So], `{a}` [->|becomes|turns into|should end up as] `{b}`.", rng,
-                         a=ex[0], b=ex[1])
+                             expand("[The rules:|Naming rules:|How to rename:|For each file:|A tidy name means:|"
+                                    "How a name gets cleaned:|What tidy means here:]", rng))
+        example = one_of(rng, ["[For example|E.g.|So], `{a}` [->|becomes|turns into|should end up as] `{b}`.",
+                               "`{a}` [would become|should come out as] `{b}`[, to give you the idea|, for instance|].",
+                               "[One real case|A real one from the folder]: `{a}` -> `{b}`."], a=ex[0], b=ex[1])
         run_s = one_of(rng, [
             "Run it on `{folder}` with the manifest `{manifest}`.",
             "[Then run it|Run it once] on `{folder}/`[, manifest|, writing the manifest to| with MANIFEST =] "
             "`{manifest}`.",
             "[Use it on|Point it at] `{folder}` (manifest: `{manifest}`).",
+            "[Do the first pass|Try it out] on `{folder}` [and keep the manifest as|; the list of renames goes in] "
+            "`{manifest}`.",
+            "`{folder}` is the first [victim|folder to clean]: [run the script on it|run it there] with `{manifest}` "
+            "as MANIFEST.",
         ], **slots)
         reuse_s = one_of(rng, [
             "I'll reuse it on other folders such as `{other}/`.",
             "It has to work on other folders too, like `{other}/`.",
             "`{other}/` is next[, so nothing folder-specific, please|].",
+            "[Later|After that] {who} [wants|will want] to run it on `{other}/`[ too|], so [keep it general|no "
+            "folder names inside the script].",
+            "[The same mess|More of the same] [lives|sits] in `{other}/` (from {device}); the script [has to|must] "
+            "work there as well.",
         ], **slots)
         tail = [run_s, reuse_s] if rng.random() < 0.6 else [reuse_s, run_s]
         joiner = "\n" if rng.random() < 0.3 else " "
