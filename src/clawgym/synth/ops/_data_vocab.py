@@ -350,7 +350,7 @@ def iso(rng: random.Random, col: str = "", plural: bool = False) -> str:
             "no day-first dates anywhere: {ex}[ style|-style], YYYY-MM-DD",
             "[any|each] date [should look|looks] like {ex}",
             "[dates|all dates] [formatted|in] YYYY-MM-DD[ please|]",
-            "[four-digit year|the year] first in [every|each] date ([so|i.e.] {ex})",
+            "[four-digit year|the year] first in [every|each] date ([so|that is,] {ex})",
         ]), rng, clause=True, ex=ex, bad=bad)
     return expand(rng.choice([
         "{c} as YYYY-MM-DD",

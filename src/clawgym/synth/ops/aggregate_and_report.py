@@ -333,7 +333,7 @@ class AggregateAndReport:
                          "divided by {c}",
                          "[per|for each] group: [how many rows|the number of rows] ({c}), [their|the] {v} [total|sum] "
                          "({t}) and the [mean|average] per row ({a})",
-                         "{a} [means|is] the average {v} per row, i.e. {t} over {c}; {t} is the plain sum and {c} "
+                         "{a} [means|is] the average {v} per row, that is {t} over {c}; {t} is the plain sum and {c} "
                          "the [count|number of rows]"], c=c_t, t=t_t, a=a_t, v=VC),
             V.two_dec(rng, f"{t_t} and {a_t}"),
             one_of(rng, ["[@sort] [by|on] {t}[, highest first| from highest to lowest| in descending order| (biggest "

@@ -269,9 +269,19 @@ class ScheduleEvents:
         ], dur=dur, summary=summary, who=who, day=dated(rng, first), cal=cal_path, avail=avail_path, loc=location)
         ask = ask[:1].lower() + ask[1:]
         if second:
-            ask += expand("; then a {d}-minute \"{s}\" with {w} ({a}) at the earliest free time on {day} (same "
-                          "location, and not clashing with the first one)", rng, d=second['dur'], s=second['summary'],
-                          w=second['who'], a=addrs[second['who']], day=dated(rng, second['day']))
+            ask += one_of(rng, [
+                "; then a {d}-minute \"{s}\" with {w} ({a}) at the earliest free time on {day} (same location, and "
+                "not clashing with the first one)",
+                "; [after that|and then|also], {d} minutes of \"{s}\" with {w} ({a}) on {day}, [as early as|as soon "
+                "as] [we're|we are] both free [that day|then], in the same place and [never|not] overlapping the "
+                "first [meeting|booking]",
+                "; plus \"{s}\" ({d} min) with {w} <{a}> on {day}: [the first|the earliest] open slot [that day|there], "
+                "[same location|at the same location], [without|with no] overlap with the first one",
+                ". The second one: \"{s}\", {d} minutes, with {w} ({a}), [the earliest|first] time on {day} that "
+                "[suits|fits] both calendars - [keep|use] the same location and [don't|do not] let it clash with "
+                "the first",
+            ], d=second['dur'], s=second['summary'], w=second['who'], a=addrs[second['who']],
+                day=dated(rng, second['day']))
         it = "them" if second else "it"
         instruction = one_of(rng, [
             "[Please|Could you] book {ask}. Put [the new event{s}|{it}] in `{out}` (an {ics} calendar file).",
@@ -408,7 +418,9 @@ class ScheduleEvents:
             "[the entry's|its] {what} at {at}, {dur} min, \"{loc}\" as the location.",
         ], dur=dur, at=at, what=what, only=only, src=source.description, path=source.path, out=out, title=title,
             loc=location)
-        instruction = instruction[:1].lower() + instruction[1:] + " " + fmt_note(rng)
+        if not re.match(r"I\b", instruction):  # mid-sentence after the steps' connective, but "I" stays "I"
+            instruction = instruction[:1].lower() + instruction[1:]
+        instruction += " " + fmt_note(rng)
         exp = [{"summary": e["summary"], "dtstart": ics_stamp(e["start"]), "dtend": ics_stamp(e["end"])} for e in evs]
         checks = [
             Check("one_event_per_entry", "ics_events", {"path": out, "events": [{"summary": e["summary"]} for e in evs]}),
