@@ -166,7 +166,7 @@ def _spec(rng, chore: str, sl: dict) -> str:
         text = f"{core} {out}"
     elif chore == "average":
         core = ex("[averages|computes the mean of|works out the average] `{v}` [per|for each|by] `{g}`")
-        out = ex("[writes|saves|outputs] a CSV with the columns {g}, {average}, {count}")
+        out = ex("[writes|saves|outputs] [a CSV with the columns|a CSV headed|a CSV whose header row is|a comma-separated file of] {g}, {average}, {count}")
         details = [ex("{average} [with two decimals|rounded to 2 decimals|formatted with 2 decimals]"),
                    ex("{count} = [the number of rows averaged|how many rows went into it|rows used]"),
                    ex("[skip rows whose {v} is empty|rows with an empty {v} don't count|ignore blank {v} cells]"),
@@ -175,7 +175,7 @@ def _spec(rng, chore: str, sl: dict) -> str:
     elif chore == "latest":
         core = ex("[finds|picks|keeps] [the most recent|the latest|the newest] `{v}` [per|for each] `{g}` (the row "
                   "with the latest `{d}`[; on a tie the later row in the file|, the last one in the file on a tie])")
-        out = ex("[writes|saves|outputs] a CSV with the columns {g}, {d}, {v}")
+        out = ex("[writes|saves|outputs] [a CSV with the columns|a CSV headed|a CSV whose header row is|a comma-separated file of] {g}, {d}, {v}")
         details = [ex("[one row per {g}|a row for each {g}]"),
                    ex("[sorted by {g}|in order of {g} (A-Z)|{g} in alphabetical order]"),
                    ex("[rows with an empty {v} or {d} are ignored|skip rows without a {v} or {d}]"),
@@ -183,7 +183,7 @@ def _spec(rng, chore: str, sl: dict) -> str:
         text = f"{core} and {out}"
     elif chore == "count":
         core = ex("[counts the rows per|counts how many rows there are for each|tallies the rows by] `{g}`")
-        out = ex("[writes|saves|outputs] a CSV with the columns {g}, {count}")
+        out = ex("[writes|saves|outputs] [a CSV with the columns|a CSV headed|a CSV whose header row is|a comma-separated file of] {g}, {count}")
         details = [ex("[most frequent first|the largest {count} first|highest {count} on top]"),
                    ex("[ties by {g}|ties broken by {g} (A-Z)|equal counts in order of {g}]")]
         text = f"{core} and {out}"
@@ -191,7 +191,7 @@ def _spec(rng, chore: str, sl: dict) -> str:
         key = "`{g}`" if chore == "group" else "calendar month (YYYY-MM) of `{d}`"
         core = ex("[adds up|sums|totals] `{v}` [per|for each|by] " + key)
         first = "{g}" if chore == "group" else "{month} (YYYY-MM)"
-        out = ex("[writes|saves|outputs] a CSV with the columns " + first + ", {total}, {count}")
+        out = ex("[writes|saves|outputs] [a CSV with the columns|a CSV headed|a CSV whose header row is|a comma-separated file of] " + first + ", {total}, {count}")
         details = [ex("{total} [with two decimals|rounded to 2 decimals|to the cent (two decimals)]"),
                    ex("{count} = [the number of rows added up|how many rows went into the {total}|rows summed]"),
                    ex("[skip rows whose {v} is empty|rows with an empty {v} don't count|ignore blank {v} cells]")]
@@ -768,24 +768,24 @@ class WriteAutomationScript:
         ], **slots)
         opening = one_of(rng, [
             "I redo this by hand {often}, so please automate it. Write a Python script `{script}`, run as {usage}, "
-            "that reads INPUT ({inp}) and {spec}.",
-            "Can you write me a reusable script for a recurring chore? `{script}` (usage: {usage}): it reads INPUT "
+            "that [reads|takes|loads|goes through|works on] INPUT ({inp}) and {spec}.",
+            "Can you write me a reusable script for a recurring chore? `{script}` (usage: {usage}): it [reads|takes|loads|goes through|works on] INPUT "
             "({inp}) and {spec}.",
             "Please create `{script}`: {usage}. Given INPUT ({inp}), it {spec}.",
             "[This takes me|I lose] about {minutes} minutes {often}[ in a spreadsheet|]. [I'd like|I need] a "
-            "python3 script, `{script}`, [called as|used like] {usage}: it reads INPUT ({inp}) and {spec}.",
+            "python3 script, `{script}`, [called as|used like] {usage}: it [reads|takes|loads|goes through|works on] INPUT ({inp}) and {spec}.",
             "{who} [used to do|did] this by hand {often}; let's script it. `{script}`, [usage|invoked as] {usage}, "
-            "reads INPUT ({inp}) and {spec}.",
+            "[reads|takes|loads|goes through|works on] INPUT ({inp}) and {spec}.",
             "[Right now|At the moment] I [copy|paste] the {kind} [export|data] into {tool} {often} and [fiddle|"
-            "fight] with it. [Instead|Better]: `{script}` ({usage}), which reads INPUT ({inp}) and {spec}.",
+            "fight] with it. [Instead|Better]: `{script}` ({usage}), which [reads|takes|loads|goes through|works on] INPUT ({inp}) and {spec}.",
             "[Script request|A small automation]: `{script}`. [Usage|Call it as]: {usage}. [Input|INPUT] is {inp}; "
             "the script {spec}.",
             "[Could you|Can you] [automate|take over] [my|the] {kind} [chore|routine][ (I do it {often})|]? [I'm "
-            "after|I need] `{script}` ({usage}) that reads INPUT ({inp}) and {spec}.",
+            "after|I need] `{script}` ({usage}) that [reads|takes|loads|goes through|works on] INPUT ({inp}) and {spec}.",
             "[{tool} can't|I can't get {tool} to] do this [cleanly|reliably|without hand edits], so [let's have|"
-            "I'd like] a python3 script: `{script}`, run as {usage}. It reads INPUT ({inp}) and {spec}.",
+            "I'd like] a python3 script: `{script}`, run as {usage}. It [reads|takes|loads|goes through|works on] INPUT ({inp}) and {spec}.",
             "[The|My] {kind} [numbers|figures] [need|want] [crunching|rolling up] {often}. [Write|Please write] "
-            "`{script}` ({usage}): it [should read|reads] INPUT ({inp}) and {spec}.",
+            "`{script}` ({usage}): it [should read|reads|should take|takes] INPUT ({inp}) and {spec}.",
         ], **slots)
         parts = [opening, reuse, run_clause]
         if rng.random() < 0.5:
