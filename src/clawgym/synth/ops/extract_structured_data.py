@@ -273,8 +273,16 @@ class ExtractStructuredData:
         header = [oc, vc, dc, tc]
         out = ctx.path(rng.choice(["orders.csv", "order_log.csv", "purchases.csv", "online_orders.csv",
                                    "order_summary.csv", "what_i_ordered.csv"]))
-        what = expand("the emails saved in `{f}/` ([skip|ignore] anything that is not an order confirmation, such as "
-                      "[newsletters|promotions|marketing mail]; {df})", rng, f=folder, df=V.day_first(rng))
+        what = expand(rng.choice([
+            "the emails saved in `{f}/` ([skip|ignore] anything that is not an order confirmation, such as "
+            "[newsletters|promotions|marketing mail]; {df})",
+            "the [mails|messages] [in|under] `{f}/` - only the order confirmations count, [the|any] [newsletters|"
+            "promotions|marketing mail] [do not|don't] ({df})",
+            "the order confirmations among the emails in `{f}/` ([leave out|pass over] [newsletters|promotions|"
+            "marketing mail] and [the like|similar]; {df})",
+            "`{f}/`'s emails[, which also hold [newsletters|promotions|marketing mail]|] - [I only care about|use "
+            "only] the [order confirmations|confirmations of orders] ({df})",
+        ]), rng, f=folder, df=V.day_first(rng))
         what = what[:1].lower() + what[1:]
         fields = expand("{oc} ([the order number|the order's number] without any leading #), {vc} ([the shop's name "
                         "as in the sender|the seller, named as in the From line|who sent it, the shop's name as in the "

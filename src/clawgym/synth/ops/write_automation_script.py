@@ -155,8 +155,16 @@ def _spec(rng, chore: str, sl: dict) -> str:
         return text[:1].lower() + text[1:]
 
     if chore == "filter":
-        core = ex("[keeps only|selects|writes out just|keeps] the rows whose `{v}` is at least THRESHOLD (a number "
-                  "given as the third argument)")
+        core = ex(rng.choice([
+            "[keeps only|selects|writes out just|keeps] the rows whose `{v}` is at least THRESHOLD (a number "
+            "given as the third argument)",
+            "[drops|removes|filters out] every row whose `{v}` is [below|under|less than] THRESHOLD, the [third|"
+            "last] argument (a number)",
+            "[passes through|lets through|copies] [only |]the rows [where|in which] `{v}` [reaches|is no less than] "
+            "THRESHOLD - [that's|which is] the [third|last] [argument|command-line argument], a number",
+            "[uses|takes] the [third|last] argument as THRESHOLD [(a number)|, a number,] and [keeps|writes] "
+            "[only |]the rows with `{v}` [>=|at or above] it",
+        ]))
         details = [ex("[rows with an empty {v} are dropped|a row with no {v} is left out|blank {v} cells never "
                       "pass]"),
                    ex("[the rows stay unchanged, with the same columns|every column is kept as it is|rows are "
