@@ -126,7 +126,7 @@ def test_validation_rejects_task_a_cheat_passes(tmp_path, bwrap_backend):
     from clawgym.synth.compose import compose_task
     from clawgym.synth.personas import load_personas
     from clawgym.synth.taxonomy import load_taxonomy
-    from clawgym.synth.validate import validate_candidate, validate_candidate_episodes
+    from clawgym.synth.validate import cheat_score, validate_candidate, validate_candidate_episodes
 
     tax = load_taxonomy()
     personas = load_personas(taxonomy=tax)
@@ -135,7 +135,7 @@ def test_validation_rejects_task_a_cheat_passes(tmp_path, bwrap_backend):
     v = validate_candidate(weak, bwrap_backend)
     assert not v.ok and v.reason is not None and v.reason.startswith("cheat_"), (v.reason, v.detail)
     assert v.oracle.score == 1.0 and v.noop.score == 0.0 and 0 < v.partial.score < 1  # only a cheat catches it
-    assert max(c.score for c in v.cheats.values()) >= 0.3 and "cheat" in v.detail
+    assert max(cheat_score(c, v.guard_checks) for c in v.cheats.values()) >= 0.3 and "cheat" in v.detail
     assert set(v.cheats) == {"empty", "copy-input", "echo-request"}
     # the sound version passes, every cheat far below the bar; the slow path (real episodes) agrees
     sound = compose_task("sound", personas[0], sub, tax, {"clean_data": CleanData()}, random.Random(3), 1)
@@ -253,3 +253,26 @@ def test_kill_9_of_synth_leaves_no_worker_or_sandbox(tmp_path, bwrap_backend):
                     os.kill(p, signal.SIGKILL)
                 except OSError:
                     pass
+
+
+def test_distractor_check_cannot_water_a_cheat_down_below_the_bar(bwrap_backend):
+    """The distractors' own check pays a cheat nothing (it is gated by the task's work), so counted in the mean it
+    would push a weak task's cheat payout (2 of 6 checks) under the 0.3 bar (2 of 7): the bar leaves it out."""
+    from clawgym.synth.compose import compose_task
+    from clawgym.synth.personas import load_personas
+    from clawgym.synth.taxonomy import load_taxonomy
+    from clawgym.synth.validate import cheat_score, guard_checks, validate_candidate
+
+    tax = load_taxonomy()
+    personas = load_personas(taxonomy=tax)
+    sub = next(s for s in tax.subcategories if "clean_data" in s.operations)
+    weak = compose_task("weak", personas[0], sub, tax, {"clean_data": _WeakCleanData()}, random.Random(3), 1)
+    guard = guard_checks(weak.task)
+    assert guard and weak.task.metadata["distractors"]  # the task has distractor files and their check
+    v = validate_candidate(weak, bwrap_backend)
+    best = max(v.cheats.values(), key=lambda c: cheat_score(c, guard))
+    assert best.score < 0.3 <= cheat_score(best, guard)  # diluted below the bar, and caught all the same
+    assert not v.ok and v.reason.startswith("cheat_")
+    bare = compose_task("weak", personas[0], sub, tax, {"clean_data": _WeakCleanData()}, random.Random(3), 1,
+                        distractor_files=False)
+    assert guard_checks(bare.task) == frozenset()

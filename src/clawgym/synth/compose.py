@@ -124,10 +124,12 @@ def compose_task(
     files = [f for p in plans for f in p.files]
     code = checks_code_check(plans, timeout_seconds=120)
     extra = []
+    kept_name = None
     if distractor_files:
         # their own RNG, seeded from the task's: how many and what they hold never shifts the task's later draws
         extra = distractors(persona, plans, instruction, random.Random(rng.getrandbits(64)))
         kept = kept_check(extra, plans, [c.name or "" for c in code.checks])
+        kept_name = kept[0] if kept is not None else None
         if kept is not None:
             code = code.model_copy(update={"checks": [*code.checks, check_call(kept[1], kept[0])]})
     files += extra
@@ -156,6 +158,7 @@ def compose_task(
             "persona_id": persona.id, "category_id": category.id, "subcategory_id": sub.id,
             "steps": [p.summary for p in plans], "fingerprint": fingerprint,
             **({"distractors": [f.path for f in extra]} if extra else {}),
+            **({"distractor_check": kept_name} if kept_name else {}),
             # only when not the default, so that direct-solution tasks keep their bytes
             **({"phrasing_half": phrasing_half} if phrasing_half is not None else {}),
             **({"solution": solution} | ({"program_ops": sorted(program_ops)} if program_ops is not None else {})

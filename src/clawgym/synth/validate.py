@@ -51,11 +51,29 @@ class Validation:
     noop: Verdict | None = None
     partial: Verdict | None = None
     cheats: dict[str, Verdict] = field(default_factory=dict)  # cheat name -> its verdict (clawgym.synth.cheats)
+    guard_checks: frozenset[str] = frozenset()  # checks left out of the cheats' bar (see cheat_score)
 
     @property
     def cheats_passing(self) -> list[str]:
-        """The cheats that scored THRESHOLD or more, in CHEATS order."""
-        return [c for c in CHEATS if c in self.cheats and self.cheats[c].score >= THRESHOLD]
+        """The cheats that scored THRESHOLD or more (by :func:`cheat_score`), in CHEATS order."""
+        return [c for c in CHEATS if c in self.cheats and cheat_score(self.cheats[c], self.guard_checks) >= THRESHOLD]
+
+
+def guard_checks(task: Task) -> frozenset[str]:
+    """The task's checks that only guard the workspace (the distractor files' `distractors_kept`, named in
+    `metadata.distractor_check` by compose_task)."""
+    name = task.metadata.get("distractor_check")
+    return frozenset([name]) if isinstance(name, str) else frozenset()
+
+
+def cheat_score(verdict: Verdict, guard: frozenset[str] = frozenset()) -> float:
+    """A cheat's score as the bar sees it: the mean of the task's checks without the `guard` checks. A guard
+    check never pays a cheat (it is gated by the task's own work), so counting it would water a weak check's
+    payout down below the bar: a task whose format checks pay 2 of 6 to writing anything would pass as 2 of 7."""
+    own = [x for k, x in verdict.checks.items() if k not in guard]
+    if not guard or not own or len(own) == len(verdict.checks):
+        return verdict.score or 0.0
+    return sum(own) / len(own)
 
 
 def partial_task(cand: Candidate) -> Task:
@@ -71,9 +89,11 @@ CHEAT_WHAT = {
 
 
 def judge(oracle: Verdict | None, oracle_tool_errors: int, noop: Verdict | None, partial: Verdict | None,
-          partial_tool_errors: int = 0, cheats: dict[str, Verdict] | None = None) -> Validation:
+          partial_tool_errors: int = 0, cheats: dict[str, Verdict] | None = None,
+          guard: frozenset[str] = frozenset()) -> Validation:
     """The rules, applied to the verdicts: reference, no-op, partial solution, then the cheats (any scoring
-    THRESHOLD or more rejects the task as `cheat_<name>`, the name of the best-paid cheat)."""
+    THRESHOLD or more without the `guard` checks, :func:`cheat_score`, rejects the task as `cheat_<name>`, the
+    name of the best-paid cheat)."""
     cheats = cheats or {}
     if oracle_tool_errors:
         return Validation(False, "reference_tool_error", f"{oracle_tool_errors} reference steps failed", oracle, noop,
@@ -91,14 +111,14 @@ def judge(oracle: Verdict | None, oracle_tool_errors: int, noop: Verdict | None,
         return Validation(False, "partial_not_between",
                           f"partial solution scored {score} ({partial_tool_errors} failed steps)", oracle, noop,
                           partial, cheats)
-    v = Validation(True, oracle=oracle, noop=noop, partial=partial, cheats=cheats)
+    v = Validation(True, oracle=oracle, noop=noop, partial=partial, cheats=cheats, guard_checks=guard)
     passing = v.cheats_passing
     if passing:
-        top = max(passing, key=lambda c: cheats[c].score)
+        top = max(passing, key=lambda c: cheat_score(cheats[c], guard))
         parts = []
         for c in passing:
             paid = {k: round(x, 3) for k, x in cheats[c].checks.items() if x > 0}
-            parts.append(f"{c} ({CHEAT_WHAT[c]}) scored {cheats[c].score:.3f}, paid by {paid}")
+            parts.append(f"{c} ({CHEAT_WHAT[c]}) scored {cheat_score(cheats[c], guard):.3f}, paid by {paid}")
         v.ok, v.reason = False, f"cheat_{top}"
         v.detail = ("a trivial cheat scores >= " + f"{THRESHOLD:g}: " + "; ".join(parts)
                     + ". Make those checks count only when the content is right.")
@@ -323,7 +343,7 @@ def validate_batch(
                 st = states[i]
                 cheats = {c: combine(spec, r) for c, r in zip(st.cheat_transcripts, cheat_rs, strict=True)}
                 out[i] = judge(combine(spec, oracle_r), st.oracle_errors, combine(spec, noop_r),
-                               combine(spec, partial_r), st.partial_errors, cheats)
+                               combine(spec, partial_r), st.partial_errors, cheats, guard_checks(cands[i].task))
     finally:
         shutil.rmtree(stage, ignore_errors=True)
         grader.clear_workspace()
@@ -376,4 +396,5 @@ def validate_candidate_episodes(cand: Candidate, backend: SandboxBackend,
                 if t.status == "infra_error":
                     return Validation(False, "infra_error", t.error.message if t.error else "?")
                 cheats[cheat] = t.verdict
-    return judge(oracle.verdict, oracle.tool_errors, noop.verdict, part.verdict, part.tool_errors, cheats)
+    return judge(oracle.verdict, oracle.tool_errors, noop.verdict, part.verdict, part.tool_errors, cheats,
+                 guard_checks(cand.task))
