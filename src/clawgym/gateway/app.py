@@ -53,6 +53,7 @@ from clawgym import httpguard
 from clawgym.gateway.budget import BUDGET_ERROR_TYPE, Budget, BudgetBook
 from clawgym.gateway.capture import Assembled, dumps, loads, retokenize, strip_added
 from clawgym.gateway.sampling import SamplingOverride
+from clawgym.pool.store import PoolClosed
 
 UNASSIGNED = "_unassigned"
 # GET TRAJECTORY_PATH + <trajectory id, url-quoted>: that trajectory's steps and budget spend (token-guarded)
@@ -127,15 +128,6 @@ class PoolWriter:
         self.closed = True
         self._q.put(None)
         self._thread.join(timeout=30)
-
-
-class PoolClosed(RuntimeError):
-    """A step arrived after the gateway's pool was closed (the run is stopping, e.g. on Ctrl-C)."""
-
-
-def _closed_pool(exc: BaseException) -> bool:
-    """Whether `exc` says the pool is closed (the writer's, or the pool's own PoolError once it is closed)."""
-    return isinstance(exc, PoolClosed) or (type(exc).__name__ == "PoolError" and "closed" in str(exc))
 
 
 CLOSED_BODY = dumps({"error": {"message": "the gateway is shutting down (its pool is closed): the call was not "
@@ -324,9 +316,7 @@ class Gateway:
         }
         try:
             index = self._step_index(trajectory)
-        except Exception as exc:
-            if not _closed_pool(exc):
-                raise
+        except PoolClosed:
             await _respond(send, 503, CLOSED_BODY)
             return
         started, t0 = _now(), time.monotonic()
@@ -387,9 +377,7 @@ class Gateway:
         latency = time.monotonic() - meta["t0"]
         try:
             await self._record(meta, asm, latency, None)
-        except Exception as exc:
-            if not _closed_pool(exc):
-                raise
+        except PoolClosed:
             self.stats["not_recorded"] += 1
             await _respond(send, 503, CLOSED_BODY)  # an answer that is not in the pool must not count
             return
@@ -446,9 +434,7 @@ class Gateway:
         latency = time.monotonic() - meta["t0"]
         try:
             await self._record(meta, asm, latency, ttft)
-        except Exception as exc:
-            if not _closed_pool(exc):
-                raise
+        except PoolClosed:
             # the stream has started: end it without [DONE], so the client sees it cut short
             self.stats["not_recorded"] += 1
             done_seen = False

@@ -163,6 +163,10 @@ class PoolError(ClawgymError):
     """A pool that cannot be opened, a missing step or trajectory, a duplicate step, a bad request."""
 
 
+class PoolClosed(PoolError):
+    """The pool was used after it was closed (a run stopping, e.g. on Ctrl-C, while calls still arrive)."""
+
+
 def _json_list(text: str | None) -> list:
     return json.loads(text) if text else []
 
@@ -373,7 +377,7 @@ class Pool:
 
     def _check_open(self, write: bool = False) -> None:
         if self._closed or self._conn is None:
-            raise PoolError(f"{self.root}: the pool is closed")
+            raise PoolClosed(f"{self.root}: the pool is closed")
         if write and self.readonly:
             raise PoolError(f"{self.root}: the pool is open read-only")
 
