@@ -249,8 +249,20 @@ def table(res: dict) -> str:
         studs = [cell(row["student"].get(str(k))) for k in seeds]
         lines.append(f"| {label} | {ind} | {row['tasks']} | {cell(row.get('base'))} | {' | '.join(studs)} | "
                      f"{dcell(row.get('delta_pooled'))} |")
+    fam_rows = [(key, fam, r) for key in ("in_distribution", "phrasing")
+                for fam, r in ((res["sets"].get(key) or {}).get("per_family") or {}).items()]
+    if fam_rows:
+        lines += ["", "Per family (mean score over the family's held-out tasks):", "",
+                  "| held-out set | family | tasks | base | " + " | ".join(f"student seed {k}" for k in seeds) + " |",
+                  "|---|---|---:|---:|" + "---:|" * len(seeds)]
+        for key, fam, r in fam_rows:
+            studs = [f"{r[f'student_{k}']:.3f}" if r.get(f"student_{k}") is not None else "not run" for k in seeds]
+            lines.append(f"| {'same wording half' if key == 'in_distribution' else 'other wording half'} | {fam} | "
+                         f"{r['tasks']} | {r['base']:.3f} | {' | '.join(studs)} |")
     lofo = res.get("lofo") or {}
-    if lofo.get("families"):
+    if not lofo.get("families"):
+        lines += ["", "(a) Leave one family out: not run yet."]
+    else:
         lines += ["", f"(a) Leave one family out (training seed {lofo['seed']}): a student trained without the family's "
                   "demonstrations, on that family's in-distribution held-out tasks.", "",
                   "| family left out | tasks | base | student trained on all five | student trained without it | "
@@ -304,7 +316,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save", action="store_true",
                     help="Copy the results to benchmarks/learning/results/ and write the table into --readme.")
     ap.add_argument("--readme", type=Path, default=REPO / "docs" / "learning.md")
+    ap.add_argument("--report", action="store_true",
+                    help="Run no stage: print (and with --save, save) the table of what --work holds so far.")
     args = ap.parse_args(argv)
+    if args.report:
+        return report(args)
 
     from clawgym.sandbox import get_backend
     from clawgym.synth.personas import split_personas
@@ -458,6 +474,12 @@ def main(argv: list[str] | None = None) -> int:
             save()
 
     save()
+    publish(res, args)
+    return 0
+
+
+def publish(res: dict, args) -> None:
+    """Print the table; with --save, copy the results into the repository and write the table into --readme."""
     block = table(res)
     print(block)
     if args.save:
@@ -466,6 +488,21 @@ def main(argv: list[str] | None = None) -> int:
         log(f"saved {dest}")
         if not write_readme(args.readme, block, README_START, README_END):
             log(f"{args.readme} has no {README_START} markers: not written")
+
+
+def report(args) -> int:
+    """The table of a --work directory as it stands (a run in progress keeps writing results.json whole)."""
+    results_path = args.work / "results.json"
+    if not results_path.exists():
+        print(f"{results_path}: no results yet (run the experiment first)", file=sys.stderr)
+        return 1
+    res = json.loads(results_path.read_text())
+    stages_path = args.work / "stage_seconds.json"
+    if stages_path.exists():
+        res["stage_seconds"] = json.loads(stages_path.read_text())
+    res.setdefault("sets", {})
+    res.setdefault("stage_seconds", {})
+    publish(res, args)
     return 0
 
 

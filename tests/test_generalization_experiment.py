@@ -1,0 +1,95 @@
+"""benchmarks/learning/generalization.py: the statistics and bookkeeping around the experiment.
+
+The experiment takes hours here; these tests cover what its table rests on: the bootstrap interval and the paired
+difference, the verbatim-overlap count (d), and the report of a run still in progress (cells not yet run say so,
+the page is rewritten between its markers only).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _gen():
+    spec = importlib.util.spec_from_file_location("learning_generalization",
+                                                  REPO / "benchmarks" / "learning" / "generalization.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_bootstrap_interval_brackets_the_mean_and_is_a_point_for_constant_scores():
+    g = _gen()
+    assert g.bootstrap_ci([0.5] * 12, n=500) == [0.5, 0.5]
+    xs = [0.0] * 30 + [1.0] * 10  # mean 0.25
+    lo, hi = g.bootstrap_ci(xs, n=2000)
+    assert lo < 0.25 < hi and 0.05 < hi - lo < 0.5
+    assert g.bootstrap_ci([]) is None
+
+
+def test_paired_difference_counts_a_missing_task_as_zero():
+    g = _gen()
+    base = {"a": 0.0, "b": 0.5, "c": 1.0}
+    student = {"a": 1.0, "b": 0.5}  # c never finished: it scores 0
+    d = g.paired(base, student, ["a", "b", "c"], seed=1)
+    assert d["tasks"] == 3 and d["delta"] == 0.0
+    s = g.summary(student, ["a", "b", "c"])
+    assert s["mean_score"] == 0.5 and s["pass_rate"] == round(1 / 3, 4)
+
+
+def test_overlap_finds_a_verbatim_sequence_and_a_shared_result_call():
+    g = _gen()
+
+    def conv(task_id, *calls):
+        return {"task_id": task_id, "messages": [
+            {"role": "assistant", "tool_calls": [{"function": {"name": n, "arguments": json.dumps(a)}}]}
+            for n, a in calls]}
+
+    train = [conv("t1", ("read", {"path": "a.csv"}), ("write", {"path": "b.csv", "content": "x"}))]
+    test = [conv("h1", ("read", {"path": "a.csv"}), ("write", {"path": "b.csv", "content": "x"})),
+            conv("h2", ("read", {"path": "z.csv"}), ("write", {"path": "b.csv", "content": "x"})),
+            conv("h3", ("read", {"path": "a.csv"}), ("write", {"path": "c.csv", "content": "y"}))]
+    o = g.overlap(train, test, {"h1": "clean_data", "h2": "clean_data", "h3": "convert_format"})
+    assert o["tasks"] == 3
+    assert o["rate"] == {"whole_sequence": round(1 / 3, 4), "a_result_call": round(2 / 3, 4),
+                         "every_call": round(1 / 3, 4)}
+    assert o["per_family"]["clean_data"]["whole_sequence"] == 1
+
+
+def test_report_of_a_run_in_progress_says_what_is_not_run_and_keeps_the_page(tmp_path, capsys):
+    g = _gen()
+    work = tmp_path / "work"
+    work.mkdir()
+    base = {"t1": 0.0, "t2": 0.0}
+    st1 = {"t1": 1.0, "t2": 0.5}
+    res = {"date": "2026-11-25", "machine": "test", "commit": "abc1234",
+           "settings": {"seeds": [1, 2], "lora_r": 32, "epochs": 1.35, "lr": 0.001, "train_tasks": 150,
+                        "operations": ["clean_data"], "program_ops": ["clean_data"], "test_seed": 4404,
+                        "max_turns": 4, "max_tokens": 768},
+           "sets": {"in_distribution": {"tasks": 2, "base": g.summary(base),
+                                        "student": {"1": g.summary(st1, sorted(base), seed=1)},
+                                        "delta_pooled": g.paired(base, st1, sorted(base)),
+                                        "per_family": {"clean_data": {"tasks": 2, "base": 0.0,
+                                                                      "student_1": 0.75}}}}}
+    (work / "results.json").write_text(json.dumps(res))
+    (work / "stage_seconds.json").write_text(json.dumps({"train": 1920.0}))
+    page = tmp_path / "learning.md"
+    page.write_text(f"# Learning\n\nbefore\n\n{g.README_START}\nNot yet measured.\n{g.README_END}\n\nafter\n")
+    assert g.main(["--work", str(work), "--report", "--readme", str(page)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| same families, same wording half"))
+    assert "0.750" in row and "not run" in row and "+0.750" in row  # seed 2 is not run yet
+    assert "(a) Leave one family out: not run yet." in out
+    assert "| same wording half | clean_data | 2 | 0.000 | 0.750 | not run |" in out
+    assert "train 32 min" in out
+    assert "Not yet measured." in page.read_text()  # without --save the page is left alone
+
+
+def test_report_without_results_is_a_clear_error(tmp_path, capsys):
+    g = _gen()
+    assert g.main(["--work", str(tmp_path), "--report"]) == 1
+    assert "no results yet" in capsys.readouterr().err
