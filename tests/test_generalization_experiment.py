@@ -61,20 +61,23 @@ def test_overlap_finds_a_verbatim_sequence_and_a_shared_result_call():
 
 
 def test_report_of_a_run_in_progress_says_what_is_not_run_and_keeps_the_page(tmp_path, capsys):
+    from clawgym.core.jsonl import read_records
+    from clawgym.core.records import Task
+
     g = _gen()
     work = tmp_path / "work"
     work.mkdir()
-    base = {"t1": 0.0, "t2": 0.0}
-    st1 = {"t1": 1.0, "t2": 0.5}
+    example = read_records(REPO / "examples" / "tasks.jsonl", Task)[0]
+    (work / "test_in.jsonl").write_text("".join(
+        example.model_copy(update={"id": i, "operations": [op]}).model_dump_json() + "\n"
+        for i, op in (("t1", "clean_data"), ("t2", "clean_data"), ("t3", "build_plan"))))
+    # seed 1's student and the base model are scored; seed 2's student is not yet (the run is in progress)
     res = {"date": "2026-11-25", "machine": "test", "commit": "abc1234",
            "settings": {"seeds": [1, 2], "lora_r": 32, "epochs": 1.35, "lr": 0.001, "train_tasks": 150,
-                        "operations": ["clean_data"], "program_ops": ["clean_data"], "test_seed": 4404,
-                        "max_turns": 4, "max_tokens": 768},
-           "sets": {"in_distribution": {"tasks": 2, "base": g.summary(base),
-                                        "student": {"1": g.summary(st1, sorted(base), seed=1)},
-                                        "delta_pooled": g.paired(base, st1, sorted(base)),
-                                        "per_family": {"clean_data": {"tasks": 2, "base": 0.0,
-                                                                      "student_1": 0.75}}}}}
+                        "operations": ["clean_data", "build_plan"], "program_ops": ["clean_data"],
+                        "test_seed": 4404, "max_turns": 4, "max_tokens": 768},
+           "scores": {"in_distribution": {"base": {"t1": 0.0, "t2": 0.0, "t3": 0.5},
+                                          "student_1": {"t1": 1.0, "t2": 0.5}}}}  # t3 missing: scores 0
     (work / "results.json").write_text(json.dumps(res))
     (work / "stage_seconds.json").write_text(json.dumps({"train": 1920.0}))
     page = tmp_path / "learning.md"
@@ -82,9 +85,10 @@ def test_report_of_a_run_in_progress_says_what_is_not_run_and_keeps_the_page(tmp
     assert g.main(["--work", str(work), "--report", "--readme", str(page)]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("| same families, same wording half"))
-    assert "0.750" in row and "not run" in row and "+0.750" in row  # seed 2 is not run yet
+    assert "| 3 | 0.167 " in row and "| 0.500 [" in row and "not run" in row and "| +0.333 [" in row
     assert "(a) Leave one family out: not run yet." in out
     assert "| same wording half | clean_data | 2 | 0.000 | 0.750 | not run |" in out
+    assert "| same wording half | build_plan | 1 | 0.500 | 0.000 | not run |" in out
     assert "train 32 min" in out
     assert "Not yet measured." in page.read_text()  # without --save the page is left alone
 

@@ -93,6 +93,34 @@ def paired(a: dict[str, float], b: dict[str, float], ids: list[str], *, seed: in
     return {"tasks": len(d), "delta": round(mean(d), 4) if d else None, "ci95": bootstrap_ci(d, seed=seed)}
 
 
+def set_row(scores: dict[str, dict[str, float]], seeds: list[int], operations: list[str], family: dict[str, str],
+            key: str) -> dict:
+    """One held-out set's row: the base model, each student that has been evaluated, the paired differences
+    (per seed and pooled over every (seed, task) pair) and, for the synthesized sets, the means per family."""
+    base = scores["base"]
+    ids = sorted(base)
+    row: dict = {"tasks": len(base), "base": summary(base), "student": {}}
+    pooled: list[float] = []
+    for k in seeds:
+        st = scores.get(f"student_{k}")
+        if st is None:
+            continue
+        row["student"][str(k)] = summary(st, ids, seed=k)
+        row.setdefault("delta", {})[str(k)] = paired(base, st, ids, seed=k)
+        pooled += [st.get(i, 0.0) - base[i] for i in ids]
+    if pooled:
+        row["delta_pooled"] = {"tasks": len(pooled), "delta": round(mean(pooled), 4),
+                               "ci95": bootstrap_ci(pooled, seed=99), "note": "over every (seed, task) pair"}
+    if key in ("in_distribution", "phrasing"):
+        row["per_family"] = {}
+        for fam in operations:
+            fids = sorted(i for i in base if family.get(i) == fam)
+            row["per_family"][fam] = {"tasks": len(fids), "base": summary(base, fids)["mean_score"],
+                                      **{f"student_{k}": summary(scores[f"student_{k}"], fids)["mean_score"]
+                                         for k in seeds if f"student_{k}" in scores}}
+    return row
+
+
 # ------------------------------------------------------------------------------------------------ stages
 
 def synth(n: int, seed: int, out: Path, personas: Path, half: int | None, args) -> Path:
@@ -422,30 +450,8 @@ def main(argv: list[str] | None = None) -> int:
         for key in wanted:  # the student first: its scores are the experiment's point
             evaluate(key, f"student_{k}", str(students[k]))
     for key in wanted:
-        base = evaluate(key, "base", args.model)
-        row = {"tasks": len(base), "base": summary(base), "student": {}}
-        pooled_b, pooled_s = [], []
-        for k in seeds:
-            st = res["scores"][key].get(f"student_{k}")
-            if st is None:
-                continue
-            ids = sorted(base)
-            row["student"][str(k)] = summary(st, ids, seed=k)
-            row.setdefault("delta", {})[str(k)] = paired(base, st, ids, seed=k)
-            pooled_b += [base[i] for i in ids]
-            pooled_s += [st[i] for i in ids]
-        if pooled_s:
-            d = [s - b for s, b in zip(pooled_s, pooled_b, strict=True)]
-            row["delta_pooled"] = {"tasks": len(d), "delta": round(mean(d), 4), "ci95": bootstrap_ci(d, seed=99),
-                                   "note": "over every (seed, task) pair"}
-        if key in ("in_distribution", "phrasing"):
-            row["per_family"] = {}
-            for fam in args.operations:
-                ids = sorted(i for i in base if family.get(i) == fam)
-                row["per_family"][fam] = {"tasks": len(ids), "base": summary(base, ids)["mean_score"],
-                                          **{f"student_{k}": summary(res["scores"][key][f"student_{k}"], ids)
-                                             ["mean_score"] for k in seeds if f"student_{k}" in res["scores"][key]}}
-        res["sets"][key] = row
+        evaluate(key, "base", args.model)
+        res["sets"][key] = set_row(res["scores"][key], seeds, args.operations, family, key)
         save()
 
     # (a) leave one family out
@@ -502,6 +508,15 @@ def report(args) -> int:
         res["stage_seconds"] = json.loads(stages_path.read_text())
     res.setdefault("sets", {})
     res.setdefault("stage_seconds", {})
+    family: dict[str, str] = {}
+    for name in ("test_in", "test_phr"):
+        if (args.work / f"{name}.jsonl").exists():
+            family.update(family_of(args.work / f"{name}.jsonl"))
+    seeds = res.get("settings", {}).get("seeds") or args.seeds
+    operations = res.get("settings", {}).get("operations") or args.operations
+    for key, scores in (res.get("scores") or {}).items():  # students evaluated since the last row was written
+        if "base" in scores:
+            res["sets"][key] = set_row(scores, seeds, operations, family, key)
     publish(res, args)
     return 0
 
