@@ -156,7 +156,8 @@ def requirements(rng: random.Random, items: Sequence[str], *, lead: str = "", fi
         text = f"{lead.strip()} {body}".strip() + "."
         return text[:1].upper() + text[1:]
     if style == "bullets":
-        head = lead.strip() or expand("[Some rules:|A few things:|Please make sure to:|What I need:]", rng)
+        head = lead.strip() or expand("[Some rules:|A few things:|Please make sure to:|What I need:|Mind that:|Keep in mind:|"
+                                        "The details:|Conditions:]", rng)
         return head + "\n" + "\n".join(f"- {i}" for i in items)
     if style == "numbered":
         head = lead.strip() or expand("[Steps:|In detail:|Specifically:]", rng)

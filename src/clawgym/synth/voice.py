@@ -297,11 +297,11 @@ GREETINGS = {
              "[Hi|Hello]! {first} [here|again], the {occ} from {city}[.|!]",
              "[Hiya|Hi], [one for you|I could use a hand|a small rescue mission][!|.]"],
     "formal": ["[Good morning|Good afternoon|Good evening|Hello|Greetings|Good day][.|,]",
-               "Dear assistant,[ I hope you are well.| I have a request.|]",
+               "Dear assistant,[ I hope you are well.| I have a request.| a matter for you.| one request today.|]",
                "[Hello|Good morning|Good afternoon], I [would like to ask for|need|would appreciate] your [help|"
                "assistance] with [the following|a task|a few files|some file work].",
                "I [hope this finds you well|trust you are well|hope you are well][.|, and thank you in advance.]",
-               "[Hello|Good day|Greetings]. [I have a request|I have a task for you|A request, if I may][.|:]",
+               "[Hello|Good day|Greetings]. [I have a request|I have a task for you|A request, if I may|Something to attend to|Here is a job|A brief task][.|:]",
                "[Good morning|Good afternoon], this is {name}[, {a_occ} in {city}|].",
                "[Hello|Good day] from {city}.", "Dear [assistant|helper], [a request from {place}|good {daypart}]."],
     "terse": ["", "", "", "quick one:", "need this done:", "[hey|hi|hello]", "task:", "ok so", "one for you:",
@@ -320,7 +320,8 @@ GREETINGS = {
 CLOSINGS = {
     "warm": ["Thanks so much[!|.]", "You're a star, thank you[!|.]", "Cheers[!|.]", "Thank you[!|!!|.]",
              "Thanks a [lot|million|bunch][!|.]", "[Really|Much] appreciated[!|.]",
-             "Let me know [how it goes|if anything's unclear|when it's done][!|.]",
+             "Let me know [how it goes|if anything's unclear|when it's done][!|.]", "Over to you[!|.]",
+             "[Good luck|Have fun] with it[!|.]",
              "[That's it|That's everything|That's all], thanks[!|.]", "Shout if [something's odd|you get stuck][.|!]",
              "Have a good [day|one|evening][!|.]", "Thanks! Back to {place} for me[.|!]",
              "Cheers from {city}[!|.]", "[Thanks|Thank you] - [now|then] I can [get back to|think about] "
@@ -330,7 +331,7 @@ CLOSINGS = {
              "[Ta|Thanks] very much[, genuinely|][!|.]"],
     "formal": ["Thank you.", "Kind regards.", "Much appreciated.", "Please confirm when [done|complete|finished].",
                "Thank you in advance.", "[Your help is appreciated|Thank you for your help].",
-               "Please let me know [if anything is unclear|should anything be unclear|once this is complete].",
+               "Please let me know [if anything is unclear|should anything be unclear|once this is complete|when it is finished|of any problem].", "I await your confirmation.", "Do report any irregularity you notice.",
                "[Many thanks|With thanks] for your [help|assistance|time].",
                "Thank you for your [time|attention|care] [on|with] this.",
                "I would [appreciate|welcome] [a short confirmation|a brief note] once [it is done|you have finished].",
@@ -381,14 +382,14 @@ GOAL = {
         "[Lately|This month|This season|These days] I've been [trying|working hard|doing my best] to {goal}[, "
         "and this is a piece of it|].",
         "[Been|I've been] meaning to {goal} for [ages|a while|weeks|months][ now|], [and today's the day|so "
-        "let's start here|and this is the first step].",
+        "let's start here|and this is the first step|and this is step one|hence today's request].",
         "{occ_cap} [life|problems]: I [need|want] to {goal}.",
         "[So|OK so|Right], I'm {a_occ}[ in {city}|] and [part of the job|what I'm stuck with] is to {goal}.",
         "[Since|Ever since] {colleague} [left|went on leave|moved to another team], it's [on me|fallen to me] "
         "to {goal}.",
         "My [manager|boss|team lead|partner] [keeps asking me|has asked me|wants me] to {goal}[, so here we "
         "are|, hence this|].",
-        "Long story short: I [need|have] to {goal}[ before {when}|, and soon|].",
+        "[Long story short|In a nutshell|Bottom line]: I [need|have] to {goal}[ before {when}|, and soon|].",
         "One of my [goals|resolutions|priorities] this [year|quarter|season] is to {goal}[ - this helps|, so "
         "this matters|].",
         "I've [finally|] [decided|made up my mind] to {goal}[, properly this time| once and for all|].",
@@ -409,7 +410,7 @@ GOAL = {
         "[In my work|In my role] as {a_occ}[ in {city}|], [one of my responsibilities|a standing task|a "
         "recurring duty] is to {goal}.",
         "[I have been asked|It falls to me|I have undertaken] to {goal}[ this [quarter|term|year]|], and this is "
-        "a first step.",
+        "[a first step|where it begins|the groundwork|one element of that].",
         "[At present|Currently|At the moment] my [priority|main concern] is to {goal}.",
         "I [write|am writing] [from {city}|as {a_occ}] [about|in connection with] my [wish|need|plan] to {goal}.",
     ],
@@ -459,7 +460,7 @@ TOOL = [
     "[Between|Juggling] {tool} and {tool2}, [my files are|things are|everything is] [scattered|a patchwork|in "
     "three places][, so the copies here are what counts|].",
     "{colleague} set up our {tool} [years ago|ages ago|back in the day] and nobody [really understands|"
-    "remembers] it[ any more|], so plain files it is.",
+    "remembers] it[ any more|], so [plain files it is|we're back to files|files are all I trust].",
     "I'm [more of|much more] a {tool} person than a [files|folders|command-line] person[, so thank you| - "
     "hence asking you|].",
     "[Once you're done|Afterwards] I'll [pull|import|load] the results [back into|into] {tool}.",
@@ -473,7 +474,7 @@ LIFE = [
     "[, hence the mess|, so I'm behind|].",
     "[I'd rather be|I'm desperate to get back to|All I want is to get back to] {interest}[, honestly|, to be "
     "honest|].",
-    "(If you're wondering about the [mess|delay]: {interest}.)",
+    "([If you're wondering about|In case you're wondering about|The reason for] the [mess|delay]: {interest}.)",
     "[Once this is done|After this] I can [finally|] [get back to|make time for|think about] {interest}.",
     "[My evenings|My weekends|My free time] [have gone|went] to {interest} [lately|this month|recently], "
     "[so|which is why] the admin [waited|piled up|slid].",
@@ -500,19 +501,28 @@ WHY = [
     "This [eats|takes|costs me] [about|roughly|nearly] {hours} hours [a week|every week|each month][ at "
     "{place}|] and I [want them back|need it to stop].",
     "[Nobody else at|No one at] {place} [knows how to|has time to|wants to] [do|touch] this, [so it lands on "
-    "me|so here I am].",
+    "me|so here I am|so it's mine to do|and that means me].",
     "[The|Our] {project} [kicks off|starts|goes live] {when}, and [this has to be in place|I need this settled|"
     "this is a blocker].",
     "[A mistake here|Getting this wrong] [means|would mean] [awkward questions from|a telling-off from|extra "
     "work for] {role}.",
     "[Twice now|More than once] a [small slip|typo|missed line] [in this|here] has [cost us|caused] [a day|a "
     "week of back-and-forth|an awkward call].",
+    "{role_cap} [relies on|builds on|quotes from] this [every week|each month|in every report], so [errors "
+    "travel|a slip spreads|mistakes multiply].",
+    "[The auditors|An inspector|Our {project} sponsor] [may|will probably] [look at|ask for] this[ in {month}|], "
+    "[which is why it matters|so no shortcuts].",
+    "[I'm|We're] [tired of|done with] [redoing|patching] this by hand [every time|each {month}][, truly|].",
 ]
 
 WORK = [  # the persona's working day: where they write from, what it is like
     "[I'm writing this|Typing this|This is being written] {moment}[ at {place}|], so [forgive the brevity|"
     "excuse any typos|bear with me].",
     "[Quick one|Sending this] {moment} - [it's been a day|{place} is chaos today|long day].",
+    "[Right now|Today] I'm [stuck|buried] in [{project} work|the {project}] at {place}, [so this is a "
+    "hand-off|hence the delegation].",
+    "My [only|one] [quiet moment|free slot] [at {place}|today] is {moment}, [so|and] I'm [using it|writing "
+    "this] now.",
     "[Things at|Life at] {place} [are|is] [hectic|busy|mad] [this week|right now|at the moment][, what with "
     "the {project}|].",
     "[At|In] {place} we [still|] [do|handle] the {things} [by hand|on paper|in one shared sheet][, which I'm "
@@ -523,7 +533,7 @@ WORK = [  # the persona's working day: where they write from, what it is like
     "[so|which means] [the admin waits|paperwork slides].",
     "[We're a small team|It's a small operation|We're tiny] [here in {city}|at {place}], so [the file work|the "
     "admin|this] [falls to me|is mine].",
-    "[I only get to|I can only do] [tidying|admin|paperwork] like this {moment}[, which is not ideal|, so speed "
+    "[I only get to|I can only do|I only find time for] [tidying|admin|paperwork] like this {moment}[, which is not ideal|, so speed "
     "matters|].",
     "{weekday}s at {place} are [the worst|always busy|my long day], [and|so] [this keeps slipping|I'm handing "
     "this over|I need it off my desk].",
@@ -539,27 +549,33 @@ STORY = [  # something that happened in the persona's world, with their people, 
     "[Back in|Since] {month} [I've|we've] [kept|tracked|logged] [everything|the {things}] [in two places|twice|"
     "in {tool} and on paper], [and it shows|which was a mistake|never again].",
     "{colleague} [asked|wondered|wanted to know] [whether|if] we could [automate|speed up|tidy up] [this|all "
-    "this] [- so here I am|, and I said I'd try|; this is me trying].",
+    "this] [- so here I am|, and I said I'd try|; this is me trying|, and I volunteered|, which is how you got this].",
     "[Our|The] {city} [office|branch|team] [does|handles] the {things} [differently|their own way|in {tool2}], "
-    "[which doesn't help|so nothing matches|so bear that in mind].",
+    "[which doesn't help|so nothing matches|so bear that in mind|and that never quite lines up|which makes merging fun].",
     "I [inherited|took over] [this|all this|the {things}] from {colleague} in {month}[, with no notes|, mid-"
     "way through the {project}|].",
     "{interest_cap} [aside|apart], [this week|my week] [is|has been] [all|mostly] {project}.",
     "[Yesterday|On {weekday}|This morning] {role} [asked about|queried] [one of the numbers|a figure|a date] and I "
     "[couldn't|could not] [find where it came from|answer straight away][ - embarrassing|].",
-    "[Every|Each] {month} [the same thing happens|it's the same story]: [the files pile up|nobody owns this|"
+    "[Every|Each] {month} [the same thing happens|it's the same story|history repeats|we go through this]: [the files pile up|nobody owns this|"
     "the {things} drift out of date].",
 ]
 
 FILES = [  # the other things the persona's files hold (their `files` globs, in words)
-    "[It's|This is] the same kind of [mess|muddle|chore] as my {things}[ files|] - [different data, same "
+    "[It's|This is] [the same kind of|much the same] [mess|muddle|chore] as my {things}[ files|] - [different data, same "
     "headache|same problem, different day].",
-    "[Next|After this] I'll [have to|need to] [tackle|deal with|sort out] the {things}, but one thing at a time.",
+    "[Next|After this] I'll [have to|need to] [tackle|deal with|sort out] the {things}, but [one thing at a time|"
+    "that can wait|not today].",
+    "The {things} [are next on my list|come after this|will have to wait their turn][, sadly|, by the way|].",
+    "[Same story with|Don't get me started on] my {things}[ - that's for another day|; later].",
     "[If this works|If it goes well], I'll [bring you|ask about|do the same for] the {things} [next|after].",
     "[The|My] {things} [side of things is|files are] [a separate story|another job for another day|in "
     "better shape, thankfully][, so leave that for now|].",
     "[Compared with|Next to] my {things}, this [is the easy part|should be quick|is the bigger mess]"
     "[, I think|, honestly|].",
+    "[My|The] {things} [are in decent shape|look fine][, for once|, luckily|] - [unlike this|this is the worry].",
+    "[Once this is tidy|With this done], the {things} [are|will be] [the last mess standing|much easier].",
+    "[My|The] {things} [will get their turn|can wait for another day]; [today|this time] it's [just|only] this.",
 ]
 
 EXPLAIN = [
@@ -571,20 +587,30 @@ EXPLAIN = [
     "little|I want to be clear].",
     "[Please|Do] [take your time|read it all first], [the details matter|it's all important|nothing is optional].",
     "[Every detail below|Each bit below] is there for a reason[ - {role} is picky|, I promise|].",
+    "[Sorry for the wall of text|Long message, I know] - [each line matters|I've been burnt before].",
+    "[Read to the end|Skim it all once] before [starting|you start]; [the order matters|a later bit changes an "
+    "earlier one].",
+    "I [numbered|split up] the parts so [nothing slips|it's easy to tick off][.|, hopefully]",
 ]
 
 APOLOGY = ["[Sorry|Apologies] if this is [confusing|a silly request|obvious|a lot].",
            "I'm not great with [computers|files|spreadsheets], sorry[.|!]",
            "[Sorry|Apologies] for the [long message|mess|rush][.|!]",
            "I hope I've explained this [right|properly|ok][.|...]",
-           "[Forgive|Excuse] the [state of the files|chaos]; {place} has been [a lot|non-stop][.|!]"]
+           "[Forgive|Excuse] the [state of the files|chaos]; {place} has been [a lot|non-stop][.|!]",
+           "[Bear with|Be patient with] me, I'm [no expert|new to this|rusty with files][.|!]",
+           "[I know|I realise] this [is fiddly|might be tedious][, sorry|][.|!]",
+           "[Not my strong suit|Files aren't my thing], [this|any of this][.|, I'm afraid.]"]
 
 HEDGES = ["[If possible|If you can|Ideally|If it's not too much trouble], [please|] [double-check|check] the "
           "[numbers|result|output] [before you finish|at the end|once you're done].",
           "I think [that's everything|that covers it|I got it all][, but tell me if not|].",
           "[Hopefully|I hope] [that makes sense|that's clear|this is clear enough].",
           "[Does that make sense|Is that clear enough|Clear enough]?",
-          "[Ask|Shout] if [a name|something] [looks odd|doesn't match][ rather than guessing|]."]
+          "[Ask|Shout] if [a name|something] [looks odd|doesn't match][ rather than guessing|].",
+          "[Flag|Mention] anything [strange|unexpected] you [run into|notice][, please|].",
+          "If [a rule|something] seems [contradictory|off], [tell me|say so] [rather than improvise|first].",
+          "[Better|I'd rather have it] [right|correct] than fast[, honestly|]."]
 
 # a workplace and a moment of the working day, by domain (flavor.domain_key)
 PLACES = {
@@ -780,7 +806,7 @@ class Voice:
         terse = reg == "terse"
         kinds: list[str] = []
         p_goal, p_for, p_tool, p_life, p_why, p_work, p_files, p_story = (
-            (0.5, 0.4, 0.15, 0.1, 0.3, 0.3, 0.1, 0.2) if terse else (0.85, 0.5, 0.35, 0.3, 0.45, 0.4, 0.2, 0.5))
+            (0.5, 0.4, 0.15, 0.1, 0.3, 0.3, 0.1, 0.2) if terse else (0.85, 0.55, 0.45, 0.35, 0.5, 0.5, 0.25, 0.6))
         if q.over_explain:
             p_for, p_tool, p_life, p_why, p_work, p_story = 0.6, 0.5, 0.5, 0.6, 0.5, 0.6
         for kind, p in (("for", p_for), ("tool", p_tool), ("life", p_life), ("why", p_why), ("work", p_work),

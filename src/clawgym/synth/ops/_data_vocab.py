@@ -218,7 +218,9 @@ def reqs(rng: random.Random, items: list[str], list_leads: tuple[str, ...] = (),
     if style == "block":
         return "\n" + requirements(rng, items, fixed_order=fixed_order, style=style)
     leads = list(list_leads) + ["", "", "Rules:", "Specifically:", "A few things:", "Please make sure to:",
-                                "What I need:", "Details:", "Notes:", "Checklist:"]
+                                "What I need:", "Details:", "Notes:", "Checklist:", "Requirements:",
+                                "The fine print:", "How I want it:", "Points to respect:", "Spec:",
+                                "Do mind these:"]
     return "\n" + requirements(rng, items, lead=rng.choice(leads), fixed_order=fixed_order, style=style)
 
 
@@ -258,12 +260,13 @@ _ASIDES = [
     "result goes to {org} ({who}) after.]",
     "[Last time I did this by hand it took me {n} hours.|By hand this eats {n} hours of my {day}.|I used to "
     "spend {n} hours on this every [month|quarter].]",
-    "This feeds into the {project}.",
+    "[This feeds into the {project}.|The {project} depends on this.|It's an input to the {project}.|The {project} needs this first.]",
     "[{who} will double-check it on {day}, so it has to be right.|{who} checks these figures on {day}[, "
     "carefully|, line by line].|Mistakes here [end up|land] on {who}'s desk, so [please be careful|accuracy "
     "matters].]",
-    "[Background|Context]: {org} changed their export format in {mon}[, hence the state of things|, which "
-    "is why it looks like this|; it's been a pain since].",
+    "[[Background|Context]: {org} changed their export format in {mon}|{org} [switched|reshuffled] their "
+    "[exports|export layout] [in|back in] {mon}|Since {mon}, {org}'s [exports|downloads] look different][, hence "
+    "the state of things|, which is why it looks like this|; it's been a pain since|].",
     "Don't touch any other files in there[ - {who} is still using them|].",
     "I have about {n} more of these to do this [week|month], so this is a test run.",
     "[FYI|For what it's worth], the {project} deadline is {day}.",
@@ -320,7 +323,9 @@ def plain2(rng: random.Random) -> str:
     """"a plain number with two decimals" in other words."""
     return rng.choice(["a plain number with two decimals", "a plain two-decimal number",
                        "a bare number with 2 decimal places", "digits only, two decimals",
-                       "a number with exactly two decimals", "a plain decimal like 1234.50"])
+                       "a number with exactly two decimals", "a plain decimal like 1234.50",
+                       "a bare figure with two digits after the point", "a two-decimal figure (42.00, not 42)",
+                       "a bare figure to the cent", "a number rounded to cents, nothing else in the cell"])
 
 
 def day_first(rng: random.Random) -> str:
@@ -351,16 +356,22 @@ def iso(rng: random.Random, col: str = "", plural: bool = False) -> str:
             "[any|each] date [should look|looks] like {ex}",
             "[dates|all dates] [formatted|in] YYYY-MM-DD[ please|]",
             "[four-digit year|the year] first in [every|each] date ([so|that is,] {ex})",
+            "[dates|every date] as ISO 8601 calendar dates[ (e.g. {ex})|]",
+            "{bad} [would be|is] wrong - [dates|each date] [go|goes] {ex}-style",
+            "[keep|write] dates [machine-readable|sortable]: year, month, day with dashes ({ex})",
         ]), rng, clause=True, ex=ex, bad=bad)
     return expand(rng.choice([
         "{c} as YYYY-MM-DD",
-        "{c} [formatted|written] YYYY-MM-DD",
+        "{c} [formatted|written|in the form] YYYY-MM-DD",
         "{c} in ISO form ([like|e.g.] {ex})",
         "[write|put] {c} year first, [like|as in] {ex}[, not {bad}|]",
         "{c} [must|should] look like {ex}",
         "ISO dates in {c} (YYYY-MM-DD)",
         "[no|never] slashes in {c}: [it's|use] YYYY-MM-DD",
         "[the dates in {c} go in|each value of {c} in] year-month-day [order|form] ({ex})",
+        "{c} holds ISO 8601 dates[, {ex} for instance|]",
+        "{c} [sortable|machine-readable]: [year, month, day|YYYY, MM, DD] with dashes",
+        "{c} [day|date] values [like|in the style of] {ex}, [never|not] {bad}",
     ]), rng, clause=True, c=col, ex=ex, bad=bad)
 
 
@@ -374,6 +385,9 @@ def two_dec(rng: random.Random, what: str) -> str:
         "{w} [written|shown] with [cents|pennies], e.g. {ex}",
         "round {w} to [2|two] [decimals|dp]",
         "{w}: [plain|bare] numbers[,| with] two decimals",
+        "[keep|give] {w} to the [cent|penny] ({ex}[ style|, say])",
+        "{w}: [always|] [exactly two|2] decimal digits",
+        "[money|amounts] in {w} [with the cents spelled out|written out to the cent], {ex} [for example|say]",
     ]), rng, clause=True, w=what, ex=f"{rng.randint(3, 900)}.{rng.choice(['00', '50', '05', '25', '90'])}")
 
 
@@ -387,6 +401,9 @@ def csv_with(rng: random.Random, cols: str) -> str:
         "a [plain|simple] CSV [laid out as|of] {c}",
         "CSV, [header|columns] {c}",
         "a spreadsheet-friendly CSV: {c}",
+        "a CSV file whose first line reads {c}",
+        "comma-separated values under the header {c}",
+        "a CSV; its columns, left to right: {c}",
     ]), rng, clause=True, c=cols)
 
 
@@ -398,6 +415,8 @@ def md_with(rng: random.Random, cols: str) -> str:
         "a [pipe|markdown] table ({c})",
         "markdown, [one|a single] table: {c}",
         "a table in markdown [laid out as|with] {c}",
+        "a markdown grid whose header row is {c}",
+        "one markdown table, columns left to right {c}",
     ]), rng, clause=True, c=cols)
 
 

@@ -115,12 +115,20 @@ def group_column(header: list[str], rows: list[list[str]], prefer: str | None = 
     return None
 
 
-def refer(source: Artifact) -> str:
-    """How a fragment names the previous step's output: its description, with the path in backticks."""
+def refer(source: Artifact, rng=None) -> str:
+    """How a fragment names the previous step's output: its description, with the path in backticks. With `rng`,
+    one of several noun phrases around the same two parts ("`p` (the x)", "the x in `p`", ...)."""
     desc = source.description.strip() or "the previous result"
+    path = f"`{source.path}`"
     if f"({source.path})" in desc:
-        return desc.replace(f"({source.path})", f"(`{source.path}`)")
-    return desc if source.path in desc else f"{desc} (`{source.path}`)"
+        words = desc.replace(f"({source.path})", "").strip()
+    elif source.path in desc:
+        return desc
+    else:
+        words = desc
+    form = rng.choice(["{w} ({p})", "{w} ({p})", "{p} ({w})", "{w} in {p}", "{w} saved as {p}"]) if rng \
+        else "{w} ({p})"
+    return form.format(w=words, p=path)
 
 
 def unique_column(header: list[str], rows: list[list[str]], prefer: str | None = None,
@@ -257,7 +265,7 @@ class AggregateAndReport:
             vcol = numeric_column(header, rows, role_column(source, header, "value"))
             gcol = group_column(header, rows, role_column(source, header, "group"), exclude=(vcol or "",))
             if vcol and gcol and len(_aggregate(header, rows, gcol, vcol)) >= 2:
-                picked = (header, rows, gcol, vcol, source.path, refer(source), False, "")
+                picked = (header, rows, gcol, vcol, source.path, refer(source, ctx.rng), False, "")
             elif gcol is None and vcol is None:
                 gcol = group_column(header, rows, role_column(source, header, "group"))
             if picked is None and gcol and vcol is None:
@@ -339,6 +347,7 @@ class AggregateAndReport:
             one_of(rng, ["[@sort] [by|on] {t}[, highest first| from highest to lowest| in descending order| (biggest "
                          "first)]",
                          "[largest|biggest] {t} at the top, [smallest|lowest] at the bottom",
+                         "[rank|order] the groups by {t}, [largest first|from the largest down]",
                          "{t} descending[ - the biggest group first|]"], t=t_t),
         ]
         if any(not r[vi].strip() for r in rows):
@@ -387,7 +396,7 @@ class AggregateAndReport:
             "total, top {g} and its total)] into a markdown note `{report}`.",
             "[Add|Include] a [brief|short] markdown [summary|note] at `{report}` [giving|with] the overall total "
             "and naming the top {g} [and its total|with its total].",
-            "[For the meeting|For {who}], `{report}` (markdown, a few lines) [should say|says] how much there is "
+            "[For the meeting|For {who}], `{report}` ([markdown, a few lines|a short .md]) [should say|says] [how much there is|what it all adds up to] "
             "[altogether|in total] and which {g} [tops the list|is biggest], with [that figure|its amount].",
             "[The headline numbers|Three numbers] go in `{report}` as markdown: the [total of everything|sum over "
             "all rows], the [leading|largest] {g}, and [its total|what that {g} adds up to].",
@@ -484,7 +493,7 @@ class AggregateAndReport:
             "How is {src} spread over {gw}? [Write|Put] the counts in `{summary}`.",
             "I'd like to know how many rows of {src} fall under each {gw}[ value|]; [@save] that as `{summary}`.",
             "[Please |]make a frequency table of {src} by {gw} at `{summary}`.",
-        ], src=refer(source), gw=gcol_words, summary=summary)
+        ], src=refer(source, ctx.rng), gw=gcol_words, summary=summary)
         tail = one_of(rng, [
             "[Then|Also] write a [short|brief] markdown note `{report}` naming the most common {g}, how many rows it "
             "has, and the total number of rows.",
@@ -560,7 +569,7 @@ class AggregateAndReport:
             "Which {k} has the most {v} in {src}? Write a ranking to `{summary}`.",
             "[I [@need]|Please make] a ranking of {src} by {v}, in `{summary}`.",
             "[Order|Sort] {src} into a league table by {v} at `{summary}`.",
-        ], src=refer(source), v=f"`{vcol}`", k=key, summary=summary)
+        ], src=refer(source, ctx.rng), v=f"`{vcol}`", k=key, summary=summary)
         tail = one_of(rng, [
             "[Add|Also write] a [short|brief] markdown note `{report}` naming the top {k} with its {v} and giving "
             "the total.",

@@ -294,28 +294,28 @@ class AnalyzeLogs:
             if kind == "jsonl":
                 jkeys = list(json.loads(text.split("\n", 1)[0]))
                 group = jkeys[2]
-                err_def = V.phrase("[one JSON object per line|each line is one JSON object]; an error is any entry whose `{lk}` "
+                err_def = V.phrase("[one JSON object per line|each line is one JSON object]; [an error is any entry whose|errors are the entries whose|count an entry as an error when its] `{lk}` "
                                    "is ERROR or CRITICAL, and the {g} is the `{g}` field", rng, lk=jkeys[1], g=group)
             else:
-                err_def = V.phrase("an error is any ERROR or CRITICAL entry (stack-trace lines belong to the entry "
+                err_def = V.phrase("[an error is any ERROR or CRITICAL entry|errors = entries at ERROR or CRITICAL|ERROR and CRITICAL entries are the errors] (stack-trace lines belong to the entry "
                                    "[above|before] them[ and are not entries themselves|])", rng)
         elif kind == "nginx":
             log = ctx.path(rng.choice([f"{ldir}/access.log", "nginx/access.log", f"{ldir}/{service}_access.log",
                                        f"{ldir}/access-{day:%Y%m%d}.log"]))
             group, unit, levels_key, total_key = "endpoint", "requests", "by_status", "total_requests"
-            err_def = V.phrase("an error is any response with a 5xx status; the endpoint is the path without its "
+            err_def = V.phrase("[an error is any response with a 5xx status|errors are the 5xx responses|a 5xx status counts as an error]; the endpoint is the path without its "
                                "query string", rng)
         elif kind == "syslog":
             log = ctx.path(rng.choice([f"{ldir}/syslog", f"{ldir}/messages.log", "var/log/syslog",
                                        f"{ldir}/{service}.syslog"]))
             group, unit, levels_key, total_key = "service", "entries", "by_level", "total_entries"
-            err_def = V.phrase("the log is from {y}; the level is the bracketed tag after the service name, and an "
-                               "error is any ERROR or CRITICAL entry", rng, y=day.year)
+            err_def = V.phrase("the log is from {y}; the level is the bracketed tag after the service name, and "
+                               "[an error is any|the errors are the|count as errors the] ERROR or CRITICAL [entry|entries]", rng, y=day.year)
         else:
             log = ctx.path(rng.choice([f"{ldir}/{service}.log", f"{ldir}/gateway.log", f"{ldir}/devices.log",
                                        f"{service}-{day:%Y%m%d}.log"]))
             group, unit, levels_key, total_key = "device", "entries", "by_level", "total_entries"
-            err_def = V.phrase("the format is logfmt (key=value); an error is any line with level=error or "
+            err_def = V.phrase("the format is logfmt (key=value); [an error is any line with|errors are the lines with|count as an error any line with] level=error or "
                                "level=fatal, and the device is the device= field", rng)
             if rng.random() < 0.5:
                 group = "sensor"

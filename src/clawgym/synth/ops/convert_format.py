@@ -223,9 +223,12 @@ class ConvertFormat:
             rng.choice(["a YAML list", "a YAML sequence"])
         keys = V.cols(rng, header)
         items = [
-            expand("{what} [with one object per row|of row objects|holding an object for each row]", rng, what=what),
-            expand("rows [kept in|in the same|in their original] order", rng),
-            expand("[keys exactly|keyed by the column names|object keys =] {keys}", rng, keys=keys),
+            expand("{what} [with one object per row|of row objects|holding an object for each row|where every "
+                   "row becomes an object|with an entry per row]", rng, what=what),
+            expand("[rows [kept in|in the same|in their original] order|no re-sorting of the rows|the row order "
+                   "[is preserved|stays as it is]]", rng),
+            expand("[keys exactly|keyed by the column names|object keys =|each object's keys are|the keys, "
+                   "no more and no fewer:] {keys}", rng, keys=keys),
         ]
         if numeric:
             nums = ", ".join(f"`{h}`" for h in numeric)
@@ -516,12 +519,12 @@ class ConvertFormat:
             t = table_of(source)
             if t is not None:
                 header, rows = t
-                return self._table_to_records(ctx, header, rows, source.path, refer(source), [], dict(source.roles),
+                return self._table_to_records(ctx, header, rows, source.path, refer(source, ctx.rng), [], dict(source.roles),
                                               [read(source.path)])
             if source.kind == RECORDS and isinstance(source.data, list) and source.data and all(
                     isinstance(r, dict) and r and all(v is None or isinstance(v, (str, int, float, bool))
                                                       for v in r.values()) for r in source.data):
-                return self._records_to_csv(ctx, source.data, source.path, refer(source), [], dict(source.roles),
+                return self._records_to_csv(ctx, source.data, source.path, refer(source, ctx.rng), [], dict(source.roles),
                                             [read(source.path)])
             if source.kind == CONFIG and isinstance(source.data, dict) and source.data and (
                     source.path.endswith((".json", ".yaml", ".yml")) or (
@@ -529,7 +532,7 @@ class ConvertFormat:
                             isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
                             for v in source.data.values())) or (
                         source.path.endswith(".env") and all(isinstance(v, str) for v in source.data.values()))):
-                return self._config(ctx, source.data, source.path, refer(source), [], [read(source.path)])
+                return self._config(ctx, source.data, source.path, refer(source, ctx.rng), [], [read(source.path)])
         return self._standalone(ctx)
 
 

@@ -121,6 +121,22 @@ def md_headings(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def _fields(rng, parts: list[tuple[str, list[str]]]) -> str:
+    """What each column holds, `parts` = (column, noun-phrase templates), laid out in one of several structurally
+    different ways (a parenthesis per column, "x in `col`", "`col`: x; ...", "`col` = x"); the names stay verbatim."""
+    items = [(f"`{c}`", expand(rng.choice(ds), rng, clause=True) if ds else "") for c, ds in parts]
+    style = rng.choice(["paren", "into", "colon", "equals"])
+    if style == "paren":
+        out = [f"{c} ({d})" if d else c for c, d in items]
+    elif style == "into":
+        out = [f"{d} in {c}" if d else c for c, d in items]
+    elif style == "colon":
+        return "; ".join(f"{c}: {d}" if d else c for c, d in items)
+    else:
+        out = [f"{c} = {d}" if d else c for c, d in items]
+    return ", ".join(out[:-1]) + " and " + out[-1]
+
+
 def _order(rng, d: str, f: str) -> str:
     """How the rows are ordered (by the date column `d`, then `f`), as a participle phrase."""
     return expand(rng.choice([
@@ -202,12 +218,21 @@ class ExtractStructuredData:
         what = expand("the scanned receipts in `{f}/` ([one text file each|a text file per receipt], OCR output; "
                       "{df})", rng, f=folder, df=V.day_first(rng))
         what = what[:1].lower() + what[1:]
-        fields = expand("{fc} ([the receipt's file name|the name of the text file|which file it came from]), {vc} "
-                        "([the [shop|store] name at the top|the [shop|store] printed at the top|who sold it, as printed "
-                        "at the top]), {dc} ([YYYY-MM-DD|as YYYY-MM-DD|the purchase date, YYYY-MM-DD]) and {tc} ([the "
-                        "final amount paid, after tax|the total actually paid, tax included|what was paid in the end, "
-                        "tax included], as {p2})", rng, p2=V.plain2(rng),
-                        fc=f"`{fc}`", vc=f"`{vc}`", dc=f"`{dc}`", tc=f"`{tc}`")
+        fields = _fields(rng, [
+            (fc, ["the receipt's file name", "the name of the text file", "which file it came from",
+                  "the file the receipt is in", "the receipt's own file name"]),
+            (vc, ["the [shop|store] name at the top", "the [shop|store] printed at the top",
+                  "who sold it, as printed at the top", "the [merchant|seller] from the receipt's first line",
+                  "the [business|shop] name [heading|printed on] the slip"]),
+            (dc, ["the purchase date (YYYY-MM-DD)", "the purchase date in ISO form", "the day of purchase, "
+                  "year first", "the date it was bought, written like 2026-03-05", "when it was bought, in "
+                  "year-month-day form", "the [receipt|purchase] date as an ISO date"]),
+            (tc, [f"[the final amount paid, after tax|the total actually paid, tax included|what was paid in the end, "
+                  f"tax included], as {V.plain2(rng)}",
+                  f"the amount paid [with|including] tax, {V.plain2(rng)}",
+                  f"the [bottom-line|grand] total incl. tax, {V.plain2(rng)}",
+                  f"[how much|what] [the receipt came to|I paid] [with tax|after tax] - {V.plain2(rng)}"]),
+        ])
         return dict(files=files, header=header, rows=rows, out=out, what=what, fields=fields, folder=folder,
                     key=fc, path_key=True, numeric={tc},
                     order=_order(rng, dc, fc),
@@ -284,11 +309,21 @@ class ExtractStructuredData:
             "only] the [order confirmations|confirmations of orders] ({df})",
         ]), rng, f=folder, df=V.day_first(rng))
         what = what[:1].lower() + what[1:]
-        fields = expand("{oc} ([the order number|the order's number] without any leading #), {vc} ([the shop's name "
-                        "as in the sender|the seller, named as in the From line|who sent it, the shop's name as in the "
-                        "sender]), {dc} ([the order date|the date of the order], YYYY-MM-DD) and {tc} ([the order "
-                        "total including shipping|the full total, shipping included|what the order came to with "
-                        "shipping], {p2})", rng, p2=V.plain2(rng), oc=f"`{oc}`", vc=f"`{vc}`", dc=f"`{dc}`", tc=f"`{tc}`")
+        fields = _fields(rng, [
+            (oc, ["the order number without any leading #", "the order's number, minus the leading #",
+                  "the order number with the # stripped", "the [bare|plain] order number (no #)",
+                  "the number of the order, dropping its #"]),
+            (vc, ["the shop's name as in the sender", "the seller, named as in the From line",
+                  "who sent it, the shop's name as in the sender", "the [store|shop] as the From line names it",
+                  "the [sending|selling] shop's display name"]),
+            (dc, ["the order date, YYYY-MM-DD", "the date of the order, YYYY-MM-DD", "the day the order was placed, "
+                  "year first, 2026-03-05 style", "when it was ordered, as an ISO date", "the order's date in "
+                  "year-month-day form"]),
+            (tc, [f"[the order total including shipping|the full total, shipping included|what the order came to "
+                  f"with shipping], {V.plain2(rng)}",
+                  f"the total with [postage|delivery|shipping] added, {V.plain2(rng)}",
+                  f"[everything charged|the whole charge] for the order, shipping in - {V.plain2(rng)}"]),
+        ])
         return dict(files=files, header=header, rows=rows, out=out, what=what, fields=fields, folder=folder,
                     key=oc, numeric={tc},
                     order=_order(rng, dc, oc),
@@ -347,10 +382,19 @@ class ExtractStructuredData:
                                    "catalogue.csv"]))
         what = expand("the price table on the saved web page `{p}` (from {s})", rng, p=path, s=supplier)
         what = what[:1].lower() + what[1:]
-        fields = expand("{pc} (as shown, with HTML entities decoded), {kc} (the SKU), {cc}, {prc} (a plain number "
-                        "with two decimals, no currency) and {sc} (yes if the item is in stock or available, "
-                        "otherwise no)", rng, pc=f"`{pc}`", kc=f"`{kc}`", cc=f"`{cc}`", prc=f"`{prc}`",
-                        sc=f"`{sc}`")
+        fields = _fields(rng, [
+            (pc, ["the name as shown, with HTML entities decoded", "the product name as displayed (entities like "
+                  "&amp; decoded)", "the item's name the way the page shows it, HTML entities turned back into "
+                  "characters"]),
+            (kc, ["the SKU", "the SKU code", "the product's SKU", "its stock-keeping code (SKU)"]),
+            (cc, ["", "the category", "the section it is listed under", "the category column as is"]),
+            (prc, ["a plain number with two decimals, no currency", "the price without the currency sign, two "
+                   "decimals", f"the price as {V.plain2(rng)}, no currency symbol", "the unit price, bare number, "
+                   "2 decimal places"]),
+            (sc, ["yes if the item is in stock or available, otherwise no", "yes when the page says in stock or available, else no",
+                  "`yes` for in stock / available, `no` for anything else", "no unless the page marks it in stock "
+                  "or available (then yes)"]),
+        ])
         return dict(files=[WorkspaceFile(path=path, content=page)], header=header, rows=rows, out=out, what=what,
                     fields=fields, folder="", key=pc, numeric={prc},
                     order=rng.choice(["in the page's order", "in the same order as on the page", "in page order",
@@ -380,8 +424,14 @@ class ExtractStructuredData:
         header = [dc, fc, sc]
         out = ctx.path(rng.choice(["message_index.csv", "mail_log.csv", "inbox_index.csv", "mail_list.csv",
                                    "messages.csv"]))
-        fields = f"`{dc}` (the day it was sent, YYYY-MM-DD), `{fc}` (the sender's bare email address) and `{sc}`"
-        return dict(files=[], header=header, rows=rows, out=out, what=refer(source), fields=fields, folder="",
+        fields = _fields(rng, [
+            (dc, ["the day it was sent, YYYY-MM-DD", "the sending date, year first", "the date sent, as an ISO "
+                  "date", "the day of the message in year-month-day form"]),
+            (fc, ["the sender's bare email address", "the sender's address only, no display name",
+                  "just the From address, lowercase", "the address the message came from, without the name"]),
+            (sc, ["", "the subject", "the subject line as is", "the subject, unchanged"]),
+        ])
+        return dict(files=[], header=header, rows=rows, out=out, what=refer(source, ctx.rng), fields=fields, folder="",
                     key=sc, numeric=set(), order=f"sorted by {dc}, then {fc}, then {sc}",
                     roles={"date": dc, "name": fc, "group": fc}, label="messages", unit="message",
                     reads=[read(source.path)] if "." in source.path.rsplit("/", 1)[-1] else [ls(source.path)])
@@ -402,21 +452,21 @@ class ExtractStructuredData:
                 roles.update(name=text_cols[0], group=text_cols[0])
             if numeric:
                 roles["value"] = next(h for h in header if h in numeric)
-            return dict(files=[], header=header, rows=rows, out=out, what=refer(source),
+            return dict(files=[], header=header, rows=rows, out=out, what=refer(source, ctx.rng),
                         fields=f"the table (keep its header row {', '.join(header)}; one CSV row per table row, cell "
                                "text unchanged)", folder="", key=header[0], numeric=numeric,
                         order="in the same order as the table", roles=roles, reads=[], label="table", unit="table row")
         pairs = md_pairs(text)
         if len(pairs) >= 3:
             out = ctx.path(rng.choice(["key_figures.csv", "facts.csv", "extracted_fields.csv"]))
-            return dict(files=[], header=["key", "value"], rows=[list(p) for p in pairs], out=out, what=refer(source),
+            return dict(files=[], header=["key", "value"], rows=[list(p) for p in pairs], out=out, what=refer(source, ctx.rng),
                         fields="every bullet line of the form `- key: value` (key = the text before the first colon, "
                                "value = the text after it, both trimmed, written as they appear)", folder="",
                         key="key", numeric=set(), order="in the order they appear", roles={"name": "key"},
                         reads=[], label="key facts", unit="bullet")
         heads = md_headings(text)
         if len(heads) >= 2:
-            return dict(outline=[{"level": lv, "title": tt} for lv, tt in heads], what=refer(source))
+            return dict(outline=[{"level": lv, "title": tt} for lv, tt in heads], what=refer(source, ctx.rng))
         return None
 
     # ----------------------------------------------------------------------------------------- plan
@@ -470,7 +520,7 @@ class ExtractStructuredData:
             " [build|make] `{out}` [- header|with header] {cols} - [from them|holding] {fields}; {order}.{json}",
             "`{out}` [should get|needs] {one} from {what}, [laid out as|columns] {cols}: {fields}. [Keep the rows|"
             "Rows] {order}.{json}",
-        ], one=expand("[one row per|a line for each] {u}", rng, u=spec["unit"]), what=spec["what"], fields=spec["fields"], unit=spec["unit"], out=out, cols=cols, order=spec["order"],
+        ], one=expand("[one row per|a line for each] {u}", rng, clause=True, u=spec["unit"]), what=spec["what"], fields=spec["fields"], unit=spec["unit"], out=out, cols=cols, order=spec["order"],
             json=json_note)
         if spec["files"] and spec["roles"].get("name") in header:  # its own files: a word on what they are
             ni = header.index(spec["roles"]["name"])
@@ -533,7 +583,8 @@ class ExtractStructuredData:
         blank_col = header.index(per_field[-1]) if per_field else 0
         for r in half[1:] if len(rows) > 1 else half:
             r[blank_col] = ""
-        outputs = [Artifact(out, TABLE, {"header": header, "rows": rows}, f"the extracted {spec['label']} table ({out})",
+        outputs = [Artifact(out, TABLE, {"header": header, "rows": rows}, expand("[the extracted {l} table|the {l} table I asked for|the {l} extracted above|the table of "
+                            "{l}] ({o})", rng, clause=True, l=spec['label'], o=out),
                             roles=spec["roles"])]
         if jpath:
             outputs.append(Artifact(jpath, RECORDS, records, f"the extracted {spec['label']} records ({jpath})",
@@ -566,6 +617,12 @@ class ExtractStructuredData:
             f"Could you build a table of contents for {spec['what']}? Save it as `{out}`: a JSON list, one "
             "{\"level\": ..., \"title\": ...} object per markdown heading in reading order, level being the "
             "count of # characters (a number, not a string) and title the heading text without them.",
+            f"`{out}` should map out {spec['what']}: every markdown heading, top to bottom, as an object "
+            "{\"level\": n, \"title\": \"...\"} in a JSON array - n is an integer (a ## heading is 2) and the "
+            "title drops the leading #s.",
+            f"For {spec['what']} I need a machine-readable outline in `{out}`. One JSON object per heading, "
+            "keeping their order; keys \"level\" (integer, the number of hash marks) and \"title\" (what follows "
+            "the hashes).",
             f"I want the heading structure of {spec['what']} as JSON in `{out}` - an array of objects with a numeric "
             "\"level\" (1 for #, 2 for ##, and so on) and a \"title\" (the text after the #s), in document order.",
         ])

@@ -158,7 +158,7 @@ class ReconcileRecords:
                 return generic
         story = ""
         if ledger is not None and source is not None:
-            ledger_path, ledger_words = source.path, refer(source)
+            ledger_path, ledger_words = source.path, refer(source, ctx.rng)
             name_col = role_column(source, table_of(source)[0], "name") or "payee"
         else:
             ledger, ledger_path, lheader, lrows, sc, _m = self._own_ledger(ctx)
@@ -308,7 +308,7 @@ class ReconcileRecords:
         cols_items = [
             expand("[columns|header]: {cols}", rng, cols=V.cols(rng, out_header)),
             one_of(rng, [
-                "{d} as YYYY-MM-DD (the ledger's date, or the statement's for {b} lines)",
+                "{d} [as YYYY-MM-DD|in ISO form|year first] (the ledger's date, or the statement's for {b} lines)",
                 "{d} [comes from|is taken from] the ledger[ side|], except for {b} lines where [it's|you take] the "
                 "statement's date[ - YYYY-MM-DD either way|, in YYYY-MM-DD]",
                 "{iso}; [use|take] the statement's date only [when|where] the ledger has no line ({b})",
@@ -390,7 +390,8 @@ class ReconcileRecords:
             steps=[read(ledger_path), read(bank_path), write(out, to_csv(out_header, expected))],
             partial=[read(bank_path), write(out, to_csv(out_header, partial_rows))],
             outputs=[Artifact(out, TABLE, {"header": out_header, "rows": expected},
-                              f"the reconciliation mismatch list ({out})",
+                              expand("[the reconciliation mismatch list|the list of mismatches|the reconciliation result|the "
+                                     "unmatched lines] ({out})", ctx.rng, clause=True, out=out),
                               roles={"date": dcol, "name": ncol, "group": rcol, "value": ocol})],
             summary=f"reconcile {ledger_path} against {bank_path} into {out}",
             fingerprint=digest([[(d.isoformat(), p, v) for d, p, v in ledger], brows]),
@@ -507,7 +508,9 @@ class ReconcileRecords:
                    "matched rows|each differing cell of a matched pair gets a row|[each|every] changed cell of a "
                    "matched row [is|becomes] its own row] (reason {c}, {f} = the column name, {ou} / {th} = the two "
                    "values)", rng, c=f"`{vm}`", f=f"`{fc}`", ou=f"`{oc}`", th=f"`{tc}`"),
-            expand("[leave|keep] {f}, {ou} and {th} [empty|blank] for the missing ones", rng, f=f"`{fc}`",
+            expand("[[leave|keep] {f}, {ou} and {th} [empty|blank] for the missing ones|rows for missing keys get "
+                   "[empty|blank] {f}, {ou} and {th}|{f}, {ou} and {th} stay [empty|blank] on the rows of missing "
+                   "keys]", rng, f=f"`{fc}`",
                    ou=f"`{oc}`", th=f"`{tc}`"),
             expand("[compare values ignoring case and surrounding spaces, and numbers by value|case and stray spaces "
                    "don't count as differences, and numbers are equal when their values are|treat 'Abc ' and 'abc' "
@@ -515,7 +518,7 @@ class ReconcileRecords:
                    "(7 vs 7.00) is not a difference]", rng),
             expand("[columns|header]: {cols}", rng, cols=V.cols(rng, out_header)),
         ]
-        src_w = refer(source)
+        src_w = refer(source, ctx.rng)
         lead = one_of(rng, [
             "{S} should agree with {ow}, `{o}`, but they have drifted apart. List every difference in `{out}`.",
             "[Please|Could you] reconcile {s} (ours) with `{o}` ({ow}, theirs) and write the differences to `{out}`.",

@@ -70,8 +70,7 @@ def fmt_note(rng) -> str:
     ex = f"DTSTART:2026{rng.randint(1, 12):02d}{rng.randint(1, 28):02d}T{rng.choice([9, 10, 11, 14, 15, 16]):02d}" \
          f"{rng.choice(['00', '30'])}00"
     props = ["SUMMARY", "DTSTART", "DTEND", "LOCATION"]
-    if rng.random() < 0.6:
-        rng.shuffle(props)
+    rng.shuffle(props)
     four = ", ".join(props[:3]) + " and " + props[3]
     return one_of(rng, [
         "[Write|Give] the times as local times without a time zone ([for example|e.g.|like] {ex}) and give "
@@ -251,8 +250,9 @@ class ScheduleEvents:
                    "included|it can't overlap [anything|any busy block] in either file]", rng),
         ]
         if lunch:
-            rules.append(expand("[never over|keep clear of|not during] lunch ({a}:00-{b}:00)", rng, a=lunch[0],
-                                b=lunch[1]))
+            rules.append(expand("[[never over|keep clear of|not during] lunch ({a}:00-{b}:00)|{a}:00-{b}:00 is "
+                                "lunch[ - leave it free| and stays empty]|[don't book|nothing goes] [into|in] the "
+                                "{a}:00-{b}:00 lunch break]", rng, a=lunch[0], b=lunch[1]))
         rules.append(expand("[attendees as ATTENDEE:mailto: lines|one ATTENDEE:mailto: line per attendee|list the "
                             "attendees as ATTENDEE:mailto: lines|[invite|add] [them|everyone] by email "
                             "(ATTENDEE:mailto:<address>)|[each|every] guest [goes in|gets] an ATTENDEE:mailto: "
@@ -263,7 +263,8 @@ class ScheduleEvents:
             "a {dur}-minute \"{summary}\" with {who}, at the earliest time on or after {day} when I am free (see "
             "`{cal}`) and so are they (their busy times are in `{avail}`), location \"{loc}\"",
             "\"{summary}\" ({dur} minutes, location \"{loc}\") with {who}: the [first|earliest] slot from {day} "
-            "[on |onwards |]that is free in my calendar `{cal}` and in their busy list `{avail}`",
+            "[on |onwards |]that is free [in my calendar `{cal}` and in their busy list `{avail}`|for me (`{cal}`) "
+            "and for them (`{avail}` has their busy times)|both in `{cal}` (mine) and `{avail}` (theirs)]",
             "{dur} minutes of \"{summary}\" with {who} [in|at] \"{loc}\" - [as early as possible|the earliest "
             "possible slot] on or after {day}, going by my calendar `{cal}` and their busy times in `{avail}`",
         ], dur=dur, summary=summary, who=who, day=dated(rng, first), cal=cal_path, avail=avail_path, loc=location)
@@ -346,8 +347,11 @@ class ScheduleEvents:
         rules = [
             expand("[[weekdays|Monday to Friday] 09:00-17:00|office hours only (09:00-17:00, Mon-Fri)|between "
                    "09:00 and 17:00 on a weekday]", rng),
-            expand("[not over|never during|keep clear of] lunch 12:00-13:00", rng),
-            expand("[start[ing|] on the hour or half hour|starts at {hh}|a start time on a full or half hour]", rng,
+            expand("[[not over|never during|keep clear of] lunch 12:00-13:00|the lunch hour (12:00-13:00) stays "
+                   "free|nothing [may touch|overlaps] 12:00-13:00, that's lunch|[lunch|midday], 12:00 to 13:00, is "
+                   "[off limits|blocked]]", rng),
+            expand("[start[ing|] on the hour or half hour|starts at {hh}|a start time on a full or half hour|the "
+                   "minutes of the start [must be|are] 00 or 30|[no|never a] start at a quarter past or to]", rng,
                    hh=":00 or :30"),
         ]
         ask = one_of(rng, [

@@ -181,8 +181,9 @@ class TrackTasks:
         slots = dict(tracker=tracker, notes=notes_path, mail=mail_path or "", me=me, new=st_new, done=st_done,
                      blocked=st_blocked, cols=", ".join(cols), t=cols[0], o=cols[1], d=cols[2], s=cols[3],
                      project=fill["project"])
-        mail_txt = (" " + clause(rng, "[and the extra one in|plus the one in|and the item emailed in] `{mail}` (that "
-                                      "one is mine: {o} {me})", **slots)) if mail_item else ""
+        mail_txt = (" " + clause(rng, "[and the extra one in|plus the one in|and the item emailed in] `{mail}` ([that "
+                                      "one is mine: {o} {me}|mine, so {o} is {me}|my own item - {o} {me}|{o} "
+                                      "{me} for that one])", **slots)) if mail_item else ""
         head = one_of(rng, [
             "Update my tracker `{tracker}` from the meeting notes `{notes}`" + mail_txt + ".",
             "[Please|Could you] bring `{tracker}` up to date [from|with] `{notes}`" + mail_txt + "[.|?]",
@@ -199,7 +200,7 @@ class TrackTasks:
         ], **slots)
         items = [
             phrase(rng, ["[add one row per new action item|each new action item becomes a row]: `{t}` in the notes' "
-                         "words, `{o}`, `{d}` as YYYY-MM-DD, `{s}` \"{new}\"",
+                         "words, `{o}`, `{d}` [as YYYY-MM-DD|as an ISO date|year-month-day], `{s}` \"{new}\"",
                          "new actions [go in|are added] as new rows - `{t}` worded as in the notes, `{o}`, `{d}` "
                          "(YYYY-MM-DD) and `{s}` set to \"{new}\"",
                          "[a row for every|one line per] new action item with its `{t}` (the notes' wording), `{o}`, "

@@ -845,7 +845,8 @@ class WriteAutomationScript:
             steps=([] if fmt == "xlsx" else [read(src)]) + [write(script, code), exec_(run)],
             partial=[write(script, code)],  # the script is right but was never run: no output file
             outputs=[Artifact(out, TABLE, {"header": out_header, "rows": out_rows},
-                              f"the report the script produced ({out})", roles=out_roles)],
+                              expand("[the report the script produced|the script's output|the table the script wrote|what the script "
+                                     "generated|the script's report] ({out})", rng, clause=True, out=out), roles=out_roles)],
             summary=f"write {script} and run it on {src}",
             fingerprint=digest,
         )
