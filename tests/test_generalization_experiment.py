@@ -97,3 +97,18 @@ def test_report_without_results_is_a_clear_error(tmp_path, capsys):
     g = _gen()
     assert g.main(["--work", str(tmp_path), "--report"]) == 1
     assert "no results yet" in capsys.readouterr().err
+
+
+def test_readme_summary_names_every_part_and_what_is_not_run():
+    g = _gen()
+    base, st = {"t1": 0.0, "t2": 0.0}, {"t1": 1.0, "t2": 0.0}
+    row = g.set_row({"base": base, "student_1": st}, [1, 2], ["clean_data"], {"t1": "clean_data"}, "phrasing")
+    res = {"settings": {"seeds": [1, 2]}, "sets": {"phrasing": row},
+           "overlap": {"phrasing": {"1": {"tasks": 2, "rate": {"whole_sequence": 0.5}}}}}
+    text = g.summary_table(res)
+    assert text.startswith(g.SUMMARY_START) and text.endswith(g.SUMMARY_END)
+    assert "| (b) other wording half | no (wording, schemas, names) | 2 | 0.000 | 0.500 (seed 1) | +0.500 |" in text
+    assert "| same families and wording half, other personas | yes | - | not run | not run | not run |" in text
+    assert "not run yet" in text  # (a)
+    assert "other wording, seed 1: 1 of 2" in text
+    assert "| 1 of 2 |" in text  # (e): one of the two training seeds

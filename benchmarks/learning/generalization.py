@@ -52,6 +52,8 @@ from clawgym.core.atomic import write_json, write_text  # noqa: E402
 
 README_START = "<!-- generalization-experiment:start -->"
 README_END = "<!-- generalization-experiment:end -->"
+SUMMARY_START = "<!-- generalization-summary:start -->"  # the README's short form of the table
+SUMMARY_END = "<!-- generalization-summary:end -->"
 SHARED = REPO.parent / "shared" / "datasets"
 PARTS = ("main", "phrasing", "external", "lofo", "overlap")
 BOOTSTRAP = 10_000
@@ -314,6 +316,51 @@ def table(res: dict) -> str:
     return "\n".join(lines)
 
 
+def summary_table(res: dict) -> str:
+    """The README's short form: one row per part (a)-(e), each saying whether it is in-distribution."""
+    seeds = [str(k) for k in res["settings"]["seeds"]]
+    sets = res.get("sets") or {}
+
+    def students(row: dict | None) -> str:
+        if not row or not row.get("student"):
+            return "not run"
+        run = [k for k in seeds if k in row["student"]]
+        return ", ".join(f"{row['student'][k]['mean_score']:.3f}" for k in run) + \
+            f" (seed{'s' if len(run) > 1 else ''} {', '.join(run)})"
+
+    def base(row: dict | None) -> str:
+        return f"{row['base']['mean_score']:.3f}" if row and row.get("base") else "not run"
+
+    lines = [SUMMARY_START, "| part | in-distribution? | held-out tasks | base | student | student - base |",
+             "|---|---|---:|---:|---|---:|"]
+    for key, label, ind in (("in_distribution", "same families and wording half, other personas", "yes"),
+                            ("phrasing", "(b) other wording half", "no (wording, schemas, names)"),
+                            ("pinchbench", "(c) PinchBench v1 offline", "no (written by others)"),
+                            ("clawgym", "(c) ClawGym sample folders", "no (written by others)")):
+        row = sets.get(key)
+        d = (row or {}).get("delta_pooled")
+        lines.append(f"| {label} | {ind} | {row['tasks'] if row else '-'} | {base(row)} | {students(row)} | "
+                     f"{'not run' if not d else format(d['delta'], '+.3f')} |")
+    fams = (res.get("lofo") or {}).get("families") or {}
+    if fams:
+        without = "; ".join(f"{f} {r['delta']['delta']:+.3f}" for f, r in fams.items())
+        lines.append(f"| (a) each family left out of training (without - with) | no (family unseen) | "
+                     f"{sum(r['tasks'] for r in fams.values())} | | {without} | |")
+    else:
+        lines.append("| (a) each family left out of training | no (family unseen) | | | not run yet | |")
+    ov = res.get("overlap") or {}
+    parts = []
+    for key, half in (("in_distribution", "same wording"), ("phrasing", "other wording")):
+        for seed, o in (ov.get(key) or {}).items():
+            parts.append(f"{half}, seed {seed}: {round(o['rate']['whole_sequence'] * o['tasks'])} of {o['tasks']}")
+    lines.append("| (d) held-out tasks whose whole reference action sequence is among the training demonstrations "
+                 f"| | | | {'; '.join(parts) if parts else 'not run'} | |")
+    lines.append(f"| (e) training seeds run | | | | {len({k for r in sets.values() for k in r.get('student', {})})} "
+                 f"of {len(seeds)} | |")
+    lines.append(SUMMARY_END)
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------------------------------------ main
 
 def main(argv: list[str] | None = None) -> int:
@@ -344,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save", action="store_true",
                     help="Copy the results to benchmarks/learning/results/ and write the table into --readme.")
     ap.add_argument("--readme", type=Path, default=REPO / "docs" / "learning.md")
+    ap.add_argument("--summary-readme", type=Path, default=REPO / "README.md",
+                    help="Where --save writes the short form of the table (between its markers).")
     ap.add_argument("--report", action="store_true",
                     help="Run no stage: print (and with --save, save) the table of what --work holds so far.")
     args = ap.parse_args(argv)
@@ -494,6 +543,8 @@ def publish(res: dict, args) -> None:
         log(f"saved {dest}")
         if not write_readme(args.readme, block, README_START, README_END):
             log(f"{args.readme} has no {README_START} markers: not written")
+        if not write_readme(args.summary_readme, summary_table(res), SUMMARY_START, SUMMARY_END):
+            log(f"{args.summary_readme} has no {SUMMARY_START} markers: not written")
 
 
 def report(args) -> int:
