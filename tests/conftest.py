@@ -55,6 +55,16 @@ def smollm_lora_policy(target_modules: tuple[str, ...] = ("q_proj", "v_proj"), b
     return tok, model
 
 
+def load_script(relpath: str, name: str):
+    """Import a script that is not part of the package (e.g. benchmarks/learning/experiment.py) as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / relpath)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def datasets_root() -> Path:
     return Path(os.environ.get("CLAWGYM_DATASETS", REPO.parent / "shared" / "datasets"))
 

@@ -7,19 +7,16 @@ the page is rewritten between its markers only).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
+
+from conftest import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _gen():
-    spec = importlib.util.spec_from_file_location("learning_generalization",
-                                                  REPO / "benchmarks" / "learning" / "generalization.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/learning/generalization.py", "learning_generalization")
 
 
 def test_bootstrap_interval_brackets_the_mean_and_is_a_point_for_constant_scores():

@@ -7,18 +7,15 @@ between its markers only, and the page it writes to by default (the docs page ho
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from conftest import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _experiment():
-    spec = importlib.util.spec_from_file_location("learning_experiment",
-                                                  REPO / "benchmarks" / "learning" / "experiment.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/learning/experiment.py", "learning_experiment")
 
 
 def test_per_operation_groups_scores_and_skips_infra_errors(tmp_path):
