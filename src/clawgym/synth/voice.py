@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass, field
 
 from clawgym.synth import flavor, world
+from clawgym.synth.calendar_words import MONTHS as _MONTHS
+from clawgym.synth.calendar_words import WEEKDAYS as _WEEKDAYS
 from clawgym.synth.grammar import expand
 from clawgym.synth.personas import Persona
 
@@ -227,9 +229,6 @@ def first_person(text: str, lower: bool = True) -> str:
 
 # --------------------------------------------------------------------------------------------- days and people
 
-_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-           "November", "December")
 
 
 def _ordinal(n: int) -> str:

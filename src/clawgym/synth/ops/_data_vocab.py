@@ -14,6 +14,7 @@ import random
 from dataclasses import dataclass
 
 from clawgym.synth import flavor, world
+from clawgym.synth.calendar_words import MONTHS, WORKDAYS
 from clawgym.synth.grammar import STYLES, expand, requirements
 from clawgym.synth.personas import Persona
 
@@ -192,8 +193,7 @@ def join(folder_name: str, name: str) -> str:
 
 
 def month_name(m: int) -> str:
-    return ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-            "November", "December"][m - 1]
+    return MONTHS[m - 1]
 
 
 def mess(rng: random.Random) -> str:
@@ -251,7 +251,7 @@ def cat(*parts: str) -> str:
     return text
 
 
-WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
+WEEKDAYS = WORKDAYS
 _ASIDES = [
     "{who} asked for this before the {day} meeting.",
     "It's for the {mon} review with {who}.",

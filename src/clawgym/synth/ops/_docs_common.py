@@ -15,11 +15,9 @@ from email.utils import format_datetime, formataddr, parseaddr
 from typing import Any
 
 from clawgym.synth import flavor
+from clawgym.synth.calendar_words import MONTHS, WORKDAYS
 from clawgym.synth.ops.base import Artifact
 from clawgym.synth.personas import Persona
-
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December"]
 
 
 def digest(*parts: Any) -> str:
@@ -247,7 +245,7 @@ def wpath(ctx, stems, ext: str, folders=(), p_folder: float = 0.6, p_world_folde
     return ctx.path(f"{folder}/{name}" if use_folder else name)
 
 
-WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
+WEEKDAYS = WORKDAYS
 
 
 def aside(rng: random.Random, persona: Persona | None = None) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 
 from clawgym.synth import flavor, world
+from clawgym.synth.calendar_words import WEEKDAYS
 from clawgym.synth.grammar import expand, requirements
 from clawgym.synth.personas import Persona
 
@@ -73,7 +74,6 @@ def tool(persona: Persona, rng: random.Random) -> str:
     return rng.choice(list(persona.tools))
 
 
-WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 
 def when(rng: random.Random) -> str:

@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
+from clawgym.synth.calendar_words import MONTHS
 from clawgym.synth.grammar import one_of
 from clawgym.synth.ops._docs_common import (
     add_workdays,
@@ -58,8 +59,6 @@ STATUS_SCHEMES = [("status", "active", ["left", "on leave"]), ("state", "current
                   ("membership", "member", ["lapsed", "resigned"]), ("active", "yes", ["no"]),
                   ("status", "in", ["out", "away"]), ("roster", "on", ["off", "leaver"])]
 
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December"]
 
 
 # The program solution of a reply with figures: addresses, subject, column names, category, month and the
