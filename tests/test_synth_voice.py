@@ -132,3 +132,26 @@ def test_dedup_run_gives_the_same_bytes_whatever_the_workers(tmp_path):
     synthesize(12, 8, a, jobs=1, validate=False, dedup=True)
     synthesize(12, 8, b, jobs=2, validate=False, dedup=True)
     assert a.read_bytes() == b.read_bytes() and len(a.read_text().splitlines()) == 12
+
+
+def test_context_never_puts_off_a_file_the_steps_work_on(personas):
+    """"My {things} can wait for another day" is about the persona's other files: a folder or file the steps
+    use (or its plural) is never the {things} of the request's context."""
+    from clawgym.synth import world
+
+    seen = 0
+    for p in personas[:40]:
+        names = [re.sub(r"[_-]+", " ", n).strip() for n in world.stems(p) + world.folders(p)]
+        names = [n for n in names if n and not n.startswith(".")]
+        if len(names) < 2:
+            continue
+        used = names[0]
+        plural = used if used.endswith("s") or len(used) < 4 else used + "s"
+        steps = f"Rename every file in `{plural.replace(' ', '_')}/` to lowercase."  # the plural of one of them
+        for seed in range(20):
+            things = voice.Voice(p, random.Random(seed), avoid=steps).slots["things"]
+            assert voice._stem(used.casefold().split()[0]) not in {voice._stem(w) for w in
+                                                                   things.casefold().split()}, (p.id, used, things)
+        free = {voice.Voice(p, random.Random(seed)).slots["things"] for seed in range(60)}
+        seen += used in free  # without the steps' text the same name is drawn
+    assert seen > 0

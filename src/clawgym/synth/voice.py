@@ -518,9 +518,9 @@ WORK = [  # the persona's working day: where they write from, what it is like
     "[I'm writing this|Typing this|This is being written] {moment}[ at {place}|], so [forgive the brevity|"
     "excuse any typos|bear with me].",
     "[Quick one|Sending this] {moment} - [it's been a day|{place} is chaos today|long day].",
-    "[Right now|Today] I'm [stuck|buried] in [{project} work|the {project}] at {place}, [so this is a "
+    "[Right now|Today] I'm [stuck|buried] in the {project}, [so this is a "
     "hand-off|hence the delegation].",
-    "My [only|one] [quiet moment|free slot] [at {place}|today] is {moment}, [so|and] I'm [using it|writing "
+    "My [only|one] [quiet moment|free slot] today is {moment}, [so|and] I'm [using it|writing "
     "this] now.",
     "[Things at|Life at] {place} [are|is] [hectic|busy|mad] [this week|right now|at the moment][, what with "
     "the {project}|].",
@@ -565,16 +565,17 @@ FILES = [  # the other things the persona's files hold (their `files` globs, in 
     "headache|same problem, different day].",
     "[Next|After this] I'll [have to|need to] [tackle|deal with|sort out] the {things}, but [one thing at a time|"
     "that can wait|not today].",
-    "The {things} [are next on my list|come after this|will have to wait their turn][, sadly|, by the way|].",
+    "[Next on my list|After this|Later on]: the {things}[, sadly|, by the way|].",
     "[Same story with|Don't get me started on] my {things}[ - that's for another day|; later].",
     "[If this works|If it goes well], I'll [bring you|ask about|do the same for] the {things} [next|after].",
     "[The|My] {things} [side of things is|files are] [a separate story|another job for another day|in "
     "better shape, thankfully][, so leave that for now|].",
     "[Compared with|Next to] my {things}, this [is the easy part|should be quick|is the bigger mess]"
     "[, I think|, honestly|].",
-    "[My|The] {things} [are in decent shape|look fine][, for once|, luckily|] - [unlike this|this is the worry].",
-    "[Once this is tidy|With this done], the {things} [are|will be] [the last mess standing|much easier].",
-    "[My|The] {things} [will get their turn|can wait for another day]; [today|this time] it's [just|only] this.",
+    "[As for|Meanwhile,] my {things}: [in decent shape|fine][, for once|, luckily|] - [unlike this|this is the "
+    "worry].",
+    "[Once this is tidy|With this done], [the {things} will be the last mess standing|I can face the {things}].",
+    "[My|The] {things} can wait for another day; [today|this time] it's [just|only] this.",
 ]
 
 EXPLAIN = [
@@ -587,9 +588,9 @@ EXPLAIN = [
     "[Please|Do] [take your time|read it all first], [the details matter|it's all important|nothing is optional].",
     "[Every detail below|Each bit below] is there for a reason[ - {role} is picky|, I promise|].",
     "[Sorry for the wall of text|Long message, I know] - [each line matters|I've been burnt before].",
-    "[Read to the end|Skim it all once] before [starting|you start]; [the order matters|a later bit changes an "
-    "earlier one].",
-    "I [numbered|split up] the parts so [nothing slips|it's easy to tick off][.|, hopefully]",
+    "[Read to the end|Skim it all once] before [starting|you start]; [the order matters|every line "
+    "counts].",
+    "I [numbered|split up] the parts so [nothing slips|it's easy to tick off][.|, hopefully.]",
 ]
 
 APOLOGY = ["[Sorry|Apologies] if this is [confusing|a silly request|obvious|a lot].",
@@ -599,7 +600,7 @@ APOLOGY = ["[Sorry|Apologies] if this is [confusing|a silly request|obvious|a lo
            "[Forgive|Excuse] the [state of the files|chaos]; {place} has been [a lot|non-stop][.|!]",
            "[Bear with|Be patient with] me, I'm [no expert|new to this|rusty with files][.|!]",
            "[I know|I realise] this [is fiddly|might be tedious][, sorry|][.|!]",
-           "[Not my strong suit|Files aren't my thing], [this|any of this][.|, I'm afraid.]"]
+           "[Not my strong suit, any of this|Files aren't my thing][.|, I'm afraid.]"]
 
 HEDGES = ["[If possible|If you can|Ideally|If it's not too much trouble], [please|] [double-check|check] the "
           "[numbers|result|output] [before you finish|at the end|once you're done].",
@@ -692,6 +693,11 @@ CONNECT = {
 # --------------------------------------------------------------------------------------------- the voice
 
 
+def _stem(word: str) -> str:
+    """A word without a plural -s, so "price" and "prices" match."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
 @dataclass
 class Voice:
     """One request's voice: the persona, their register and quirks, and the RNG every choice is drawn from."""
@@ -700,6 +706,7 @@ class Voice:
     rng: random.Random
     reg: str = ""
     quirks: Quirks = field(default_factory=Quirks)
+    avoid: str = ""  # the steps' text: the context never names, as some other chore, a file or folder they use
 
     def __post_init__(self):
         self.reg = self.reg or register(self.persona)
@@ -780,7 +787,16 @@ class Voice:
         others = [t for t in p.tools if t != tool]
         interest = first_person(rng.choice(p.interests), lower=False)
         things = [re.sub(r"[_-]+", " ", n).strip() for n in world.stems(p) + world.folders(p)]
-        things = [t for t in things if t and not t.startswith(".")] or flavor.vocab(p.domain, p.occupation)["items"]
+        # "my {things} can wait" must not be about what the steps work on: no word of it (plural or not) in the
+        # steps' text, paths read as words
+        used = {_stem(w) for w in re.split(r"[\W_]+", self.avoid.casefold()) if w}
+
+        def free(t: str) -> bool:
+            return not any(_stem(w) in used for w in re.split(r"[\W_]+", t.casefold()) if len(w) >= 2)
+
+        things = [t for t in things if t and not t.startswith(".") and free(t)] or \
+            [t for t in flavor.vocab(p.domain, p.occupation)["items"] if free(t)] or \
+            flavor.vocab(p.domain, p.occupation)["items"]
         daypart = rng.choice(["morning", "afternoon", "evening"])
         return {
             "a_occ": f"{article(occ)} {occ}", "occ_cap": occ[:1].upper() + occ[1:], "occ_low": occ.casefold(),
@@ -954,11 +970,11 @@ class Opening:
     voice: Voice
 
 
-def open_voice(persona: Persona, rng: random.Random, n_steps: int = 1) -> Opening:
+def open_voice(persona: Persona, rng: random.Random, n_steps: int = 1, avoid: str = "") -> Opening:
     """The voice of a request of `n_steps` steps: greeting, TL;DR, the context before the steps and the part of it
     kept for after them. The steps' joining and the closing are drawn next, from the same RNG, by
     :func:`compose_request`."""
-    v = Voice(persona, rng)
+    v = Voice(persona, rng, avoid=avoid)
     head: list[str] = []
     g = v.greeting()
     if g:
@@ -979,7 +995,7 @@ def compose_request(persona: Persona, rng: random.Random, frags: list[str], outp
                     middle: list[str] | None = None) -> str:
     """The whole request: the persona's opening, `middle` (e.g. the skills to follow), the step fragments
     joined, the context kept for the end, the closing and sign-off."""
-    op = open_voice(persona, rng, len(frags))
+    op = open_voice(persona, rng, len(frags), avoid=" ".join(frags))
     v = op.voice
     steps = v.join_steps(frags, outputs)
     closing = v.closing()

@@ -324,7 +324,7 @@ def plain2(rng: random.Random) -> str:
     return rng.choice(["a plain number with two decimals", "a plain two-decimal number",
                        "a bare number with 2 decimal places", "digits only, two decimals",
                        "a number with exactly two decimals", "a plain decimal like 1234.50",
-                       "a bare figure with two digits after the point", "a two-decimal figure (42.00, not 42)",
+                       "a bare figure with two digits after the point", "a two-decimal figure: 42.00, not 42",
                        "a bare figure to the cent", "a number rounded to cents, nothing else in the cell"])
 
 
@@ -356,9 +356,9 @@ def iso(rng: random.Random, col: str = "", plural: bool = False) -> str:
             "[any|each] date [should look|looks] like {ex}",
             "[dates|all dates] [formatted|in] YYYY-MM-DD[ please|]",
             "[four-digit year|the year] first in [every|each] date ([so|that is,] {ex})",
-            "[dates|every date] as ISO 8601 calendar dates[ (e.g. {ex})|]",
-            "{bad} [would be|is] wrong - [dates|each date] [go|goes] {ex}-style",
-            "[keep|write] dates [machine-readable|sortable]: year, month, day with dashes ({ex})",
+            "[dates as ISO 8601 calendar dates|every date an ISO 8601 calendar date][ (e.g. {ex})|]",
+            "{bad} [would be|is] wrong - [dates go|each date goes] {ex}-style",
+            "[keep|write] dates [machine-readable|sortable]: year, month, day with dashes, e.g. {ex}",
         ]), rng, clause=True, ex=ex, bad=bad)
     return expand(rng.choice([
         "{c} as YYYY-MM-DD",
@@ -370,7 +370,7 @@ def iso(rng: random.Random, col: str = "", plural: bool = False) -> str:
         "[no|never] slashes in {c}: [it's|use] YYYY-MM-DD",
         "[the dates in {c} go in|each value of {c} in] year-month-day [order|form] ({ex})",
         "{c} holds ISO 8601 dates[, {ex} for instance|]",
-        "{c} [sortable|machine-readable]: [year, month, day|YYYY, MM, DD] with dashes",
+        "{c} written sortably: [year, month, day|YYYY, MM, DD] joined by dashes",
         "{c} [day|date] values [like|in the style of] {ex}, [never|not] {bad}",
     ]), rng, clause=True, c=col, ex=ex, bad=bad)
 
@@ -385,9 +385,9 @@ def two_dec(rng: random.Random, what: str) -> str:
         "{w} [written|shown] with [cents|pennies], e.g. {ex}",
         "round {w} to [2|two] [decimals|dp]",
         "{w}: [plain|bare] numbers[,| with] two decimals",
-        "[keep|give] {w} to the [cent|penny] ({ex}[ style|, say])",
+        "[keep|give] {w} to two decimal places ({ex}[ style|, say])",
         "{w}: [always|] [exactly two|2] decimal digits",
-        "[money|amounts] in {w} [with the cents spelled out|written out to the cent], {ex} [for example|say]",
+        "{w} written out to two decimals, {ex} [for example|say]",
     ]), rng, clause=True, w=what, ex=f"{rng.randint(3, 900)}.{rng.choice(['00', '50', '05', '25', '90'])}")
 
 
@@ -416,7 +416,7 @@ def md_with(rng: random.Random, cols: str) -> str:
         "markdown, [one|a single] table: {c}",
         "a table in markdown [laid out as|with] {c}",
         "a markdown grid whose header row is {c}",
-        "one markdown table, columns left to right {c}",
+        "one markdown table, columns left to right: {c}",
     ]), rng, clause=True, c=cols)
 
 

@@ -126,7 +126,7 @@ def refer(source: Artifact, rng=None) -> str:
         return desc
     else:
         words = desc
-    form = rng.choice(["{w} ({p})", "{w} ({p})", "{p} ({w})", "{w} in {p}", "{w} saved as {p}"]) if rng \
+    form = rng.choice(["{w} ({p})", "{w} ({p})", "{p} ({w})", "{w} in {p}"]) if rng \
         else "{w} ({p})"
     return form.format(w=words, p=path)
 
@@ -396,8 +396,8 @@ class AggregateAndReport:
             "total, top {g} and its total)] into a markdown note `{report}`.",
             "[Add|Include] a [brief|short] markdown [summary|note] at `{report}` [giving|with] the overall total "
             "and naming the top {g} [and its total|with its total].",
-            "[For the meeting|For {who}], `{report}` ([markdown, a few lines|a short .md]) [should say|says] [how much there is|what it all adds up to] "
-            "[altogether|in total] and which {g} [tops the list|is biggest], with [that figure|its amount].",
+            "[For the meeting|For {who}], `{report}` ([markdown, a few lines|a short markdown note]) [should say|says] [how much there is "
+            "[altogether|in total]|what it all adds up to] and which {g} [tops the list|is biggest], with [that figure|its amount].",
             "[The headline numbers|Three numbers] go in `{report}` as markdown: the [total of everything|sum over "
             "all rows], the [leading|largest] {g}, and [its total|what that {g} adds up to].",
         ], report=report, g=gcol, who=flavor.person(rng))

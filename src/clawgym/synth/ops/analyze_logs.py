@@ -310,7 +310,8 @@ class AnalyzeLogs:
                                        f"{ldir}/{service}.syslog"]))
             group, unit, levels_key, total_key = "service", "entries", "by_level", "total_entries"
             err_def = V.phrase("the log is from {y}; the level is the bracketed tag after the service name, and "
-                               "[an error is any|the errors are the|count as errors the] ERROR or CRITICAL [entry|entries]", rng, y=day.year)
+                               "[an error is any ERROR or CRITICAL entry|the errors are the ERROR and CRITICAL entries|count as errors the "
+                               "ERROR and CRITICAL entries]", rng, y=day.year)
         else:
             log = ctx.path(rng.choice([f"{ldir}/{service}.log", f"{ldir}/gateway.log", f"{ldir}/devices.log",
                                        f"{service}-{day:%Y%m%d}.log"]))

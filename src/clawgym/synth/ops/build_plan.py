@@ -165,8 +165,7 @@ class BuildPlan:
             names = list(dict.fromkeys(r[ni].strip() for r in rows if ni is not None and ni < len(r) and r[ni].strip()))
             if ni is not None and len(names) >= 2:
                 owners = names[:4]
-                from_source = " " + expand("([the owners are people from|the owners are drawn from|owners: the "
-                                            "people in] {d})", ctx.rng, clause=True, d=source.description)
+                from_source = " " + expand("([the owners are people from|the owners are drawn from] {d})", ctx.rng, clause=True, d=source.description)
         tasks = []
         for i, name in enumerate(chosen):
             deps = []

@@ -120,7 +120,8 @@ class CleanData:
                          "[rows|lines] [where|whose] {v} is [blank|empty] [go|are dropped] - [they're|those are] not "
                          "real {w}",
                          "no {v}, no row"], v=v, w=rng.choice(["entries", "records", "transactions", "lines"])),
-            one_of(rng, ["[write|format|put] [every|each] {d}[| value] [as YYYY-MM-DD|in ISO form|year-month-day][| (ISO)|, e.g. 2026-02-14]",
+            one_of(rng, ["[write|format|put] [every|each] {d}[| value] [as YYYY-MM-DD[| (ISO)]|in ISO form, e.g. 2026-02-14|year-month-day, "
+                         "e.g. 2026-02-14]",
                          "{iso} - the export mixes [several|three or four|all sorts of] date styles",
                          "{iso}"], d=d, iso=V.iso(rng, d)),
             one_of(rng, ["[give|write] {v} as {p2} (no currency [signs|symbols] or thousands separators)",

@@ -220,12 +220,12 @@ class ExtractStructuredData:
         what = what[:1].lower() + what[1:]
         fields = _fields(rng, [
             (fc, ["the receipt's file name", "the name of the text file", "which file it came from",
-                  "the file the receipt is in", "the receipt's own file name"]),
+                  "the receipt's text file", "the receipt's own file name"]),
             (vc, ["the [shop|store] name at the top", "the [shop|store] printed at the top",
                   "who sold it, as printed at the top", "the [merchant|seller] from the receipt's first line",
                   "the [business|shop] name [heading|printed on] the slip"]),
-            (dc, ["the purchase date (YYYY-MM-DD)", "the purchase date in ISO form", "the day of purchase, "
-                  "year first", "the date it was bought, written like 2026-03-05", "when it was bought, in "
+            (dc, ["the purchase date, YYYY-MM-DD style", "the purchase date in ISO form", "the day of purchase, "
+                  "year-month-day (2026-03-05)", "the date it was bought, written like 2026-03-05", "when it was bought, in "
                   "year-month-day form", "the [receipt|purchase] date as an ISO date"]),
             (tc, [f"[the final amount paid, after tax|the total actually paid, tax included|what was paid in the end, "
                   f"tax included], as {V.plain2(rng)}",
@@ -311,7 +311,7 @@ class ExtractStructuredData:
         what = what[:1].lower() + what[1:]
         fields = _fields(rng, [
             (oc, ["the order number without any leading #", "the order's number, minus the leading #",
-                  "the order number with the # stripped", "the [bare|plain] order number (no #)",
+                  "the order number with the # stripped", "the [bare|plain] order number, no #",
                   "the number of the order, dropping its #"]),
             (vc, ["the shop's name as in the sender", "the seller, named as in the From line",
                   "who sent it, the shop's name as in the sender", "the [store|shop] as the From line names it",
@@ -383,8 +383,8 @@ class ExtractStructuredData:
         what = expand("the price table on the saved web page `{p}` (from {s})", rng, p=path, s=supplier)
         what = what[:1].lower() + what[1:]
         fields = _fields(rng, [
-            (pc, ["the name as shown, with HTML entities decoded", "the product name as displayed (entities like "
-                  "&amp; decoded)", "the item's name the way the page shows it, HTML entities turned back into "
+            (pc, ["the name as shown, with HTML entities decoded", "the product name as displayed, entities like "
+                  "&amp; decoded", "the item's name the way the page shows it, HTML entities turned back into "
                   "characters"]),
             (kc, ["the SKU", "the SKU code", "the product's SKU", "its stock-keeping code (SKU)"]),
             (cc, ["", "the category", "the section it is listed under", "the category column as is"]),
@@ -393,7 +393,7 @@ class ExtractStructuredData:
                    "2 decimal places"]),
             (sc, ["yes if the item is in stock or available, otherwise no", "yes when the page says in stock or available, else no",
                   "`yes` for in stock / available, `no` for anything else", "no unless the page marks it in stock "
-                  "or available (then yes)"]),
+                  "or available, in which case yes"]),
         ])
         return dict(files=[WorkspaceFile(path=path, content=page)], header=header, rows=rows, out=out, what=what,
                     fields=fields, folder="", key=pc, numeric={prc},
@@ -425,7 +425,7 @@ class ExtractStructuredData:
         out = ctx.path(rng.choice(["message_index.csv", "mail_log.csv", "inbox_index.csv", "mail_list.csv",
                                    "messages.csv"]))
         fields = _fields(rng, [
-            (dc, ["the day it was sent, YYYY-MM-DD", "the sending date, year first", "the date sent, as an ISO "
+            (dc, ["the day it was sent, YYYY-MM-DD", "the sending date, 2026-03-05 style", "the date sent, as an ISO "
                   "date", "the day of the message in year-month-day form"]),
             (fc, ["the sender's bare email address", "the sender's address only, no display name",
                   "just the From address, lowercase", "the address the message came from, without the name"]),
@@ -512,7 +512,7 @@ class ExtractStructuredData:
             "{order}.{json}",
             "I [want|need] the data in {what} as a table: write `{out}` with the columns {cols}, that is {fields}; "
             "{order}.{json}",
-            "Extract {fields} from {what} into the CSV `{out}` (header: {cols}; {order}).{json}",
+            "Into the CSV `{out}` (header: {cols}; {order}), extract from {what}: {fields}.{json}",
             "Could you [turn|make] {what} into a [CSV|spreadsheet] at `{out}`? [One row per {unit}|A row for each "
             "{unit}], columns {cols}: {fields}. Rows {order}.{json}",
             "[Read|Look at] {what}. [For each|For every] {unit}, I want {fields} - in `{out}` ({cols}), {order}.{json}",

@@ -308,7 +308,7 @@ class ReconcileRecords:
         cols_items = [
             expand("[columns|header]: {cols}", rng, cols=V.cols(rng, out_header)),
             one_of(rng, [
-                "{d} [as YYYY-MM-DD|in ISO form|year first] (the ledger's date, or the statement's for {b} lines)",
+                "{d} [as YYYY-MM-DD|in ISO form|in YYYY-MM-DD form] (the ledger's date, or the statement's for {b} lines)",
                 "{d} [comes from|is taken from] the ledger[ side|], except for {b} lines where [it's|you take] the "
                 "statement's date[ - YYYY-MM-DD either way|, in YYYY-MM-DD]",
                 "{iso}; [use|take] the statement's date only [when|where] the ledger has no line ({b})",

@@ -348,10 +348,10 @@ class ScheduleEvents:
             expand("[[weekdays|Monday to Friday] 09:00-17:00|office hours only (09:00-17:00, Mon-Fri)|between "
                    "09:00 and 17:00 on a weekday]", rng),
             expand("[[not over|never during|keep clear of] lunch 12:00-13:00|the lunch hour (12:00-13:00) stays "
-                   "free|nothing [may touch|overlaps] 12:00-13:00, that's lunch|[lunch|midday], 12:00 to 13:00, is "
+                   "free|nothing overlaps 12:00-13:00, that's lunch|[lunch|midday], 12:00 to 13:00, is "
                    "[off limits|blocked]]", rng),
             expand("[start[ing|] on the hour or half hour|starts at {hh}|a start time on a full or half hour|the "
-                   "minutes of the start [must be|are] 00 or 30|[no|never a] start at a quarter past or to]", rng,
+                   "minutes of the start [must be|are] 00 or 30|start times end in :00 or :30]", rng,
                    hh=":00 or :30"),
         ]
         ask = one_of(rng, [
