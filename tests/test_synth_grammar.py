@@ -84,6 +84,13 @@ def test_a_clause_keeps_its_first_letter_and_leading_space():
     assert expand(" [leave|keep] {x} out.", random.Random(0), x="A").startswith(("Leave A", "Keep A"))
 
 
+def test_a_file_extension_keeps_its_space_while_an_empty_choice_before_a_full_stop_folds():
+    assert expand("book it in the .ics file[ now|].", random.Random(0)) in ("Book it in the .ics file now.",
+                                                                           "Book it in the .ics file.")
+    assert expand("a short .md note [x|] , then b [y|] .", random.Random(3)).startswith("A short .md note")
+    assert " ," not in expand("a [|] , b", random.Random(0)) and " ." not in expand("a [|] .", random.Random(0))
+
+
 def test_half_choices_draw_from_one_half_and_share_the_rng():
     opts = ["a", "b", "c", "d", "e"]
     for half, allowed in ((0, {"a", "c", "e"}), (1, {"b", "d"})):

@@ -115,7 +115,7 @@ def expand(template: str, rng: random.Random, *, clause: bool = False, **slots: 
     space. A ``{name}`` without a value is an error, so that a typo never reaches a task as literal braces."""
     text = _render(_parse(template), rng)
     text = re.sub(r"[ \t]{2,}", " ", text)
-    text = re.sub(r" +([,.;:!?)])", r"\1", text)
+    text = re.sub(r" +([,.;:!?)])(?!\w)", r"\1", text)  # not before ".ics", ".md": a name, not a full stop
     text = text.rstrip() if clause else text.strip()
 
     def fill(m: re.Match) -> str:
