@@ -397,6 +397,10 @@ GOAL = {
         "[What I'm working towards|My aim for the next few weeks|The plan for this [month|term|season]]: to "
         "{goal}.",
         "I [look after|handle|do] the {things} [at|for] {place}[ here in {city}|], and " + _TRY + " {goal}.",
+        "[Quick bit of background|A word on why]: {goal} - that's [the mission|my project|what I'm chasing] "
+        "[this [month|season]|for now|at the moment].",
+        "[Ask anyone at {place}|Everyone at {place} knows it]: I['ve been going on about|'m fixated on] the need "
+        "to {goal}.",
     ],
     "formal": [
         "I am {a_occ} [in|based in] {city}, and I [am trying|intend|aim|need] to {goal}.",
@@ -438,6 +442,8 @@ FOR_WHOM = [
     "[Heads up|Note]: {person} [will|is going to] [check|go through|review] this [line by line|carefully|"
     "closely] [by|before] {when}.",
     "[I'm handing|I'll pass] [the result|all of it] to {person} ({role}) [by|before] {when}.",
+    "[Timing|Timeline]: [{person} gets it|it goes to {person}] [by|before] {when}[, no later|, ideally sooner|].",
+    "[The people waiting on this|Who's waiting]: {person} and {role}[ - {when} at the latest|].",
 ]
 
 TOOL = [
@@ -463,6 +469,10 @@ TOOL = [
     "I'm [more of|much more] a {tool} person than a [files|folders|command-line] person[, so thank you| - "
     "hence asking you|].",
     "[Once you're done|Afterwards] I'll [pull|import|load] the results [back into|into] {tool}.",
+    "[Half|Most] of my [week|day] [happens|is spent] in {tool}[ and {tool2}|], [so|and] [files like these|plain "
+    "files] [feel foreign|are not my comfort zone].",
+    "{tool} [crashed|froze|logged me out] [twice|again] [yesterday|this week] [while I tried this|mid-way], "
+    "[hence you|so over to you].",
 ]
 
 LIFE = [
@@ -485,6 +495,9 @@ LIFE = [
     "in sight].",
     "A friend from {interest} [laughed at|asked about|was horrified by] my filing system[, fair enough|, which "
     "stung a bit|].",
+    "[I promised myself|The deal I made with myself]: [finish this|get this done], [then|and only then] "
+    "{interest}.",
+    "[Weekends|Evenings] are for {interest}[ - this is not weekend material|, not for this].",
 ]
 
 WHY = [
