@@ -27,8 +27,10 @@ held-out set is other personas; (in-distribution) below means same generators, s
 Stages resume from ``--work`` (default runs/generalization): tasks, teacher runs, filtered demonstrations, each
 student, each evaluation. ``--only`` limits a run to some parts (e.g. ``--only main phrasing`` first, ``lofo``
 later). Results: ``--work/results.json`` (every per-task score, so the intervals can be recomputed), and with
-``--save`` a copy in benchmarks/learning/results/ and the table in docs/learning.md between the
-``generalization-experiment`` markers.
+``--save`` a copy in benchmarks/learning/results/, the table in docs/learning.md between the
+``generalization-experiment`` markers and its short form in the README between the ``generalization-summary``
+markers. ``--report`` runs no stage: it prints (and with ``--save`` saves) the table of what ``--work`` holds,
+e.g. while a later part is still running.
 """
 
 from __future__ import annotations
