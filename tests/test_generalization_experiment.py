@@ -109,3 +109,68 @@ def test_readme_summary_names_every_part_and_what_is_not_run():
     assert "not run yet" in text  # (a)
     assert "other wording, seed 1: 1 of 2" in text
     assert "| 1 of 2 |" in text  # (e): one of the two training seeds
+
+
+def _tasks_file(path: Path, ids: list[str]) -> Path:
+    from clawgym.core.jsonl import read_records
+    from clawgym.core.records import Task
+
+    example = read_records(REPO / "examples" / "tasks.jsonl", Task)[0]
+    path.write_text("".join(example.model_copy(update={"id": i, "operations": ["clean_data"]}).model_dump_json()
+                            + "\n" for i in ids))
+    return path
+
+
+def test_resume_refuses_tasks_synthesized_by_other_code(tmp_path):
+    """A saved run's scores are of its own tasks: re-synthesized held-out tasks with other ids (other generator
+    code) must stop the run instead of pairing old scores with new tasks."""
+    g = _gen()
+    res = {"commit": "9c52719", "scores": {"in_distribution": {"base": {"a": 0.0, "b": 1.0}}}}
+    same = _tasks_file(tmp_path / "same.jsonl", ["b", "a"])
+    g.check_tasks(res, {"in_distribution": same, "phrasing": same})  # phrasing has no scores yet: nothing to check
+    other = _tasks_file(tmp_path / "other.jsonl", ["a", "c"])
+    try:
+        g.check_tasks(res, {"in_distribution": other})
+    except g.TasksChanged as e:
+        assert "other.jsonl" in str(e) and "9c52719" in str(e) and "1 new ids" in str(e)
+    else:
+        raise AssertionError("tasks with other ids were accepted")
+
+
+def test_resume_from_a_saved_run_keeps_its_scores_and_trains_only_unscored_students(tmp_path):
+    g = _gen()
+    saved = tmp_path / "saved.json"
+    saved.write_text(json.dumps({"commit": "abc", "stage_seconds": {"train": 10.0},
+                                 "scores": {"in_distribution": {"base": {"a": 0.0}, "student_1": {"a": 1.0}},
+                                            "phrasing": {"base": {"p": 0.0}}}}))
+    work = tmp_path / "work"
+    g.seed_work(work, saved)
+    res = json.loads((work / "results.json").read_text())
+    assert res["scores"]["in_distribution"]["student_1"] == {"a": 1.0}
+    assert json.loads((work / "stage_seconds.json").read_text()) == {"train": 10.0}
+    assert g.unscored(res, "student_1", ["in_distribution"]) == []
+    assert g.unscored(res, "student_1", ["in_distribution", "phrasing"]) == ["phrasing"]
+    assert g.unscored(res, "student_2", ["in_distribution"]) == ["in_distribution"]
+    # a work directory with results of its own is not overwritten by a second --resume-from
+    (work / "results.json").write_text(json.dumps({"scores": {}}))
+    g.seed_work(work, saved)
+    assert json.loads((work / "results.json").read_text()) == {"scores": {}}
+
+
+def test_leave_one_family_out_rows_say_which_families_are_not_run_yet():
+    g = _gen()
+    with_all, without, base = {"a": 1.0, "b": 0.5}, {"a": 0.0, "b": 0.5}, {"a": 0.0, "b": 0.0}
+    fam = {"tasks": 2, "demonstrations": 120, "base": g.summary(base), "with": g.summary(with_all),
+           "without": g.summary(without), "delta": g.paired(with_all, without, ["a", "b"])}
+    res = {"date": "2026-11-25", "dates": ["2026-11-25", "2026-11-27"], "machine": "test", "commit": "def5678",
+           "tasks_commit": "9c52719", "stage_seconds": {},
+           "settings": {"seeds": [1, 2], "lora_r": 32, "epochs": 1.35, "lr": 0.001, "train_tasks": 150,
+                        "operations": ["draft_message", "clean_data"], "program_ops": ["clean_data"],
+                        "test_seed": 4404, "max_turns": 4, "max_tokens": 768},
+           "sets": {}, "lofo": {"seed": 1, "families": {"draft_message": fam}}}
+    text = g.table(res)
+    assert "Measured 2026-11-25 to 2026-11-27" in text and "clawgym code of commit 9c52719" in text
+    assert "| draft_message | 2 | 0.000 [0.00, 0.00] | 0.750 [" in text and "| -0.500 [" in text
+    assert "| clean_data | | | | not run yet | |" in text
+    short = g.summary_table(res)
+    assert "draft_message 0.250 (with it 0.750, -0.500); not run yet: clean_data" in short

@@ -246,8 +246,11 @@ def table(res: dict) -> str:
     """The markdown block for docs/learning.md (and the README's summary rows)."""
     s = res["settings"]
     seeds = s["seeds"]
+    dates = res.get("dates") or [res["date"]]
     lines = [README_START,
-             f"Measured {res['date']} on {res['machine']}, commit {res['commit']}: SmolLM2-135M-Instruct, LoRA r={s['lora_r']}, "
+             f"Measured {' to '.join(dict.fromkeys([dates[0], dates[-1]]))} "
+             f"on {res['machine']}, script of commit {res['commit']}, tasks and models by the clawgym code of commit "
+             f"{res.get('tasks_commit') or res['commit']}: SmolLM2-135M-Instruct, LoRA r={s['lora_r']}, "
              f"{s['epochs']} epochs, lr {s['lr']}, on the oracle teacher's verified demonstrations of "
              f"{s['train_tasks']} training tasks per seed (families: {', '.join(s['operations'])}; programs for "
              f"{', '.join(s['program_ops'])}); training seeds {', '.join(map(str, seeds))}; held-out tasks from "
@@ -302,6 +305,9 @@ def table(res: dict) -> str:
         for fam, r in lofo["families"].items():
             lines.append(f"| {fam} | {r['tasks']} | {cell(r['base'])} | {cell(r['with'])} | {cell(r['without'])} | "
                          f"{dcell(r['delta'])} |")
+        for fam in s["operations"]:
+            if fam not in lofo["families"]:
+                lines.append(f"| {fam} | | | | not run yet | |")
     ov = res.get("overlap") or {}
     if ov:
         lines += ["", "(d) Held-out tasks whose reference action sequence (the teacher's tool calls, as the student "
@@ -345,9 +351,12 @@ def summary_table(res: dict) -> str:
                      f"{'not run' if not d else format(d['delta'], '+.3f')} |")
     fams = (res.get("lofo") or {}).get("families") or {}
     if fams:
-        without = "; ".join(f"{f} {r['delta']['delta']:+.3f}" for f, r in fams.items())
-        lines.append(f"| (a) each family left out of training (without - with) | no (family unseen) | "
-                     f"{sum(r['tasks'] for r in fams.values())} | | {without} | |")
+        without = "; ".join(f"{f} {r['without']['mean_score']:.3f} (with it {r['with']['mean_score']:.3f}, "
+                            f"{r['delta']['delta']:+.3f})" for f, r in fams.items())
+        rest = [f for f in res["settings"].get("operations", []) if f not in fams]
+        lines.append(f"| (a) each family left out of training: the student trained without it, on its tasks | "
+                     f"no (family unseen) | {sum(r['tasks'] for r in fams.values())} | | {without}"
+                     f"{'; not run yet: ' + ', '.join(rest) if rest else ''} | |")
     else:
         lines.append("| (a) each family left out of training | no (family unseen) | | | not run yet | |")
     ov = res.get("overlap") or {}
@@ -379,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--test-seed", type=int, default=4404,
                     help="Held-out tasks' seed: fixed before any result, used by this experiment only.")
     ap.add_argument("--lofo-seed", type=int, default=None, help="Training seed of (a) (default: the first).")
+    ap.add_argument("--lofo-families", nargs="+", default=None, metavar="FAMILY",
+                    help="The families (a) leaves out, in this order (default: every one of --operations); the "
+                         "others keep what is on record.")
     ap.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))
     ap.add_argument("--epochs", type=float, default=1.35)
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -395,6 +407,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--readme", type=Path, default=REPO / "docs" / "learning.md")
     ap.add_argument("--summary-readme", type=Path, default=REPO / "README.md",
                     help="Where --save writes the short form of the table (between its markers).")
+    ap.add_argument("--resume-from", type=Path, default=None, metavar="RESULTS_JSON",
+                    help="Start --work from a saved results file (e.g. benchmarks/learning/results/generalization_*"
+                         ".json) when it holds none: its scores are kept, its students are not trained again, and "
+                         "the tasks synthesized now must be the ones it scored (run with the code of its "
+                         "tasks_commit on PYTHONPATH).")
     ap.add_argument("--report", action="store_true",
                     help="Run no stage: print (and with --save, save) the table of what --work holds so far.")
     args = ap.parse_args(argv)
@@ -418,6 +435,8 @@ def main(argv: list[str] | None = None) -> int:
         write_json(stages_path, stage)
         return out
 
+    if args.resume_from is not None:
+        seed_work(work, args.resume_from)
     seeds = args.seeds
     lofo_seed = args.lofo_seed if args.lofo_seed is not None else seeds[0]
     p_train, p_test, _, _ = split_personas(REPO / "personas" / "personas.yaml", work)
@@ -449,8 +468,15 @@ def main(argv: list[str] | None = None) -> int:
 
     results_path = work / "results.json"
     res: dict = json.loads(results_path.read_text()) if results_path.exists() else {}
+    check_tasks(res, {"in_distribution": files["test_in"], "phrasing": files["test_phr"]})
+    import clawgym
+
+    code = _commit(Path(clawgym.__file__).parent)
+    res.setdefault("tasks_commit", res.get("commit") or code)  # the clawgym code that synthesized the tasks
+    res["dates"] = sorted({*(res.get("dates") or ([res["date"]] if res.get("date") else [])),
+                           time.strftime("%Y-%m-%d")})  # a run resumed on another day (--resume-from) has several
     res.update({"benchmark": "generalization_experiment", "date": time.strftime("%Y-%m-%d"),
-                "commit": _commit(), "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}, no GPU",
+                "commit": _commit(), "code_commit": code, "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}, no GPU",
                 "settings": {"model": args.model, "operations": args.operations, "program_ops": args.program_ops,
                              "train_tasks": args.train_tasks, "test_tasks": args.test_tasks, "seeds": seeds,
                              "train_task_seeds": {str(k): 1000 + k for k in seeds}, "test_seed": args.test_seed,
@@ -491,13 +517,13 @@ def main(argv: list[str] | None = None) -> int:
             save()
         return scores[who]
 
-    students: dict[int, Path] = {}
+    students: dict[int, Path] = {k: work / f"student_{k}" / "model" for k in seeds}
     for k in seeds:
-        if set(args.only) & {"main", "phrasing", "external"} or (k == lofo_seed and "lofo" in args.only):
+        if unscored(res, f"student_{k}", wanted + (["in_distribution"] if k == lofo_seed and "lofo" in args.only
+                                                    else [])):
             out = work / f"student_{k}"
             res.setdefault("training", {})[str(k)] = timed("train", train, demo_files[f"train_{k}"], out, k, args)
             save()
-            students[k] = out / "model"
         for key in wanted:  # the student first: its scores are the experiment's point
             evaluate(key, f"student_{k}", str(students[k]))
     for key in wanted:
@@ -517,8 +543,13 @@ def main(argv: list[str] | None = None) -> int:
                                                                                     args.model)
         with_all = res["scores"].get("in_distribution", {}).get(f"student_{lofo_seed}") or evaluate(
             "in_distribution", f"student_{lofo_seed}", str(students[lofo_seed]))
-        for fam in args.operations:
+        for fam in args.lofo_families or args.operations:
+            if fam not in args.operations:
+                raise SystemExit(f"--lofo-families: {fam} is not one of the experiment's families "
+                                 f"({', '.join(args.operations)})")
             ids = sorted(i for i, f in test_family.items() if f == fam)
+            if fam in lofo["families"]:  # on record (this run or --resume-from): not trained again
+                continue
             subset = work / f"demos_train_{lofo_seed}_without_{fam}.jsonl"
             if not subset.exists():
                 write_text(subset, "".join(json.dumps(c) + "\n" for c in all_demos if family.get(c["task_id"]) != fam))
@@ -574,9 +605,47 @@ def report(args) -> int:
     return 0
 
 
-def _commit() -> str:
+def seed_work(work: Path, saved: Path) -> None:
+    """Start `work` from a saved results file (the per-task scores, trainings and stage times of an earlier run),
+    unless `work` already holds results of its own."""
+    if (work / "results.json").exists():
+        log(f"{work / 'results.json'} exists: --resume-from {saved} not used")
+        return
+    res = json.loads(saved.read_text())
+    write_text(work / "results.json", json.dumps(res, indent=2) + "\n")
+    write_json(work / "stage_seconds.json", res.get("stage_seconds") or {})
+    log(f"resuming from {saved} (tasks of commit {res.get('tasks_commit') or res.get('commit')})")
+
+
+def unscored(res: dict, who: str, sets: list[str]) -> list[str]:
+    """The held-out sets of `sets` on which `who` has no scores on record: a student scored on every set it is
+    wanted for (e.g. one brought by --resume-from) is not trained again."""
+    return [key for key in sets if who not in (res.get("scores") or {}).get(key, {})]
+
+
+class TasksChanged(SystemExit):
+    pass
+
+
+def check_tasks(res: dict, files: dict[str, Path]) -> None:
+    """The held-out tasks synthesized now must be the ones the recorded scores are of: a score of another commit's
+    task under the same id would make every paired difference meaningless."""
+    for key, path in files.items():
+        recorded = (res.get("scores") or {}).get(key, {})
+        if not recorded:
+            continue
+        now = set(family_of(path))
+        for who, scores in recorded.items():
+            if set(scores) != now:
+                raise TasksChanged(
+                    f"{path}: its {len(now)} tasks are not the {len(scores)} that results.json scores for {who} on "
+                    f"{key} ({len(now - set(scores))} new ids); synthesize with the code of commit "
+                    f"{res.get('tasks_commit') or res.get('commit')} (PYTHONPATH=<its worktree>/src)")
+
+
+def _commit(where: Path = REPO) -> str:
     try:
-        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+        return subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
