@@ -47,6 +47,7 @@ MAX_TOKENS = typer.Option(4096, min=16, help="llm generator: completion tokens p
 TEMPERATURE = typer.Option(0.7, min=0.0, help="llm generator: sampling temperature.")
 REVIEW = typer.Option(True, help="llm generator: have the model review each validated task for answer leaks and factual errors.")
 DEDUP = typer.Option(None, "--dedup/--no-dedup", help="Drop near-duplicates (MiniLM cosine >= 0.90 within a category) during the run; the template generator makes another attempt of a dropped task's index instead, so -n tasks are still written when it can. Default: on.")
+DEDUP_PRECISION = typer.Option("auto", "--dedup-precision", help="How the template generator's workers embed requests for near-duplicate removal: auto (bf16 where the CPU computes it natively, about 2.5x faster; else fp32), fp32 or bf16. The decisions are fp32's whatever it is: a task within 0.02 of the threshold is decided again from fp32 embeddings, so the file is the one an fp32 run writes.")
 DEDUP_AGAINST = typer.Option(None, "--dedup-against", help="llm generator: also count tasks of these files as already kept (repeatable).")
 EXECUTOR = executor_option(SYNTH_EXECUTOR_HELP)
 REWRITE_MODEL = typer.Option(None, "--rewrite-model", help="template generator: have this OpenAI-compatible model (at --base-url, else $OPENAI_BASE_URL; key: $OPENAI_API_KEY) rewrite each validated task's request in the persona's voice; a rewrite is kept only if every constant the checks depend on survives and the task validates again (report: rewrite section).")
@@ -121,8 +122,9 @@ def _print_near_duplicates(report) -> None:
         return
     left = f", {nd['unreplaced']} indices left out (every attempt repeated a kept task)" if nd["unreplaced"] else ""
     out.print(f"near-duplicates (cosine >= {nd['threshold']:g} within a category): {nd['dropped']} dropped, "
-              f"{nd['replaced']} replaced by another attempt{left}; embedding: {nd['embed_cpu_s']:.0f} s of CPU",
-              highlight=False)
+              f"{nd['replaced']} replaced by another attempt{left}; embedding ({nd['model'].split('(')[-1].rstrip(')')}"
+              f"{', ' + str(nd['rechecked']) + ' decided again in fp32' if 'rechecked' in nd else ''}): "
+              f"{nd['embed_cpu_s']:.0f} s of CPU", highlight=False)
 
 
 def run_llm_synth(briefs, output: Path, *, route: str, model: str, base_url: str | None, sandbox: str, jobs: int,
@@ -174,6 +176,7 @@ def synth_skill_cmd(
     temperature: float = TEMPERATURE,
     review: bool = REVIEW,
     dedup: bool | None = DEDUP,
+    dedup_precision: str = DEDUP_PRECISION,
     dedup_against: list[Path] | None = DEDUP_AGAINST,
     executor: str = EXECUTOR,
     ray_address: str | None = ray_address_option("--executor ray: the cluster (default: $RAY_ADDRESS, else one running here, else a local instance)."),
@@ -213,7 +216,7 @@ def synth_skill_cmd(
                 n, seed, output, jobs=jobs, skills_dir=catalog, skills=skill, taxonomy_path=taxonomy,
                 personas_path=personas, sandbox=sandbox, validate=validate,
                 on_progress=lambda done, total: progress.update(bar, completed=done), executor=ex,
-                dedup=template_dedup(dedup), rewrite=rewrite)
+                dedup=template_dedup(dedup), dedup_precision=dedup_precision, rewrite=rewrite)
     except ClawgymError as exc:
         fail(str(exc))
     report_path = output.with_name(output.name + ".report.json")
@@ -340,6 +343,7 @@ def synth_persona(
     temperature: float = TEMPERATURE,
     review: bool = REVIEW,
     dedup: bool | None = DEDUP,
+    dedup_precision: str = DEDUP_PRECISION,
     dedup_against: list[Path] | None = DEDUP_AGAINST,
     executor: str = EXECUTOR,
     ray_address: str | None = ray_address_option(),
@@ -379,7 +383,8 @@ def synth_persona(
             n, seed, output, jobs=jobs, categories=categories, taxonomy_path=taxonomy, personas_path=personas,
             sandbox=sandbox, validate=validate, operations=operations, max_ops=max_ops, solution=solution,
             program_ops=program_ops, on_progress=lambda done, total: progress.update(bar, completed=done),
-            executor=ex, dedup=template_dedup(dedup), rewrite=rewrite, phrasing_half=phrasing_half,
+            executor=ex, dedup=template_dedup(dedup), dedup_precision=dedup_precision, rewrite=rewrite,
+            phrasing_half=phrasing_half,
         )
     for title, counts in (("category", report.by_category), ("subcategory", report.by_subcategory),
                           ("operation", report.by_operation)):

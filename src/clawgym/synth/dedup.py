@@ -235,6 +235,20 @@ class DedupIndex:
             j = int(np.argmax(sims))
             return self._ids[category][j], float(sims[j])
 
+    def close_to(self, category: str, emb: np.ndarray, floor: float) -> list[tuple[str, float]]:
+        """Every kept item of the category whose cosine to `emb` is >= `floor`, in the order they were kept."""
+        with self._lock:
+            kept = self._kept(category)
+            if not len(kept):
+                return []
+            sims = kept @ emb
+            return [(self._ids[category][j], float(sims[j])) for j in np.flatnonzero(sims >= floor)]
+
+    def keep(self, item_id: str, category: str, emb: np.ndarray) -> None:
+        """Add one item as kept, unchecked (its caller decided)."""
+        with self._lock:
+            self._append(category, emb[None, :], [item_id])
+
     def add(self, ids: Sequence[str], categories: Sequence[str], emb: np.ndarray) -> list[Match | None]:
         """Check items in order and keep those that repeat nothing kept before them (earlier items of the
         same call included). Returns, per item, None (kept) or the Match that made it a duplicate."""

@@ -367,11 +367,13 @@ def synthesize_skill_tasks(
     on_progress: Callable[[int, int], None] | None = None,
     executor: Any = None,
     dedup: bool = False,
+    dedup_precision: str = "auto",
     rewrite: Any = None,
 ) -> SynthReport:
     """Write skill-grounded tasks 0..n-1 of the seed to `output` (appending after what is already there),
     each validated in a sandbox; `skills` restricts the primary skills. The report
-    (`output.report.json`) also counts tasks per skill. `executor`, `dedup`, `rewrite`: see :func:`synthesize`."""
+    (`output.report.json`) also counts tasks per skill. `executor`, `dedup`, `dedup_precision`, `rewrite`: see
+    :func:`synthesize`."""
     config = SkillRouteConfig(
         skills_dir=str(skills_dir) if skills_dir else None,
         taxonomy_path=str(taxonomy_path) if taxonomy_path else None,
@@ -383,7 +385,7 @@ def synthesize_skill_tasks(
         n, seed, output, jobs=jobs, taxonomy_path=taxonomy_path, personas_path=personas_path, sandbox=sandbox,
         validate=validate, on_progress=on_progress,
         make=functools.partial(make_skill_candidate, config), id_prefix=ROUTE, executor=executor, dedup=dedup,
-        rewrite=rewrite,
+        dedup_precision=dedup_precision, rewrite=rewrite,
     )
     report_path = output.with_name(output.name + ".report.json")
     if report_path.exists():
