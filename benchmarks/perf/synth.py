@@ -12,7 +12,11 @@ without validation, which dedup does not need) with all-MiniLM-L6-v2 as `clawgym
 and comparison times apart, tasks/s, what was dropped, and a second run from the embedding cache.
 
 Run: python benchmarks/perf/synth.py [--n 400] [--jobs 2] [--seed 0] [--quick] [--out FILE] [--keep FILE]
-     [--routes persona skill] [--dedup-n 13500] [--dedup-precision auto|fp32|bf16] [--skip-synth] [--skip-dedup]
+     [--routes persona skill] [--no-dedup] [--dedup-n 13500] [--dedup-precision auto|fp32|bf16] [--skip-synth]
+     [--skip-dedup]
+
+The synthesis runs remove near-duplicates as the CLI does by default (`--dedup-precision` is how they embed;
+`--no-dedup` turns it off).
 """
 
 from __future__ import annotations
@@ -85,6 +89,9 @@ def main() -> int:
     ap.add_argument("--dedup-n", type=int, default=13500)
     ap.add_argument("--dedup-precision", default="auto", choices=["auto", "fp32", "bf16"])
     ap.add_argument("--dedup-tasks", type=Path, help="deduplicate this tasks file instead of generating one")
+    ap.add_argument("--no-dedup", action="store_true",
+                    help="synthesize without near-duplicate removal during the run (the CLI's --no-dedup; on by "
+                         "default there and here)")
     ap.add_argument("--skip-synth", action="store_true")
     ap.add_argument("--skip-dedup", action="store_true")
     args = ap.parse_args()
@@ -119,10 +126,12 @@ def _template_route(route: str, args) -> dict:
         out = Path(td) / "tasks.jsonl"
         load_before = os.getloadavg()
         t0 = time.perf_counter()
-        report = synthesize_skill_tasks(args.n, args.seed, out, jobs=args.jobs)
+        report = synthesize_skill_tasks(args.n, args.seed, out, jobs=args.jobs, dedup=not args.no_dedup,
+                                        dedup_precision=args.dedup_precision)
         wall = time.perf_counter() - t0
         tasks = read_records(out, Task)
-    return {"command": f"clawgym synth {route} -n {args.n} --seed {args.seed} -j {args.jobs}",
+    return {"command": f"clawgym synth {route} -n {args.n} --seed {args.seed} -j {args.jobs}{_flags(args)}",
+            "near_duplicates": report.near_duplicates,
             "tasks": len(tasks), "wall_s": round(wall, 2), "tasks_per_s": round(len(tasks) / wall, 2),
             "rejected": dict(report.rejected), "distinct_instructions": len({t.instruction for t in tasks}),
             "load_average_before": [round(x, 2) for x in load_before],
@@ -197,6 +206,13 @@ def _compare_worst_case(n: int, dim: int, categories: int) -> dict:
             "tasks_per_s": round(n / wall)}
 
 
+def _flags(args) -> str:
+    """The CLI options that give the run measured here."""
+    if args.no_dedup:
+        return " --no-dedup"
+    return "" if args.dedup_precision == "auto" else f" --dedup-precision {args.dedup_precision}"
+
+
 def _synth(args) -> dict:
 
     from clawgym.core.jsonl import read_records
@@ -212,8 +228,8 @@ def _synth(args) -> dict:
             load_before = os.getloadavg()
             machine0, own0 = _machine_cpu_s(), own.seconds()
             t0 = time.perf_counter()
-            report = synthesize(args.n, args.seed, out, jobs=args.jobs,
-                                on_progress=lambda d, n: print(f"\r{d}/{n}", end="", file=sys.stderr))
+            report = synthesize(args.n, args.seed, out, jobs=args.jobs, dedup=not args.no_dedup,
+                                dedup_precision=args.dedup_precision, on_progress=lambda d, n: print(f"\r{d}/{n}", end="", file=sys.stderr))
             wall = time.perf_counter() - t0
             machine1, own1 = _machine_cpu_s(), own.seconds()
             load_after = os.getloadavg()
@@ -230,7 +246,8 @@ def _synth(args) -> dict:
     machine_cpu = round(machine1 - machine0, 1) if machine0 is not None and machine1 is not None else None
     own_cpu = round(own1 - own0, 1) if own0 is not None and own1 is not None else None
     result = {
-        "command": f"clawgym synth persona -n {args.n} --seed {args.seed} -j {args.jobs}",
+        "command": f"clawgym synth persona -n {args.n} --seed {args.seed} -j {args.jobs}{_flags(args)}",
+        "near_duplicates": report.near_duplicates,
         "tasks": len(tasks), "jobs": args.jobs, "wall_s": round(wall, 2), "tasks_per_s": round(rate, 2),
         "validated": "every written task: reference 1.0, no-op 0 on every check, partial strictly between",
         "rejected": dict(report.rejected),
