@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from conftest import load_script
 
 REPO = Path(__file__).resolve().parents[1]
@@ -174,3 +176,31 @@ def test_leave_one_family_out_rows_say_which_families_are_not_run_yet():
     assert "| clean_data | | | | not run yet | |" in text
     short = g.summary_table(res)
     assert "draft_message 0.250 (with it 0.750, -0.500); not run yet: clean_data" in short
+
+
+def test_merge_adds_another_work_directorys_families_and_refuses_other_scores(tmp_path):
+    g = _gen()
+    fam = {"tasks": 1, "demonstrations": 120, "base": g.summary({"a": 0.0}), "with": g.summary({"a": 1.0}),
+           "without": g.summary({"a": 0.0}), "delta": g.paired({"a": 1.0}, {"a": 0.0}, ["a"])}
+    main = {"tasks_commit": "9c52719", "settings": {"test_seed": 4404}, "stage_seconds": {"train_lofo": 100.0},
+            "scores": {"in_distribution": {"base": {"a": 0.0}, "student_1_without_x": {"a": 0.0}}},
+            "lofo": {"seed": 1, "families": {"x": fam}}}
+    other = tmp_path / "other"
+    other.mkdir()
+    theirs = {"tasks_commit": "9c52719", "settings": {"test_seed": 4404},
+              "scores": {"in_distribution": {"base": {"a": 0.0}, "student_1_without_y": {"a": 0.5}}},
+              "lofo": {"seed": 1, "families": {"y": fam}}}
+    (other / "results.json").write_text(json.dumps(theirs))
+    (other / "stage_seconds.json").write_text(json.dumps({"synth": 1.0, "train_lofo": 50.0, "eval_lofo": 9.0}))
+    g.merge(main, other)
+    assert set(main["lofo"]["families"]) == {"x", "y"}
+    assert main["scores"]["in_distribution"]["student_1_without_y"] == {"a": 0.5}
+    assert main["stage_seconds"] == {"train_lofo": 150.0, "eval_lofo": 9.0}  # its file checks are not added
+    theirs["scores"]["in_distribution"]["base"] = {"a": 1.0}  # the same model scored differently: not merged
+    (other / "results.json").write_text(json.dumps(theirs))
+    with pytest.raises(SystemExit, match="differently"):
+        g.merge(main, other)
+    theirs["tasks_commit"] = "abcdef0"
+    (other / "results.json").write_text(json.dumps(theirs))
+    with pytest.raises(SystemExit, match="not the same experiment"):
+        g.merge(main, other)

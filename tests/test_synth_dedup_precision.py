@@ -7,7 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clawgym.synth.pipeline import RECHECK_MARGIN, RunDedup, embed_request, resolve_dedup_precision, synthesize
+from clawgym.synth.pipeline import (
+    RECHECK_MARGIN,
+    RunDedup,
+    embed_request,
+    resolve_dedup_precision,
+    synthesize,
+)
 from test_synth_voice import near_copies
 
 A = ("Hi, could you tidy the March expenses in `finance/march.csv`: drop the duplicate rows, write the dates as "

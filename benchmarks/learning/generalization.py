@@ -302,7 +302,7 @@ def table(res: dict) -> str:
                   "demonstrations, on that family's in-distribution held-out tasks.", "",
                   "| family left out | tasks | base | student trained on all five | student trained without it | "
                   "without - with |", "|---|---:|---:|---:|---:|---:|"]
-        for fam, r in lofo["families"].items():
+        for fam, r in sorted(lofo["families"].items(), key=lambda kv: _order(s["operations"], kv[0])):
             lines.append(f"| {fam} | {r['tasks']} | {cell(r['base'])} | {cell(r['with'])} | {cell(r['without'])} | "
                          f"{dcell(r['delta'])} |")
         for fam in s["operations"]:
@@ -322,6 +322,10 @@ def table(res: dict) -> str:
     lines += ["", f"Stage times: {', '.join(f'{k} {v / 60:.0f} min' for k, v in res['stage_seconds'].items())}.",
               README_END]
     return "\n".join(lines)
+
+
+def _order(operations: list[str], family: str) -> int:
+    return operations.index(family) if family in operations else len(operations)
 
 
 def summary_table(res: dict) -> str:
@@ -351,8 +355,10 @@ def summary_table(res: dict) -> str:
                      f"{'not run' if not d else format(d['delta'], '+.3f')} |")
     fams = (res.get("lofo") or {}).get("families") or {}
     if fams:
+        ops = res["settings"].get("operations", [])
         without = "; ".join(f"{f} {r['without']['mean_score']:.3f} (with it {r['with']['mean_score']:.3f}, "
-                            f"{r['delta']['delta']:+.3f})" for f, r in fams.items())
+                            f"{r['delta']['delta']:+.3f})"
+                            for f, r in sorted(fams.items(), key=lambda kv: _order(ops, kv[0])))
         rest = [f for f in res["settings"].get("operations", []) if f not in fams]
         lines.append(f"| (a) each family left out of training: the student trained without it, on its tasks | "
                      f"no (family unseen) | {sum(r['tasks'] for r in fams.values())} | | {without}"
@@ -412,6 +418,9 @@ def main(argv: list[str] | None = None) -> int:
                          ".json) when it holds none: its scores are kept, its students are not trained again, and "
                          "the tasks synthesized now must be the ones it scored (run with the code of its "
                          "tasks_commit on PYTHONPATH).")
+    ap.add_argument("--merge-from", type=Path, nargs="+", default=None, metavar="WORK",
+                    help="With --report: first add to --work what these work directories of the same experiment "
+                         "measured ((a) families run in parallel, students not scored here), saved in --work.")
     ap.add_argument("--report", action="store_true",
                     help="Run no stage: print (and with --save, save) the table of what --work holds so far.")
     args = ap.parse_args(argv)
@@ -508,11 +517,12 @@ def main(argv: list[str] | None = None) -> int:
     wanted = [k for k in test_sets if (k == "in_distribution" and "main" in args.only)
               or (k == "phrasing" and "phrasing" in args.only) or k in ("pinchbench", "clawgym")]
 
-    def evaluate(key: str, who: str, model: str, task_ids: list[str] | None = None) -> dict[str, float]:
+    def evaluate(key: str, who: str, model: str, task_ids: list[str] | None = None,
+                 stage_name: str | None = None) -> dict[str, float]:
         scores = res["scores"].setdefault(key, {})
         if who not in scores:
             log(f"evaluating {who} on {key}")
-            scores[who] = timed(f"eval_{key}", run, test_sets[key], "llm", model, work / "runs" / f"{key}_{who}",
+            scores[who] = timed(stage_name or f"eval_{key}", run, test_sets[key], "llm", model, work / "runs" / f"{key}_{who}",
                                 args, backend, task_ids=task_ids)
             save()
         return scores[who]
@@ -555,7 +565,8 @@ def main(argv: list[str] | None = None) -> int:
                 write_text(subset, "".join(json.dumps(c) + "\n" for c in all_demos if family.get(c["task_id"]) != fam))
             out = work / f"student_{lofo_seed}_without_{fam}"
             training = timed("train_lofo", train, subset, out, lofo_seed, args)
-            without = evaluate("in_distribution", f"student_{lofo_seed}_without_{fam}", str(out / "model"), ids)
+            without = evaluate("in_distribution", f"student_{lofo_seed}_without_{fam}", str(out / "model"), ids,
+                               stage_name="eval_lofo")
             lofo["families"][fam] = {"tasks": len(ids), "demonstrations": training.get("conversations"),
                                      "base": summary(base_in, ids), "with": summary(with_all, ids),
                                      "without": summary(without, ids), "delta": paired(with_all, without, ids)}
@@ -580,6 +591,32 @@ def publish(res: dict, args) -> None:
             log(f"{args.summary_readme} has no {SUMMARY_START} markers: not written")
 
 
+def merge(res: dict, other: Path) -> None:
+    """Add what another work directory of the same experiment measured (e.g. (a)'s families run in parallel, one
+    torch thread each, while the main run's model server held the other core): its scores of students `res` has
+    not scored, its (a) families `res` lacks, and its stage times. The two must have scored the same tasks."""
+    theirs = json.loads((other / "results.json").read_text())
+    if theirs.get("tasks_commit") != res.get("tasks_commit") or \
+            theirs.get("settings", {}).get("test_seed") != res.get("settings", {}).get("test_seed"):
+        raise SystemExit(f"{other}: not the same experiment (tasks commit {theirs.get('tasks_commit')}, test seed "
+                         f"{theirs.get('settings', {}).get('test_seed')}) as {res.get('tasks_commit')}")
+    for key, scores in (theirs.get("scores") or {}).items():
+        mine = res.setdefault("scores", {}).setdefault(key, {})
+        for who, s in scores.items():
+            if who in mine and mine[who] != s:
+                raise SystemExit(f"{other}: scores {who} on {key} differently from this work directory")
+            mine.setdefault(who, s)
+    fams = (theirs.get("lofo") or {}).get("families") or {}
+    if fams:
+        lofo = res.setdefault("lofo", {"seed": theirs["lofo"]["seed"], "families": {}})
+        for fam, row in fams.items():
+            lofo["families"].setdefault(fam, row)
+    stages = json.loads((other / "stage_seconds.json").read_text()) if (other / "stage_seconds.json").exists() else {}
+    for name in ("train_lofo", "eval_lofo"):  # the other stages of a (a)-only run are its file checks
+        if name in stages:
+            res.setdefault("stage_seconds", {})[name] = round(res["stage_seconds"].get(name, 0.0) + stages[name], 1)
+
+
 def report(args) -> int:
     """The table of a --work directory as it stands (a run in progress keeps writing results.json whole)."""
     results_path = args.work / "results.json"
@@ -590,6 +627,11 @@ def report(args) -> int:
     stages_path = args.work / "stage_seconds.json"
     if stages_path.exists():
         res["stage_seconds"] = json.loads(stages_path.read_text())
+    for other in args.merge_from or []:
+        merge(res, other)
+        write_text(results_path, json.dumps(res, indent=2) + "\n")
+        write_json(stages_path, res["stage_seconds"])
+        log(f"merged {other} into {args.work}")
     res.setdefault("sets", {})
     res.setdefault("stage_seconds", {})
     family: dict[str, str] = {}
