@@ -359,7 +359,7 @@ def summary_table(res: dict) -> str:
         without = "; ".join(f"{f} {r['without']['mean_score']:.3f} (with it {r['with']['mean_score']:.3f}, "
                             f"{r['delta']['delta']:+.3f})"
                             for f, r in sorted(fams.items(), key=lambda kv: _order(ops, kv[0])))
-        rest = [f for f in res["settings"].get("operations", []) if f not in fams]
+        rest = [f for f in ops if f not in fams]
         lines.append(f"| (a) each family left out of training: the student trained without it, on its tasks | "
                      f"no (family unseen) | {sum(r['tasks'] for r in fams.values())} | | {without}"
                      f"{'; not run yet: ' + ', '.join(rest) if rest else ''} | |")

@@ -122,7 +122,7 @@ def _print_near_duplicates(report) -> None:
         return
     left = f", {nd['unreplaced']} indices left out (every attempt repeated a kept task)" if nd["unreplaced"] else ""
     out.print(f"near-duplicates (cosine >= {nd['threshold']:g} within a category): {nd['dropped']} dropped, "
-              f"{nd['replaced']} replaced by another attempt{left}; embedding ({nd['model'].split('(')[-1].rstrip(')')}"
+              f"{nd['replaced']} replaced by another attempt{left}; embedding ({nd.get('precision', 'fp32')}"
               f"{', ' + str(nd['rechecked']) + ' decided again in fp32' if 'rechecked' in nd else ''}): "
               f"{nd['embed_cpu_s']:.0f} s of CPU", highlight=False)
 

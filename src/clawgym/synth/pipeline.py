@@ -228,7 +228,8 @@ class RunDedup:
         return None
 
     def as_dict(self) -> dict:
-        out = {"threshold": self.threshold, "model": f"all-MiniLM-L6-v2 ({self.precision})", "within": "category",
+        out = {"threshold": self.threshold, "model": f"all-MiniLM-L6-v2 ({self.precision})",
+               "precision": self.precision, "within": "category",
                "dropped": self.dropped, "replaced": self.dropped - self.unreplaced, "unreplaced": self.unreplaced,
                "embed_cpu_s": round(self.embed_s, 1)}
         if self.precision != "fp32":
