@@ -139,6 +139,24 @@ def test_resume_refuses_tasks_synthesized_by_other_code(tmp_path):
         raise AssertionError("tasks with other ids were accepted")
 
 
+def test_resume_checks_a_left_out_student_against_its_family_only(tmp_path):
+    """An (a) student is scored on its left-out family's tasks only: a resumed run must accept that record (it
+    once stopped every resumed run that had an (a) family on record) and still refuse a family whose ids moved."""
+    g = _gen()
+    path = _tasks_file(tmp_path / "t.jsonl", ["a", "b"])  # both clean_data
+    res = {"commit": "9c52719", "scores": {"in_distribution": {
+        "base": {"a": 0.0, "b": 1.0}, "student_1_without_clean_data": {"a": 0.0, "b": 0.5},
+        "student_1_without_draft_message": {}}}}
+    g.check_tasks(res, {"in_distribution": path})
+    res["scores"]["in_distribution"]["student_1_without_clean_data"] = {"a": 0.0}
+    try:
+        g.check_tasks(res, {"in_distribution": path})
+    except g.TasksChanged as e:
+        assert "of clean_data" in str(e) and "student_1_without_clean_data" in str(e)
+    else:
+        raise AssertionError("a left-out family with other ids was accepted")
+
+
 def test_resume_from_a_saved_run_keeps_its_scores_and_trains_only_unscored_students(tmp_path):
     g = _gen()
     saved = tmp_path / "saved.json"

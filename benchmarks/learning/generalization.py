@@ -676,12 +676,16 @@ def check_tasks(res: dict, files: dict[str, Path]) -> None:
         recorded = (res.get("scores") or {}).get(key, {})
         if not recorded:
             continue
-        now = set(family_of(path))
+        fam = family_of(path)
         for who, scores in recorded.items():
+            # an (a) student (student_K_without_F) is scored on the left-out family's tasks only
+            left_out = who.partition("_without_")[2]
+            now = {i for i, f in fam.items() if f == left_out} if left_out else set(fam)
             if set(scores) != now:
                 raise TasksChanged(
-                    f"{path}: its {len(now)} tasks are not the {len(scores)} that results.json scores for {who} on "
-                    f"{key} ({len(now - set(scores))} new ids); synthesize with the code of commit "
+                    f"{path}: its {len(now)} tasks{f' of {left_out}' if left_out else ''} are not the {len(scores)} "
+                    f"that results.json scores for {who} on {key} ({len(now - set(scores))} new ids); synthesize "
+                    f"with the code of commit "
                     f"{res.get('tasks_commit') or res.get('commit')} (PYTHONPATH=<its worktree>/src)")
 
 
