@@ -276,3 +276,33 @@ def test_distractor_check_cannot_water_a_cheat_down_below_the_bar(bwrap_backend)
     bare = compose_task("weak", personas[0], sub, tax, {"clean_data": _WeakCleanData()}, random.Random(3), 1,
                         distractor_files=False)
     assert guard_checks(bare.task) == frozenset()
+
+
+def test_process_a_check_left_in_the_grader_cannot_solve_the_next_batchs_noop_state(bwrap_backend):
+    """A check may run a script the task's reference wrote, in the long-lived grading sandbox. A process it leaves
+    behind, copying every task's reference state over its untouched one, would make the next batch's no-op look
+    solved (or, turned around, a broken reference look right): validation must kill it before it makes the states
+    of the next batch, in the grader's own workspace or not."""
+    from clawgym.synth.compose import compose_task
+    from clawgym.synth.personas import load_personas
+    from clawgym.synth.taxonomy import load_taxonomy
+    from clawgym.synth.validate import start_grader, validate_batch
+
+    tax = load_taxonomy()
+    personas = load_personas(taxonomy=tax)
+    sub = next(s for s in tax.subcategories if "clean_data" in s.operations)
+    cand = compose_task("sound", personas[0], sub, tax, {"clean_data": CleanData()}, random.Random(3), 1)
+    grader = start_grader(bwrap_backend)
+    try:
+        left = grader.exec(["sh", "-c", "nohup sh -c 'while :; do for d in /workspace/*/; do "
+                                        "cp -r \"$d\"oracle/. \"$d\"noop/ 2>/dev/null; done; sleep 0.01; done' "
+                                        ">/dev/null 2>&1 &"], timeout=10)
+        assert left.exit_code == 0
+        time.sleep(0.2)
+        alive = subprocess.run(["pgrep", "-f", "sleep 0.01"], capture_output=True, text=True)
+        assert alive.stdout.strip(), "the planted process did not survive its command: the test proves nothing"
+        v = validate_batch([cand], bwrap_backend, grader)[0]
+    finally:
+        grader.stop()
+    assert v.ok, (v.reason, v.detail)
+    assert v.noop.score == 0.0 and v.oracle.score == 1.0

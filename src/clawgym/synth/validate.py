@@ -303,8 +303,15 @@ def validate_batch(
     start_replay_sandbox for the solutions that run commands); all their states are then graded by ONE
     python process in `grader`, a long-lived sandbox whose workspace holds the states."""
     limits = limits or VALIDATION_LIMITS
-    # the states are made on the host, one task at a time, then copied into the grader's workspace
-    stage = Path(tempfile.mkdtemp(prefix="clawgym-states-", dir=os.environ.get("CLAWGYM_SANDBOX_TMP")))
+    # The states are made on the host, one task at a time: right in the grader's workspace when it is a host
+    # directory (bwrap), else in a temp dir, then copied in. A check may run a script that leaves a process
+    # behind: none may live on into this batch, where it could change the states being made and graded.
+    grader.kill_processes()
+    direct = getattr(grader, "host_path", None) and grader.host_path(grader.workdir)
+    if direct is not None:
+        stage = direct
+    else:
+        stage = Path(tempfile.mkdtemp(prefix="clawgym-states-", dir=os.environ.get("CLAWGYM_SANDBOX_TMP")))
     out: list[Validation | None] = [None] * len(cands)
     items: list[tuple[str, list, str]] = []
     owners: list[int] = []
@@ -317,20 +324,24 @@ def validate_batch(
                 continue
             try:
                 st = _replay_states(cand, backend, limits, stage / str(i), replay)
-                grader.import_tree(stage / str(i), str(i))
+                if direct is None:
+                    grader.import_tree(stage / str(i), str(i))
             except ReplaySandboxError:
                 raise
             except SandboxError as exc:
                 out[i] = Validation(False, "infra_error", str(exc))
+                shutil.rmtree(stage / str(i), ignore_errors=True)
                 continue
             finally:
-                shutil.rmtree(stage / str(i), ignore_errors=True)
+                if direct is None:
+                    shutil.rmtree(stage / str(i), ignore_errors=True)
             states[i] = st
             base = f"{grader.workdir}/{i}"
+            how = grader_of(check, cand.task, grader)  # one object for every state: run_python_batch writes it once
             for transcript, state in ((st.noop_transcript, "noop"), (st.partial_transcript, "partial"),
                                       (st.oracle_transcript, "oracle"),
                                       *((t, state_name(c)) for c, t in st.cheat_transcripts.items())):
-                items.append((grader_of(check, cand.task, grader), transcript, f"{base}/{state}"))
+                items.append((how, transcript, f"{base}/{state}"))
                 owners.append(i)
         if items:
             timeout = max(c.task.verifier.code.timeout_seconds for c in cands if c.task.verifier.code)
@@ -345,7 +356,8 @@ def validate_batch(
                 out[i] = judge(combine(spec, oracle_r), st.oracle_errors, combine(spec, noop_r),
                                combine(spec, partial_r), st.partial_errors, cheats, guard_checks(cands[i].task))
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        if direct is None:
+            shutil.rmtree(stage, ignore_errors=True)
         grader.clear_workspace()
     return [v if v is not None else Validation(False, "infra_error", "not graded") for v in out]
 
