@@ -214,6 +214,11 @@ def test_merge_adds_another_work_directorys_families_and_refuses_other_scores(tm
     assert set(main["lofo"]["families"]) == {"x", "y"}
     assert main["scores"]["in_distribution"]["student_1_without_y"] == {"a": 0.5}
     assert main["stage_seconds"] == {"train_lofo": 150.0, "eval_lofo": 9.0}  # its file checks are not added
+    # merged again after it ran one more family: only what it measured since is added (once counted twice)
+    (other / "stage_seconds.json").write_text(json.dumps({"synth": 2.0, "train_lofo": 80.0, "eval_lofo": 12.0}))
+    g.merge(main, other)
+    g.merge(main, other)
+    assert main["stage_seconds"] == {"train_lofo": 180.0, "eval_lofo": 12.0}
     theirs["scores"]["in_distribution"]["base"] = {"a": 1.0}  # the same model scored differently: not merged
     (other / "results.json").write_text(json.dumps(theirs))
     with pytest.raises(SystemExit, match="differently"):

@@ -612,9 +612,14 @@ def merge(res: dict, other: Path) -> None:
         for fam, row in fams.items():
             lofo["families"].setdefault(fam, row)
     stages = json.loads((other / "stage_seconds.json").read_text()) if (other / "stage_seconds.json").exists() else {}
+    # what an earlier merge of the same directory already added (it may have run on since): only the rest is new
+    before = res.setdefault("merged_stage_seconds", {}).get(str(other.resolve()), {})
     for name in ("train_lofo", "eval_lofo"):  # the other stages of a (a)-only run are its file checks
         if name in stages:
-            res.setdefault("stage_seconds", {})[name] = round(res["stage_seconds"].get(name, 0.0) + stages[name], 1)
+            res.setdefault("stage_seconds", {})[name] = round(
+                res["stage_seconds"].get(name, 0.0) + stages[name] - before.get(name, 0.0), 1)
+    res["merged_stage_seconds"][str(other.resolve())] = {n: stages[n] for n in ("train_lofo", "eval_lofo")
+                                                         if n in stages}
 
 
 def report(args) -> int:
