@@ -304,8 +304,9 @@ def validate_batch(
     python process in `grader`, a long-lived sandbox whose workspace holds the states."""
     limits = limits or VALIDATION_LIMITS
     # The states are made on the host, one task at a time: right in the grader's workspace when it is a host
-    # directory (bwrap), else in a temp dir, then copied in. A check may run a script that leaves a process
-    # behind: none may live on into this batch, where it could change the states being made and graded.
+    # directory (bwrap, Docker and local sandboxes), else in a temp dir, then copied in. A check may run a script
+    # that leaves a process behind: none may live on into this batch, where it could change the states being made
+    # and graded.
     grader.kill_processes()
     direct = getattr(grader, "host_path", None) and grader.host_path(grader.workdir)
     if direct is not None:
