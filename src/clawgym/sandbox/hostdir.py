@@ -301,7 +301,8 @@ class HostDirSandbox(Sandbox):
         return self._files
 
     def host_path(self, path: str) -> Path | None:
-        """See :meth:`HostWorkspace.host_path` (for host-side tools; clawgym itself uses the protocol)."""
+        """See :meth:`HostWorkspace.host_path` (for host-side tools, and task validation, which makes its states
+        right in its grader's workspace; otherwise clawgym uses the protocol)."""
         return self.files.host_path(path)
 
     def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:

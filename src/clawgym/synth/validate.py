@@ -331,7 +331,8 @@ def validate_batch(
                 raise
             except SandboxError as exc:
                 out[i] = Validation(False, "infra_error", str(exc))
-                shutil.rmtree(stage / str(i), ignore_errors=True)
+                if direct is not None:  # its space in the grader's capped workspace is the later tasks'
+                    shutil.rmtree(stage / str(i), ignore_errors=True)
                 continue
             finally:
                 if direct is None:

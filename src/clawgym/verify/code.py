@@ -236,27 +236,31 @@ def run_python_batch(
     """
     t0 = time.monotonic()
     argv = ["python3", "-I", _control_file(sandbox, "runner.py", PY_RUNNER)]
-    sources: dict[str, str] = {}
+    sources: dict[str, str] = {}  # control file of each distinct grader text
     by_object: dict[int, str] = {}  # a grader passed for several items (every state of one task): encoded once
     library: tuple[CheckLibRef, str] | None = None
+
+    def grade_file(grader: str | list[CheckCall]) -> str:
+        nonlocal library
+        if isinstance(grader, str):
+            key, name, text = grader, f"grade{len(sources)}.py", grader
+        else:
+            if library is None:
+                from clawgym.synth.checks import current_checklib
+
+                ref, lib_source = current_checklib()
+                library = (ref, _control_file(sandbox, f"checklib_v{ref.version}.py", lib_source))
+            text = json.dumps({"library": library[1], "checks": [c.model_dump(mode="json") for c in grader]},
+                              ensure_ascii=False)
+            key, name = text, f"checks{len(sources)}.json"
+        if key not in sources:
+            sources[key] = _control_file(sandbox, name, text)
+        return sources[key]
+
     for i, (grader, transcript, workspace) in enumerate(items):
         grade_path = by_object.get(id(grader))
         if grade_path is None:
-            if isinstance(grader, str):
-                key, name, text = grader, f"grade{len(sources)}.py", grader
-            else:
-                if library is None:
-                    from clawgym.synth.checks import current_checklib
-
-                    ref, lib_source = current_checklib()
-                    library = (ref, _control_file(sandbox, f"checklib_v{ref.version}.py", lib_source))
-                text = json.dumps({"library": library[1], "checks": [c.model_dump(mode="json") for c in grader]},
-                                  ensure_ascii=False)
-                key, name = text, f"checks{len(sources)}.json"
-            grade_path = sources.get(key)
-            if grade_path is None:
-                grade_path = sources[key] = _control_file(sandbox, name, text)
-            by_object[id(grader)] = grade_path
+            grade_path = by_object[id(grader)] = grade_file(grader)
         argv += [grade_path, _control_file(sandbox, f"transcript{i}.json", json.dumps(transcript, ensure_ascii=False)),
                  workspace]
     res = sandbox.exec(argv, cwd=sandbox.workdir, timeout=timeout)
