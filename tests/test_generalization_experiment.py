@@ -92,6 +92,47 @@ def test_report_of_a_run_in_progress_says_what_is_not_run_and_keeps_the_page(tmp
     assert "Not yet measured." in page.read_text()  # without --save the page is left alone
 
 
+def test_an_id_of_both_held_out_sets_counts_in_each_sets_own_family(tmp_path, capsys):
+    """The two held-out sets share their ids (one test seed, two wording halves) and an id may be another family in
+    each: the per-family rows and (a)'s tasks once came from a map merged over both files, so (a)'s convert_format
+    row counted a clean_data task of test_in that is convert_format in test_phr. The report recomputes (a)'s rows
+    from the per-task scores over the family's tasks of test_in, with each row's training seed."""
+    from clawgym.core.jsonl import read_records
+    from clawgym.core.records import Task
+
+    g = _gen()
+    work = tmp_path / "work"
+    work.mkdir()
+    example = read_records(REPO / "examples" / "tasks.jsonl", Task)[0]
+
+    def tasks(path: Path, ops: dict[str, str]) -> None:
+        path.write_text("".join(example.model_copy(update={"id": i, "operations": [op]}).model_dump_json() + "\n"
+                                for i, op in ops.items()))
+
+    tasks(work / "test_in.jsonl", {"t1": "convert_format", "t2": "clean_data", "t3": "clean_data"})
+    tasks(work / "test_phr.jsonl", {"t1": "convert_format", "t2": "convert_format", "t3": "clean_data"})
+    wrong = {"seed": 1, "tasks": 2, "demonstrations": 90, "base": {}, "with": {}, "without": {}, "delta": {}}
+    res = {"date": "2026-11-27", "machine": "test", "commit": "abc1234",
+           "settings": {"seeds": [1, 2], "lora_r": 32, "epochs": 1.35, "lr": 0.001, "train_tasks": 150,
+                        "operations": ["convert_format", "clean_data"], "program_ops": ["clean_data"],
+                        "test_seed": 4404, "max_turns": 4, "max_tokens": 768},
+           "scores": {"in_distribution": {
+               "base": {"t1": 0.0, "t2": 0.0, "t3": 0.0}, "student_1": {"t1": 1.0, "t2": 0.0, "t3": 0.0},
+               "student_2": {"t1": 1.0, "t2": 1.0, "t3": 0.5},
+               "student_1_without_convert_format": {"t1": 0.0, "t2": 0.9},  # t2 scored by the old mislabelling
+               "student_2_without_clean_data": {"t2": 0.0, "t3": 0.5}},
+               "phrasing": {"base": {"t1": 0.0, "t2": 0.0, "t3": 0.0}, "student_1": {"t1": 0.0, "t2": 1.0, "t3": 0.0}}},
+           "lofo": {"seed": 1, "families": {"convert_format": wrong, "clean_data": {**wrong, "seed": 2}}}}
+    (work / "results.json").write_text(json.dumps(res))
+    assert g.main(["--work", str(work), "--report"]) == 0
+    out = capsys.readouterr().out
+    assert "| same wording half | convert_format | 1 | 0.000 | 1.000 | 1.000 |" in out
+    assert "| same wording half | clean_data | 2 | 0.000 | 0.000 | 0.750 |" in out
+    assert "| other wording half | convert_format | 2 | 0.000 | 0.500 | not run |" in out
+    assert "| convert_format | 1 | 1 | 0.000 [0.00, 0.00] | 1.000 [1.00, 1.00] | 0.000 [0.00, 0.00] | -1.000 [" in out
+    assert "| clean_data | 2 | 2 | 0.000 [0.00, 0.00] | 0.750 [" in out and "| 0.250 [" in out
+
+
 def test_report_without_results_is_a_clear_error(tmp_path, capsys):
     g = _gen()
     assert g.main(["--work", str(tmp_path), "--report"]) == 1
@@ -190,10 +231,10 @@ def test_leave_one_family_out_rows_say_which_families_are_not_run_yet():
            "sets": {}, "lofo": {"seed": 1, "families": {"draft_message": fam}}}
     text = g.table(res)
     assert "Measured 2026-11-25 to 2026-11-27" in text and "clawgym code of commit 9c52719" in text
-    assert "| draft_message | 2 | 0.000 [0.00, 0.00] | 0.750 [" in text and "| -0.500 [" in text
-    assert "| clean_data | | | | not run yet | |" in text
+    assert "| draft_message | 1 | 2 | 0.000 [0.00, 0.00] | 0.750 [" in text and "| -0.500 [" in text
+    assert "| clean_data | | | | | not run yet | |" in text
     short = g.summary_table(res)
-    assert "draft_message 0.250 (with it 0.750, -0.500); not run yet: clean_data" in short
+    assert "draft_message 0.250 (with it 0.750, -0.500, seed 1); not run yet: clean_data" in short
 
 
 def test_merge_adds_another_work_directorys_families_and_refuses_other_scores(tmp_path):

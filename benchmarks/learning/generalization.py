@@ -97,6 +97,25 @@ def paired(a: dict[str, float], b: dict[str, float], ids: list[str], *, seed: in
     return {"tasks": len(d), "delta": round(mean(d), 4) if d else None, "ci95": bootstrap_ci(d, seed=seed)}
 
 
+def lofo_row(scores: dict[str, dict[str, float]], family: str, ids: list[str], seed: int,
+             demonstrations: int | None) -> dict:
+    """(a)'s row of one family: the base model, the student of training seed `seed` trained on every family and
+    the one trained without `family`, on `family`'s held-out tasks `ids` (same wording half), paired."""
+    with_all, without = scores[f"student_{seed}"], scores[f"student_{seed}_without_{family}"]
+    return {"seed": seed, "tasks": len(ids), "demonstrations": demonstrations, "base": summary(scores["base"], ids),
+            "with": summary(with_all, ids), "without": summary(without, ids), "delta": paired(with_all, without, ids)}
+
+
+def refresh_lofo(res: dict, test_in_family: dict[str, str]) -> None:
+    """(a)'s rows on record again from the per-task scores, over each family's held-out tasks: a row is derived
+    data, and one written by older code may be over other tasks (see the test about ids of both sets)."""
+    lofo = res.get("lofo") or {}
+    for fam, row in (lofo.get("families") or {}).items():
+        ids = sorted(i for i, f in test_in_family.items() if f == fam)
+        lofo["families"][fam] = lofo_row(res["scores"]["in_distribution"], fam, ids, row.get("seed", lofo["seed"]),
+                                         row.get("demonstrations"))
+
+
 def set_row(scores: dict[str, dict[str, float]], seeds: list[int], operations: list[str], family: dict[str, str],
             key: str) -> dict:
     """One held-out set's row: the base model, each student that has been evaluated, the paired differences
@@ -298,16 +317,17 @@ def table(res: dict) -> str:
     if not lofo.get("families"):
         lines += ["", "(a) Leave one family out: not run yet."]
     else:
-        lines += ["", f"(a) Leave one family out (training seed {lofo['seed']}): a student trained without the family's "
-                  "demonstrations, on that family's in-distribution held-out tasks.", "",
-                  "| family left out | tasks | base | student trained on all five | student trained without it | "
-                  "without - with |", "|---|---:|---:|---:|---:|---:|"]
+        lines += ["", "(a) Leave one family out: a student trained without the family's demonstrations, against the "
+                  "student of the same training seed trained on all five, on that family's in-distribution held-out "
+                  "tasks.", "",
+                  "| family left out | training seed | tasks | base | student trained on all five | "
+                  "student trained without it | without - with |", "|---|---:|---:|---:|---:|---:|---:|"]
         for fam, r in sorted(lofo["families"].items(), key=lambda kv: _order(s["operations"], kv[0])):
-            lines.append(f"| {fam} | {r['tasks']} | {cell(r['base'])} | {cell(r['with'])} | {cell(r['without'])} | "
-                         f"{dcell(r['delta'])} |")
+            lines.append(f"| {fam} | {r.get('seed', lofo['seed'])} | {r['tasks']} | {cell(r['base'])} | "
+                         f"{cell(r['with'])} | {cell(r['without'])} | {dcell(r['delta'])} |")
         for fam in s["operations"]:
             if fam not in lofo["families"]:
-                lines.append(f"| {fam} | | | | not run yet | |")
+                lines.append(f"| {fam} | | | | | not run yet | |")
     ov = res.get("overlap") or {}
     if ov:
         lines += ["", "(d) Held-out tasks whose reference action sequence (the teacher's tool calls, as the student "
@@ -357,7 +377,7 @@ def summary_table(res: dict) -> str:
     if fams:
         ops = res["settings"].get("operations", [])
         without = "; ".join(f"{f} {r['without']['mean_score']:.3f} (with it {r['with']['mean_score']:.3f}, "
-                            f"{r['delta']['delta']:+.3f})"
+                            f"{r['delta']['delta']:+.3f}, seed {r.get('seed', res['lofo']['seed'])})"
                             for f, r in sorted(fams.items(), key=lambda kv: _order(ops, kv[0])))
         rest = [f for f in ops if f not in fams]
         lines.append(f"| (a) each family left out of training: the student trained without it, on its tasks | "
@@ -393,7 +413,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="Training seeds: seed k synthesizes its training tasks with seed 1000+k and trains with k.")
     ap.add_argument("--test-seed", type=int, default=4404,
                     help="Held-out tasks' seed: fixed before any result, used by this experiment only.")
-    ap.add_argument("--lofo-seed", type=int, default=None, help="Training seed of (a) (default: the first).")
+    ap.add_argument("--lofo-seed", type=int, default=None,
+                    help="Training seed of (a)'s students (default: the first of --seeds); each (a) row records its "
+                         "seed, and a family on record is not run again with another seed.")
     ap.add_argument("--lofo-families", nargs="+", default=None, metavar="FAMILY",
                     help="The families (a) leaves out, in this order (default: every one of --operations); the "
                          "others keep what is on record.")
@@ -460,7 +482,10 @@ def main(argv: list[str] | None = None) -> int:
 
     log("tasks")
     files = timed("synth", tasks)
-    family = {**family_of(files["test_in"]), **family_of(files["test_phr"])}
+    # one family map per file: the two held-out sets share their ids (same test seed, other wording half) and an
+    # id may be of another family in each, so a map merged over files mislabels tasks
+    family = {name: family_of(path) for name, path in files.items()}
+    set_family = {"in_distribution": family["test_in"], "phrasing": family["test_phr"]}
 
     # teacher demonstrations on the training pools, and the teacher on the held-out sets (for (d))
     def teacher(name: str) -> Path:
@@ -472,8 +497,6 @@ def main(argv: list[str] | None = None) -> int:
 
     log("teacher")
     demo_files = timed("teacher", lambda: {name: teacher(name) for name in files})
-    for name in files:
-        family.update(family_of(files[name]))
 
     results_path = work / "results.json"
     res: dict = json.loads(results_path.read_text()) if results_path.exists() else {}
@@ -505,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
         ov = {}
         for key, name in (("in_distribution", "test_in"), ("phrasing", "test_phr")):
             test_demos = demos(demo_files[name])
-            ov[key] = {str(k): overlap(demos(demo_files[f"train_{k}"]), test_demos, family) for k in seeds}
+            ov[key] = {str(k): overlap(demos(demo_files[f"train_{k}"]), test_demos, set_family[key]) for k in seeds}
         res["overlap"] = ov
         save()
         log(f"overlap: {json.dumps({k: {s: o['rate'] for s, o in v.items()} for k, v in ov.items()})}")
@@ -538,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
             evaluate(key, f"student_{k}", str(students[k]))
     for key in wanted:
         evaluate(key, "base", args.model)
-        res["sets"][key] = set_row(res["scores"][key], seeds, args.operations, family, key)
+        res["sets"][key] = set_row(res["scores"][key], seeds, args.operations, set_family.get(key, {}), key)
         save()
 
     # (a) leave one family out
@@ -547,30 +570,29 @@ def main(argv: list[str] | None = None) -> int:
 
         gc.collect()
         all_demos = demos(demo_files[f"train_{lofo_seed}"])
-        test_family = {i: family.get(i) for i in family_of(files["test_in"])}
+        train_family = family[f"train_{lofo_seed}"]
         lofo = res.setdefault("lofo", {"seed": lofo_seed, "families": {}})
-        base_in = res["scores"].get("in_distribution", {}).get("base") or evaluate("in_distribution", "base",
-                                                                                    args.model)
-        with_all = res["scores"].get("in_distribution", {}).get(f"student_{lofo_seed}") or evaluate(
-            "in_distribution", f"student_{lofo_seed}", str(students[lofo_seed]))
+        evaluate("in_distribution", "base", args.model)  # both on record already unless --only lofo alone
+        evaluate("in_distribution", f"student_{lofo_seed}", str(students[lofo_seed]))
         for fam in args.lofo_families or args.operations:
             if fam not in args.operations:
                 raise SystemExit(f"--lofo-families: {fam} is not one of the experiment's families "
                                  f"({', '.join(args.operations)})")
-            ids = sorted(i for i, f in test_family.items() if f == fam)
+            ids = sorted(i for i, f in family["test_in"].items() if f == fam)
             if fam in lofo["families"]:  # on record (this run or --resume-from): not trained again
                 continue
             subset = work / f"demos_train_{lofo_seed}_without_{fam}.jsonl"
             if not subset.exists():
-                write_text(subset, "".join(json.dumps(c) + "\n" for c in all_demos if family.get(c["task_id"]) != fam))
+                write_text(subset, "".join(json.dumps(c) + "\n" for c in all_demos
+                                           if train_family.get(c["task_id"]) != fam))
             out = work / f"student_{lofo_seed}_without_{fam}"
             training = timed("train_lofo", train, subset, out, lofo_seed, args)
-            without = evaluate("in_distribution", f"student_{lofo_seed}_without_{fam}", str(out / "model"), ids,
-                               stage_name="eval_lofo")
-            lofo["families"][fam] = {"tasks": len(ids), "demonstrations": training.get("conversations"),
-                                     "base": summary(base_in, ids), "with": summary(with_all, ids),
-                                     "without": summary(without, ids), "delta": paired(with_all, without, ids)}
+            evaluate("in_distribution", f"student_{lofo_seed}_without_{fam}", str(out / "model"), ids,
+                     stage_name="eval_lofo")
+            lofo["families"][fam] = lofo_row(res["scores"]["in_distribution"], fam, ids, lofo_seed,
+                                             training.get("conversations"))
             save()
+        refresh_lofo(res, family["test_in"])  # rows on record (--resume-from, --merge-from) from their scores
 
     save()
     publish(res, args)
@@ -639,15 +661,15 @@ def report(args) -> int:
         log(f"merged {other} into {args.work}")
     res.setdefault("sets", {})
     res.setdefault("stage_seconds", {})
-    family: dict[str, str] = {}
-    for name in ("test_in", "test_phr"):
-        if (args.work / f"{name}.jsonl").exists():
-            family.update(family_of(args.work / f"{name}.jsonl"))
+    set_family = {key: family_of(args.work / f"{name}.jsonl") for key, name in
+                  (("in_distribution", "test_in"), ("phrasing", "test_phr")) if (args.work / f"{name}.jsonl").exists()}
     seeds = res.get("settings", {}).get("seeds") or args.seeds
     operations = res.get("settings", {}).get("operations") or args.operations
     for key, scores in (res.get("scores") or {}).items():  # students evaluated since the last row was written
         if "base" in scores:
-            res["sets"][key] = set_row(scores, seeds, operations, family, key)
+            res["sets"][key] = set_row(scores, seeds, operations, set_family.get(key, {}), key)
+    if "in_distribution" in set_family:
+        refresh_lofo(res, set_family["in_distribution"])
     publish(res, args)
     return 0
 
