@@ -156,6 +156,24 @@ def test_a_check_that_raises_is_checker_failed_with_the_exception(run, checks, r
     assert v.checklib == current_checklib()[0]
 
 
+def test_a_suite_that_passes_only_on_its_second_run_is_not_paid_by_a_check_repeating_it(bwrap_backend):
+    """A step's check repeated as another check's gate (the distractors check gates on the step's own checks, a
+    test suite among them) is evaluated once per workspace: the gate sees the same value, and a workspace whose
+    script changes its answer when run again (here: it passes once it has been run before) cannot turn the
+    repeat into a pass. It also halves the cost of repository tasks, whose suites are the most expensive checks."""
+    suite = {"fn": "command_ok", "args": {"argv": ["sh", "tick.sh"]}}
+    task = checks_task([{"name": "suite", **suite},
+                        {"name": "gate", "fn": "all_of", "parts": [{"fn": "file_exists", "args": {"path": "in.txt"}},
+                                                                   suite]}])
+    with bwrap_backend.start(task.workspace) as sb:
+        assert sb.exec("printf 'echo run >> ticks.txt; [ $(wc -l < ticks.txt) -ge 2 ]\\n' > tick.sh").exit_code == 0
+        v = verify_episode(task, sb, transcript(), "done")
+        ticks = sb.exec("cat ticks.txt").stdout
+    assert v.status == "scored", v.error
+    assert v.checks == {"suite": 0.0, "gate": 0.0}
+    assert ticks.count("run") == 1
+
+
 def test_a_library_fix_reaches_a_task_already_written(run, monkeypatch):
     """A task written for library v2 is graded with whatever library is current: patch the library (a 'fix' to
     text_equals: compare case-insensitively) and bump its version; the same task gets the fixed behaviour and its

@@ -157,8 +157,26 @@ def library_subset(names: set[str], source: str | None = None) -> str:
 # --------------------------------------------------------------------------------------------- checks as data
 
 
+_SCALARS = (str, int, bool, type(None))  # exact types: a subclass (an IntEnum, a str subclass) takes the slow path
+
+
 def _json_data(value: Any, where: str) -> Any:
     """`value` as JSON data (tuples become lists); UnknownCheckError for anything JSON cannot carry as it is."""
+    kind = type(value)
+    if kind in _SCALARS:  # the common case first, by exact type (a synthesized task's args hold thousands)
+        return value
+    if kind is float and math.isfinite(value):
+        return value
+    if kind is list or kind is tuple:
+        return [v if type(v) in _SCALARS else _json_data(v, where) for v in value]
+    if kind is dict:
+        if not all(type(k) is str for k in value):
+            return _json_data_slow(value, where)
+        return {k: v if type(v) in _SCALARS else _json_data(v, where) for k, v in value.items()}
+    return _json_data_slow(value, where)
+
+
+def _json_data_slow(value: Any, where: str) -> Any:
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):

@@ -54,15 +54,20 @@ def _number(v):
         return float(v)
     return None
 
-def _evaluate(registry, call, ws):
+def _evaluate(registry, call, ws, memo):
     fn = registry.get(call.get("fn"))
     if fn is None:
         raise LookupError("the check library has no check function " + repr(call.get("fn")))
     args = call.get("args") or {}
     parts = call.get("parts") or []
     if parts:  # a combinator: each part as a function, evaluated only when the combinator needs it
-        return fn(*[(lambda p=p: _evaluate(registry, p, ws)) for p in parts], **args)
-    return fn(ws, **args)
+        return fn(*[(lambda p=p: _evaluate(registry, p, ws, memo)) for p in parts], **args)
+    # a check is a function of the workspace it grades: the same call twice on one workspace (a step's check
+    # repeated as another check's gate, e.g. a test suite run) is evaluated once, and both see the same value
+    key = call.get("fn") + "\0" + json.dumps(args, sort_keys=True)
+    if key not in memo:
+        memo[key] = fn(ws, **args)
+    return memo[key]
 
 def run_checks(spec_path, workspace):
     """The checks (JSON) evaluated against the check library, loaded into a fresh namespace."""
@@ -80,10 +85,11 @@ def run_checks(spec_path, workspace):
         return {"error": "the check library failed to load: " + type(exc).__name__ + ": " + str(exc)[:300]}
     ws = pathlib.Path(workspace)
     scores = {}
+    memo = {}
     for call in spec["checks"]:
         name = str(call.get("name"))
         try:
-            value = _evaluate(registry, call, ws)
+            value = _evaluate(registry, call, ws, memo)
         except BaseException as exc:
             tb = traceback.format_exc().strip().splitlines()
             return {"error": "check " + repr(name) + " (" + str(call.get("fn")) + ") raised " + type(exc).__name__
