@@ -133,11 +133,7 @@ class Embedder:
         self._torch = torch
         self.tokenizer = AutoTokenizer.from_pretrained(str(path))
         dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
-        # bf16: plain matmul attention, since torch's fused CPU kernel is slower there (21.9 against 23.8 ms per
-        # ~250-token request on one thread here, cosines within 0.004 of fp32's either way); fp32 keeps the
-        # default so that its numbers stay sentence-transformers' own
-        extra = {"attn_implementation": "eager"} if self.precision == "bf16" else {}
-        self.model = AutoModel.from_pretrained(str(path), dtype=dtype, **extra).eval()
+        self.model = AutoModel.from_pretrained(str(path), dtype=dtype).eval()
         self.dim = int(self.model.config.hidden_size)
         self._lock = threading.Lock()  # one forward pass at a time: torch already uses every core
         self.computed = 0  # texts embedded by the model (not found in the cache)

@@ -81,7 +81,7 @@ def _mentioned(plan: StepPlan) -> set[str]:
         # a tool call (a plain mapping in a hand-written plan)
         texts += list(_strings(call.get("arguments", {}) if isinstance(call, dict) else call.arguments))
     out: set[str] = set()
-    for t in texts:
+    for t in set(texts):  # check arguments repeat the same strings (paths, rows) many times
         out.update(m.group().strip("./ ") for m in _PATHISH.finditer(t))
     return {p for p in out if p}
 
