@@ -133,6 +133,13 @@ def test_an_id_of_both_held_out_sets_counts_in_each_sets_own_family(tmp_path, ca
     assert "| clean_data | 2 | 2 | 0.000 [0.00, 0.00] | 0.750 [" in out and "| 0.250 [" in out
 
 
+def test_a_leave_one_out_seed_that_is_not_a_training_seed_is_a_clear_error(tmp_path, capsys):
+    g = _gen()
+    assert g.main(["--work", str(tmp_path / "w"), "--seeds", "1", "2", "--lofo-seed", "3", "--only", "lofo"]) == 2
+    assert "--lofo-seed 3: not one of --seeds (1, 2)" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()
+
+
 def test_report_without_results_is_a_clear_error(tmp_path, capsys):
     g = _gen()
     assert g.main(["--work", str(tmp_path), "--report"]) == 1

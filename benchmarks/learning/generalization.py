@@ -448,6 +448,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.report:
         return report(args)
+    if args.lofo_seed is not None and args.lofo_seed not in args.seeds:
+        print(f"--lofo-seed {args.lofo_seed}: not one of --seeds ({', '.join(map(str, args.seeds))}); (a) compares "
+              "with the student of the same seed trained on every family", file=sys.stderr)
+        return 2
 
     from clawgym.sandbox import get_backend
     from clawgym.synth.personas import split_personas
