@@ -131,9 +131,12 @@ def _rollout_subprocess(tmp_path: Path, tasks: list[Task], backend: str) -> tupl
     sbtmp = tmp_path / "sbtmp"
     sbtmp.mkdir()
     env = {**os.environ, "CLAWGYM_SANDBOX_TMP": str(sbtmp)}
+    # SIGINT at its default disposition in the child (as from a terminal) even when the tests run where it is
+    # ignored: a job started in the background inherits SIG_IGN, and Python then installs no handler for it
     proc = subprocess.Popen(
         [sys.executable, "-m", "clawgym", "rollout", str(tasks_file), "--agent", "oracle", "--sandbox", backend,
          "-o", str(tmp_path / "run")], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     return proc, sbtmp
 
