@@ -157,38 +157,25 @@ def library_subset(names: set[str], source: str | None = None) -> str:
 # --------------------------------------------------------------------------------------------- checks as data
 
 
-_SCALARS = (str, int, bool, type(None))  # exact types: a subclass (an IntEnum, a str subclass) takes the slow path
+_SCALARS = (str, int, bool, type(None))  # by exact type: the common case (a synthesized task's args hold thousands)
 
 
 def _json_data(value: Any, where: str) -> Any:
     """`value` as JSON data (tuples become lists); UnknownCheckError for anything JSON cannot carry as it is."""
-    kind = type(value)
-    if kind in _SCALARS:  # the common case first, by exact type (a synthesized task's args hold thousands)
-        return value
-    if kind is float and math.isfinite(value):
-        return value
-    if kind is list or kind is tuple:
-        return [v if type(v) in _SCALARS else _json_data(v, where) for v in value]
-    if kind is dict:
-        if not all(type(k) is str for k in value):
-            return _json_data_slow(value, where)
-        return {k: v if type(v) in _SCALARS else _json_data(v, where) for k, v in value.items()}
-    return _json_data_slow(value, where)
-
-
-def _json_data_slow(value: Any, where: str) -> Any:
-    if value is None or isinstance(value, (bool, int, str)):
+    if type(value) in _SCALARS:
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
             raise UnknownCheckError(f"{where}: {value!r} is not JSON data")
         return value
+    if value is None or isinstance(value, (bool, int, str)):  # a subclass (an IntEnum, a str subclass)
+        return value
     if isinstance(value, (list, tuple)):
-        return [_json_data(v, where) for v in value]
+        return [v if type(v) in _SCALARS else _json_data(v, where) for v in value]
     if isinstance(value, dict):
         if not all(isinstance(k, str) for k in value):
             raise UnknownCheckError(f"{where}: a mapping with keys that are not strings is not JSON data")
-        return {k: _json_data(v, where) for k, v in value.items()}
+        return {k: v if type(v) in _SCALARS else _json_data(v, where) for k, v in value.items()}
     raise UnknownCheckError(f"{where}: a {type(value).__name__} is not JSON data")
 
 
