@@ -14,6 +14,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any
 
+from clawgym.core.text import printable
 from clawgym.sandbox.base import Sandbox, SandboxPathError
 
 TOOL_ALIASES = {"bash": "exec", "read_file": "read", "write_file": "write", "edit_file": "edit", "list": "ls"}
@@ -193,11 +194,12 @@ class ToolExecutor:
         except NotADirectoryError:
             return ToolOutcome(f"Error: ls: not a directory: {rel}", True)
         lines = []
-        for entry in entries:
+        for entry in entries:  # a name that is not UTF-8 is shown escaped (\xNN), never dropped
+            name = printable(entry.name)
             if entry.kind == "link":
-                lines.append(f"{entry.name} -> {entry.target}")
+                lines.append(f"{name} -> {printable(entry.target or '')}")
             elif entry.kind == "dir":
-                lines.append(entry.name + "/")
+                lines.append(name + "/")
             else:
-                lines.append(f"{entry.name}  ({entry.size} bytes)")
+                lines.append(f"{name}  ({entry.size} bytes)")
         return ToolOutcome(self._clip("\n".join(lines) or "(empty directory)"))

@@ -268,7 +268,9 @@ def run_episode(
             )
         judged = None
         try:
-            sandbox.kill_processes()
+            # nothing of the agent's may live on beside the grader: its whole process tree ends, and the
+            # checks run under a fresh supervisor in fresh namespaces (a fresh container)
+            sandbox.restart()
             if options.keep_workspaces and run_dir is not None:
                 rel = Path("workspaces") / f"{_safe_name(eid)}.tar.gz"
                 sandbox.snapshot_archive(run_dir / rel, max_bytes=options.max_snapshot_bytes)

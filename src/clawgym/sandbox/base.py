@@ -13,6 +13,11 @@ Commands
     failure of the sandbox itself raises SandboxError.
   * ``kill_processes()``: kill every process the episode left (background jobs); the sandbox stays usable.
     Called when the agent is done, before anything is verified.
+  * ``restart()``: end the sandbox's whole process tree (the supervisor, every process in any pid namespace
+    under it) and start a fresh one (new supervisor, new namespaces, an empty control directory at a new
+    path) over the same workspace. Called when the agent is done, before anything is graded, so that no
+    process of the agent's can change what the grader reads or writes. A backend that cannot implement it
+    inherits a fallback to ``kill_processes()`` and says so with ``fresh_grading = False``.
   * ``stop()``: kill everything and release the sandbox; idempotent.
 
 Workspace files. A path is one a command in the sandbox could use: relative to the workspace, or absolute
@@ -221,6 +226,15 @@ class Sandbox(ABC):
     @abstractmethod
     def kill_processes(self) -> None:
         """Kill every process the episode left behind (background jobs), keeping the sandbox usable."""
+
+    fresh_grading: bool = True  # restart() ends every process and starts fresh (False: the fallback below)
+
+    def restart(self) -> None:
+        """End every process of the sandbox and start a fresh one over the same workspace (for grading). The
+        built-in backends implement it; this fallback, for a backend that does not, only kills what the episode
+        left (:meth:`kill_processes`), so a process that escaped that kill could still meet the grader."""
+        self.fresh_grading = False
+        self.kill_processes()
 
     @abstractmethod
     def stop(self) -> None:

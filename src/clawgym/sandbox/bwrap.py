@@ -25,11 +25,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from clawgym.core.records import WorkspaceSpec
-from clawgym.sandbox import disk, sweep
+from clawgym.sandbox import disk, seccomp, sweep
 from clawgym.sandbox.base import (
     Mount,
     SandboxBackend,
@@ -46,11 +47,11 @@ from clawgym.sandbox.registry import register_backend
 from clawgym.sandbox.supervised import SupervisedSandbox
 from clawgym.sandbox.supervisor import (
     BASE_PATH,
-    CTL_DIR,
     OUT_SUBDIR,
     first_child,
     group_alive,
     kill_namespace,
+    proc_stat,
     supervisor_argv,
 )
 
@@ -120,32 +121,64 @@ class BwrapSandbox(SupervisedSandbox):
         super().__init__(root, mount_dir, limits,
                          CgroupLimits.create(limits.max_processes, limits.memory_mb * 1024 * 1024))
         self.mounts = {target: host for host, target, _ in mounts or []}
+        self._binds = list(mounts or [])
         self._init_pid: int | None = None
         self.rootfs = rootfs
-        home = "/root"
+        self.seccomp = seccomp.bpf_program() is not None
+        self._launch()
+
+    def _launch(self) -> None:
+        limits, root, mount_dir = self.limits, self._root, self.mount_dir
+        self._init_pid = None
+        self.ctl_inside = ctl = self._random_ctl_inside()
         args = [_bwrap_exe(), "--unshare-all"]
         if limits.network:
             args.append("--share-net")
         args += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv", "--cap-drop", "ALL"]
-        args += _root_args(rootfs)
+        args += _root_args(self.rootfs)
         args += ["--proc", "/proc", "--dev", "/dev"]
         for path, size in tmpfs_sizes(limits).items():
             args += ["--size", str(size), "--tmpfs", path]
-        args += ["--bind", str(root / "ws"), mount_dir, "--ro-bind", str(root / "ctl"), CTL_DIR]
-        args += ["--bind", str(root / "ctl" / OUT_SUBDIR), f"{CTL_DIR}/{OUT_SUBDIR}"]
-        for host, target, read_only in mounts or []:
+        args += ["--bind", str(root / "ws"), mount_dir, "--ro-bind", str(root / "ctl"), ctl]
+        args += ["--bind", str(root / "ctl" / OUT_SUBDIR), f"{ctl}/{OUT_SUBDIR}"]
+        for host, target, read_only in self._binds:
             args += ["--ro-bind" if read_only else "--bind", str(host), target]
         # bwrap's root is a tmpfs holding the mount points: read-only once they are all made
         args += ["--remount-ro", "/"]
-        args += ["--chdir", mount_dir, "--setenv", "HOME", home, "--setenv", "PATH", BASE_PATH]
+        args += ["--chdir", mount_dir, "--setenv", "HOME", "/root", "--setenv", "PATH", BASE_PATH]
         args += ["--setenv", "LANG", "C.UTF-8", "--setenv", "WORKSPACE", mount_dir, "--setenv", "TERM", "dumb"]
-        args += supervisor_argv(CTL_DIR)
+        # no ptrace, no namespaces, no mounts for anything in the sandbox (clawgym.sandbox.seccomp); bwrap loads
+        # the filter after its own set-up, right before it runs the supervisor
+        filter_fd = seccomp.bwrap_fd()
+        if filter_fd is not None:
+            args += ["--seccomp", str(filter_fd)]
+        args += supervisor_argv(ctl)
         if self.cgroup is not None:
             # join the cgroup; exempt bwrap, its init and the supervisor from the OOM killer where allowed
             # (CAP_SYS_RESOURCE); commands raise their own score to the maximum (build_run_script)
             args = self.cgroup.join_argv(args, oom_exempt=True)
-        self._start_process(args, env=BWRAP_ENV, cwd="/", capture_stderr=True, group_alive=self._group_alive,
-                            what="bwrap")
+        try:
+            self._start_process(args, env=BWRAP_ENV, cwd="/", capture_stderr=True, group_alive=self._group_alive,
+                                what="bwrap", sandbox_ctl=ctl, pass_fds=() if filter_fd is None else (filter_fd,))
+        finally:
+            if filter_fd is not None:
+                os.close(filter_fd)
+
+    def _shutdown(self) -> None:
+        self._ns_init()  # known before bwrap goes: _end_all waits for it
+        super()._shutdown()
+
+    def _end_all(self) -> None:
+        """bwrap is gone (its init and so its whole pid namespace die with it: --die-with-parent); with a
+        cgroup, whatever is left in it is killed too (cgroup.kill) and waited for."""
+        init = self._init_pid
+        super()._end_all()
+        if init is not None:
+            deadline = time.monotonic() + 5.0
+            while (st := proc_stat(init)) is not None and st[1] not in ("Z", "X"):
+                if time.monotonic() > deadline:
+                    raise SandboxError("the sandbox's init survived its end")
+                time.sleep(0.002)
 
     def _ns_init(self) -> int | None:
         """Host pid of the sandbox's pid-namespace init (bwrap's only child), while bwrap runs (bwrap reaps
@@ -204,7 +237,7 @@ class BwrapBackend(SandboxBackend):
         if proc.returncode != 0:
             return False, f"bwrap cannot create namespaces here: {proc.stderr.strip()[:300]}"
         root = f"image {self.rootfs}" if self.rootfs else "host /usr read-only (no image built: `clawgym sandbox build`)"
-        return True, f"root: {root}; " + disk.describe()
+        return True, f"root: {root}; {seccomp.describe()}; " + disk.describe()
 
     def start(
         self, workspace: WorkspaceSpec, *, limits: SandboxLimits | None = None, base_dir: Path | None = None,

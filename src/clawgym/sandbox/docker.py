@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from clawgym.core.records import WorkspaceSpec
-from clawgym.sandbox import disk, sweep
+from clawgym.sandbox import disk, seccomp, sweep
 from clawgym.sandbox.base import (
     Mount,
     SandboxBackend,
@@ -41,7 +42,6 @@ from clawgym.sandbox.registry import register_backend
 from clawgym.sandbox.supervised import SupervisedSandbox
 from clawgym.sandbox.supervisor import (
     BASE_PATH,
-    CTL_DIR,
     OUT_SUBDIR,
     SupervisorChannel,
     group_alive,
@@ -71,16 +71,19 @@ class _Demux:
         self._buf = b""
 
     def __call__(self, chunk: bytes) -> bytes:
-        self._buf += chunk
-        out = b""
-        while len(self._buf) >= 8:
-            stream, size = self._buf[0], struct.unpack(">I", self._buf[4:8])[0]
-            if len(self._buf) < 8 + size:
+        # one pass over the bytes (a command flooding the channel sends many frames: no re-slicing per frame)
+        buf = self._buf + chunk if self._buf else chunk
+        out: list[bytes] = []
+        i, n = 0, len(buf)
+        while n - i >= 8:
+            size = struct.unpack_from(">I", buf, i + 4)[0]
+            if n - i - 8 < size:
                 break
-            payload, self._buf = self._buf[8 : 8 + size], self._buf[8 + size :]
-            if stream == 1:
-                out += payload
-        return out
+            if buf[i] == 1:
+                out.append(buf[i + 8 : i + 8 + size])
+            i += 8 + size
+        self._buf = buf[i:]
+        return b"".join(out)
 
 
 class DockerSandbox(SupervisedSandbox):
@@ -88,28 +91,40 @@ class DockerSandbox(SupervisedSandbox):
 
     def __init__(self, client, image: str, root: Path, mount_dir: str, limits: SandboxLimits,
                  mounts: list[tuple[Path, str, bool]] | None = None):
-        import docker.errors
-
         super().__init__(root, mount_dir, limits)  # memory, processes: the container's limits, no cgroup here
         self.mounts = {target: host for host, target, _ in mounts or []}
-        volumes = {str(root / "ws"): {"bind": mount_dir, "mode": "rw"},
-                   str(root / "ctl"): {"bind": CTL_DIR, "mode": "ro"},
-                   str(root / "ctl" / OUT_SUBDIR): {"bind": f"{CTL_DIR}/{OUT_SUBDIR}", "mode": "rw"}}
-        for host, target, read_only in mounts or []:
-            volumes[str(host)] = {"bind": target, "mode": "ro" if read_only else "rw"}
+        self._binds = list(mounts or [])
         self._client = client
+        self._image = image
         self._sock = None
         self._init_pid: int | None = None  # host pid of the container's init, when the engine is local
         self._ooms = 0
         self.container = None
+        self._launch()
+
+    def _launch(self) -> None:
+        import docker.errors
+        from docker.types import LogConfig
+
+        limits, root, mount_dir = self.limits, self._root, self.mount_dir
+        self._init_pid = None
+        self._ooms = 0
+        self.ctl_inside = ctl = self._random_ctl_inside()
+        volumes = {str(root / "ws"): {"bind": mount_dir, "mode": "rw"},
+                   str(root / "ctl"): {"bind": ctl, "mode": "ro"},
+                   str(root / "ctl" / OUT_SUBDIR): {"bind": f"{ctl}/{OUT_SUBDIR}", "mode": "rw"}}
+        for host, target, read_only in self._binds:
+            volumes[str(host)] = {"bind": target, "mode": "ro" if read_only else "rw"}
         try:
             # detach=False with stdin_open: StdinOnce, the engine closes the supervisor's stdin when our attach
             # connection goes (the owner died), and the supervisor exits at its next read
-            self.container = client.containers.create(
-                image,
-                command=supervisor_argv(CTL_DIR),
+            self.container = self._client.containers.create(
+                self._image,
+                command=supervisor_argv(ctl),
                 stdin_open=True, tty=False, init=True, detach=False,
-                cap_drop=["ALL"], cap_add=capabilities_kept() or None, security_opt=["no-new-privileges"],
+                cap_drop=["ALL"], cap_add=capabilities_kept() or None,
+                # the deny list bwrap gets too (no ptrace of the supervisor, no namespaces: clawgym.sandbox.seccomp)
+                security_opt=["no-new-privileges", f"seccomp={seccomp.docker_profile()}"],
                 network_mode="bridge" if limits.network else "none",
                 mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",
                 pids_limit=limits.max_processes, nano_cpus=int(limits.cpus * 1e9),
@@ -120,9 +135,12 @@ class DockerSandbox(SupervisedSandbox):
                 environment={"HOME": "/root", "PATH": BASE_PATH, "LANG": "C.UTF-8", "WORKSPACE": mount_dir,
                              "TERM": "dumb"},
                 labels={LABEL: "1", OWNER_LABEL: _owner()},
+                # the supervisor's stdout is our channel (read through the attach socket), never a log: a json-file
+                # log would keep whatever a command floods it with on the host's disk
+                log_config=LogConfig(type="none"),
                 auto_remove=True,
             )
-            self._sock = client.api.attach_socket(
+            self._sock = self._client.api.attach_socket(
                 self.container.id, params={"stdin": 1, "stdout": 1, "stream": 1}
             )
             self._raw = getattr(self._sock, "_sock", self._sock)
@@ -132,7 +150,7 @@ class DockerSandbox(SupervisedSandbox):
             raise SandboxError(f"cannot start docker container: {exc}") from None
         self._chan = SupervisorChannel(
             root / "ctl", self._raw.sendall, self._raw.fileno(), self._alive, demux=_Demux(),
-            group_alive=self._group_alive,
+            group_alive=self._group_alive, sandbox_ctl=ctl,
         )
 
     def _group_alive(self, pgid: int) -> bool | None:
@@ -223,6 +241,31 @@ class DockerSandbox(SupervisedSandbox):
                 self._sock.close()
         except Exception:
             pass
+        self._sock = None
+
+    def _end_all(self) -> None:
+        """The container is removed (its every process with it); when the engine is local, its init is waited
+        for, and a container the engine still lists is an error."""
+        import docker.errors
+
+        if self.container is None:
+            return
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            try:
+                self.container.reload()
+            except docker.errors.NotFound:
+                return
+            except docker.errors.DockerException as exc:
+                raise SandboxError(f"cannot tell whether the container ended: {exc}") from None
+            try:
+                self.container.remove(force=True)
+            except docker.errors.NotFound:
+                return
+            except docker.errors.DockerException:
+                pass
+            time.sleep(0.05)
+        raise SandboxError("the sandbox's container survived its end")
 
 
 @register_backend("docker")

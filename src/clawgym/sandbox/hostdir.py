@@ -233,7 +233,34 @@ class HostWorkspace:
                 empty_dirs: Iterable[str] = ()) -> None:
         from clawgym.sandbox.trusted_copy import place_files
 
+        empty_dirs = list(empty_dirs)
         place_files(self.root, list(files), assets_dir=assets_dir, empty_dirs=empty_dirs)
+        self.unlink_links_into({f.path for f in files}, empty_dirs)
+
+    def unlink_links_into(self, paths: set[str], dirs: Sequence[str]) -> int:
+        """Remove every symlink of the workspace that leads (as the sandbox would follow it) to one of the
+        trusted files just placed at `paths` or into one of the directories `dirs` that hold only them.
+        When the agent ended, such a link led nowhere (the checker was not there yet) or to what the agent put
+        there, since removed; followed now, it would hand the checker its own source as the agent's output (a
+        check that wants '42' in out.txt reads it in `reward/reward.sh`). Returns how many were removed."""
+        from clawgym.core.fstree import WalkStats, walk_sorted
+
+        tops = tuple(d.rstrip("/") + "/" for d in dirs)
+        removed = 0
+        for rel, entry in walk_sorted(self.root, WalkStats()):
+            if not entry.is_symlink():
+                continue
+            try:
+                target = "/".join(self.resolve(rel))
+            except SandboxPathError:
+                continue  # leads out of the workspace: no checker file is there
+            if target in paths or target.startswith(tops):
+                try:
+                    os.unlink(entry.path)
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+        return removed
 
     def import_tree(self, src: Path, dest: str = ".") -> None:
         from clawgym.sandbox.trusted_copy import place_tree

@@ -13,20 +13,30 @@ supplies the few things that differ through the hooks below:
 * ``_channel_error()``: what the sandbox said when its channel broke (bwrap's start-up error);
 * ``_kill_from_host()``: kill leftovers from the host (no fork needed inside, which a fork bomb may prevent);
   when it cannot, they are killed from inside (if ``_can_kill_inside``);
-* ``_shutdown()``: end the supervisor (process, container); ``_release()`` frees what is left.
+* ``_shutdown()``: end the supervisor (process, container); ``_release()`` frees what is left;
+* ``_launch()``: start the supervisor (at start, and again for :meth:`SupervisedSandbox.restart`);
+  ``_end_all()``: make sure no process of the sandbox is left once ``_shutdown()`` returned.
+
+Grading never shares a process with the agent: :meth:`SupervisedSandbox.restart` ends the sandbox's whole
+process tree (the supervisor, every process under it, any pid namespace a command made), empties the control
+directory, and starts a fresh supervisor in fresh namespaces (a fresh container) over the same workspace, with
+the control directory at a new random path that no link the agent left can name.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from clawgym.core.fstree import remove_at, remove_contents
 from clawgym.sandbox import disk, sweep
 from clawgym.sandbox.base import ExecResult, SandboxError, SandboxLimits
 from clawgym.sandbox.cgroups import CgroupLimits
 from clawgym.sandbox.hostdir import HostDirSandbox
-from clawgym.sandbox.supervisor import CTL_DIR, KILL_ALL_SH, SupervisorChannel
+from clawgym.sandbox.supervisor import CTL_DIR, KILL_ALL_SH, OUT_SUBDIR, SupervisorChannel
 
 
 class SupervisedSandbox(HostDirSandbox):
@@ -43,12 +53,19 @@ class SupervisedSandbox(HostDirSandbox):
         self.cgroup = cgroup
         self._chan: SupervisorChannel | None = None
         self._proc: subprocess.Popen | None = None
+        self.restarts = 0
+
+    def _random_ctl_inside(self) -> str:
+        """Where commands see the control directory: a new random directory under CTL_DIR at every launch,
+        so that a link the agent left in the workspace (to `/.clawgym/verify/checks0.json`, say) can name no
+        file of the grader's."""
+        return f"{CTL_DIR}/{secrets.token_hex(12)}"
 
     # -- starting -------------------------------------------------------------------------------------
     def _start_process(
         self, argv: list[str], *, env: Mapping[str, str], cwd: Path | str, capture_stderr: bool,
         sandbox_ctl: str = CTL_DIR, group_alive: Callable[[int], bool | None] | None = None,
-        new_session: bool = False, what: str = "the sandbox",
+        new_session: bool = False, what: str = "the sandbox", pass_fds: Sequence[int] = (),
     ) -> None:
         """Start the supervisor as a child process (`argv`: bwrap, or the supervisor itself) talking over its
         stdin and stdout; SandboxError (everything released) when it cannot start."""
@@ -56,7 +73,7 @@ class SupervisedSandbox(HostDirSandbox):
             self._proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE if capture_stderr else subprocess.DEVNULL, bufsize=0, env=dict(env),
-                cwd=cwd, start_new_session=new_session,
+                cwd=cwd, start_new_session=new_session, pass_fds=tuple(pass_fds),
             )
         except OSError as exc:
             self._release()
@@ -103,6 +120,32 @@ class SupervisedSandbox(HostDirSandbox):
                 f and f.close()
             except OSError:
                 pass
+
+    def _launch(self) -> None:
+        """Start the supervisor (sets `_chan`); SandboxError when it cannot."""
+        raise NotImplementedError
+
+    def _end_all(self) -> None:
+        """After `_shutdown()`: wait until no process of the sandbox is left; SandboxError if some are."""
+        if self.cgroup is not None:
+            self.cgroup.kill_all(wait_s=5.0)
+            if self.cgroup.pids():
+                raise SandboxError(f"{len(self.cgroup.pids())} processes of the sandbox survived its end")
+
+    def _reset_control_dir(self) -> None:
+        """Empty the control directory (its output subdirectory too, which stays: a mount point)."""
+        fd = os.open(self._root / "ctl", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            for name in os.listdir(fd):
+                if name != OUT_SUBDIR:
+                    remove_at(fd, name)
+            out = os.open(OUT_SUBDIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            try:
+                remove_contents(out)
+            finally:
+                os.close(out)
+        finally:
+            os.close(fd)
 
     def _release(self) -> None:
         if self.cgroup is not None:
@@ -153,6 +196,21 @@ class SupervisedSandbox(HostDirSandbox):
             self._chan.clear_outputs()
         # the agent is done: trusted files (checkers) must fit, however full it left the workspace
         disk.make_room(self._disk, self.limits)
+
+    def restart(self) -> None:
+        """End everything the episode started and start a fresh sandbox over the same workspace, for grading:
+        the supervisor and every process of the sandbox, in any pid namespace under it, are gone before the new
+        supervisor starts (new namespaces, a new container), with an empty control directory at a new random
+        path. The workspace is as the agent left it, with room made for the checker (`disk.make_room`)."""
+        if self._stopped:
+            raise SandboxError("sandbox is stopped")
+        self._shutdown()
+        self._chan = None
+        self._end_all()
+        self._reset_control_dir()
+        disk.make_room(self._disk, self.limits)
+        self.restarts += 1
+        self._launch()
 
     def stop(self) -> None:
         if self._stopped:

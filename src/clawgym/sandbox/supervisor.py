@@ -39,7 +39,6 @@ import re
 import secrets
 import select
 import shlex
-import shutil
 import signal
 import stat
 import threading
@@ -47,6 +46,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from clawgym.core.fstree import remove_at
 from clawgym.sandbox.base import CTL_DIR, ExecResult, SandboxError
 
 SUPERVISOR_SH = r"""
@@ -73,6 +73,8 @@ while :; do
 done
 """
 _MAX_LINE = 1 << 20  # longest line kept from the supervisor's channel
+JUNK_FREE = 1 << 20  # junk read at full speed in one request, before reads are spaced out
+JUNK_PAUSE_S = 0.005  # between two reads of a flooded channel
 OUT_SUBDIR = "out"  # the writable part of the control directory (captured output)
 NOFORK_EXIT = 126  # reported exit code of a command the supervisor could not start (process limit)
 
@@ -135,11 +137,9 @@ def _unlink(dir_fd: int, name: str) -> None:
     """Remove an entry (whatever a command put there: file, symlink, FIFO or directory) without following
     symlinks."""
     try:
-        os.unlink(name, dir_fd=dir_fd)
-    except FileNotFoundError:
+        remove_at(dir_fd, name)  # iterative: a tree of any depth a command built there
+    except OSError:
         pass
-    except (IsADirectoryError, PermissionError):
-        shutil.rmtree(name, ignore_errors=True, dir_fd=dir_fd)
 
 
 def _write_new(dir_fd: int, name: str, data: bytes) -> None:
@@ -176,33 +176,63 @@ class SupervisorChannel:
         self._alive = alive
         self._demux = demux
         self._buf = b""
+        self.junk_bytes = 0  # bytes read from the channel that were no answer (a command flooding it)
+        self._counted = 0
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         # poll, not select: select fails on fds past 1024, which a process running many sandboxes reaches
         self._poll = select.poll()
         self._poll.register(read_fd, select.POLLIN | select.POLLHUP | select.POLLERR)
 
-    def _readline(self, deadline: float) -> bytes:
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise SandboxError("the sandbox supervisor stopped answering")
-            if not self._poll.poll(min(left, 1.0) * 1000):
-                if not self._alive():
-                    raise SandboxError("the sandbox died")
-                continue
-            try:
-                chunk = os.read(self._fd, 65536)
-            except OSError as exc:
-                raise SandboxError(f"the sandbox died ({exc})") from None
-            if not chunk:
-                raise SandboxError("the sandbox died (supervisor closed its channel)")
-            self._buf += self._demux(chunk) if self._demux else chunk
-            if len(self._buf) > _MAX_LINE and b"\n" not in self._buf[-_MAX_LINE:]:
-                # a command flooding the channel without newlines: keep only what an answer could be part of
-                self._buf = self._buf[-4096:]
-        line, _, self._buf = self._buf.partition(b"\n")
-        return line
+    def _fill(self, deadline: float) -> None:
+        """Read what the supervisor's channel has (waiting up to `deadline`) into the buffer."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise SandboxError("the sandbox supervisor stopped answering")
+        if not self._poll.poll(min(left, 1.0) * 1000):
+            if not self._alive():
+                raise SandboxError("the sandbox died")
+            return
+        try:
+            chunk = os.read(self._fd, 1 << 20)
+        except OSError as exc:
+            raise SandboxError(f"the sandbox died ({exc})") from None
+        if not chunk:
+            raise SandboxError("the sandbox died (supervisor closed its channel)")
+        self._buf += self._demux(chunk) if self._demux else chunk
+
+    def _answer(self, mark: bytes, deadline: float) -> bytes:
+        """The rest of the supervisor's answer line that starts with `mark` (the request's token).
+
+        Everything else on the channel is junk a command wrote into the supervisor's stdout through /proc
+        (`yes > /proc/$CLAWGYM_SUPERVISOR_PID/fd/1`), and costs the host as little as possible: the buffer is
+        searched once per read for the token, never split line by line, and past JUNK_FREE bytes of junk in one
+        request the reads are spaced JUNK_PAUSE_S apart, which caps what a flood makes the host read (a pipe
+        holds 64 KiB) while the answer still gets through."""
+        junk = 0
+        while True:
+            at = self._buf.find(mark)
+            if at >= 0:
+                end = self._buf.find(b"\n", at)
+                if end >= 0:
+                    line = self._buf[at + len(mark):end]
+                    self._buf = self._buf[end + 1:]
+                    return line
+                junk += at
+                self._buf = self._buf[at:]
+                if len(self._buf) > _MAX_LINE:  # no answer is this long: a forged start of one
+                    junk += len(self._buf)
+                    self._buf = b""
+            else:
+                keep = len(mark) - 1  # the start of the mark may be at the end of what was read
+                if len(self._buf) > keep:
+                    junk += len(self._buf) - keep
+                    self._buf = self._buf[-keep:]
+            self.junk_bytes += 0 if junk <= self._counted else junk - self._counted
+            self._counted = junk
+            if junk > JUNK_FREE:
+                time.sleep(JUNK_PAUSE_S)
+            self._fill(deadline)
 
     def _wait_group(self, pgid: int, wait_s: float = 5.0) -> None:
         """After a timeout: `timeout` is gone but the rest of its process group (which it SIGKILLed) may still
@@ -267,19 +297,15 @@ class SupervisorChannel:
                 except OSError as exc:
                     raise SandboxError(f"the sandbox died ({exc})") from None
                 # the command's own timeout fires first; the margin covers process teardown
-                mark = token.encode() + b" "
-                while True:
-                    line = self._readline(t0 + timeout + 15.0)
-                    # only the answer carrying this request's token counts: a late answer of an earlier request
-                    # has another token, and a command writing to the supervisor's stdout (/proc/PID/fd/1)
-                    # cannot know the token, which never appears in any file of the sandbox
-                    at = line.rfind(mark)
-                    if at >= 0:
-                        break
+                # only the answer carrying this request's token counts: a late answer of an earlier request
+                # has another token, and a command writing to the supervisor's stdout (/proc/PID/fd/1)
+                # cannot know the token, which never appears in any file of the sandbox
+                self._counted = 0
+                line = self._answer(token.encode() + b" ", t0 + timeout + 15.0)
                 elapsed = time.monotonic() - t0
                 nofork = False
                 try:
-                    got_id, code, *pgid = line[at + len(mark):].decode().split()
+                    got_id, code, *pgid = line.decode().split()
                     if int(got_id) != rid or len(pgid) > 1:
                         raise ValueError
                     nofork = code == "nofork"
@@ -375,7 +401,7 @@ def _read_at(fd: int, offset: int, n: int) -> bytes:
 # supervisor (init's oldest child; orphans re-parented to init always started later).
 
 
-def _proc_stat(pid: int) -> tuple[int, str, int] | None:
+def proc_stat(pid: int) -> tuple[int, str, int] | None:
     """(ppid, state, start time) of a process, or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
@@ -406,7 +432,7 @@ def namespace_members(init_pid: int, candidates: Callable[[], list[int]] | None 
     for pid in (candidates or _all_pids)():
         if pid == init_pid or _pidns(pid) != ns:
             continue
-        st = _proc_stat(pid)
+        st = proc_stat(pid)
         if st is not None:
             members[pid] = st
     children = [(st[2], pid) for pid, st in members.items() if st[0] == init_pid]
@@ -471,6 +497,6 @@ def first_child(pid: int) -> int | None:
             with open(f"/proc/{pid}/task/{tid}/children") as fh:
                 kids += [int(x) for x in fh.read().split()]
     except OSError:
-        kids = [p for p in _all_pids() if (_proc_stat(p) or (0,))[0] == pid]
-    stats = [(st[2], k) for k in kids if (st := _proc_stat(k)) is not None]
+        kids = [p for p in _all_pids() if (proc_stat(p) or (0,))[0] == pid]
+    stats = [(st[2], k) for k in kids if (st := proc_stat(k)) is not None]
     return min(stats)[1] if stats else None

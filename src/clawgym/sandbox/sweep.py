@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -30,6 +29,8 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from clawgym.core.fstree import remove_tree
 
 OWNER_FILE = "owner"
 ROOT_PREFIXES = ("clawgym-bwrap-", "clawgym-docker-", "clawgym-local-")
@@ -144,7 +145,7 @@ def remove_root(root: Path) -> None:
 
     for point in mounts_under(root):
         unmount(point)
-    shutil.rmtree(root, ignore_errors=True)
+    remove_tree(root, ignore_errors=True)  # iterative: what an agent left may be any depth
 
 
 def sweep_dirs(parent: Path | None = None, owner: Owner | None = None) -> int:

@@ -16,12 +16,12 @@ import base64
 import binascii
 import errno
 import os
-import shutil
 import stat
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from clawgym.core.fstree import remove_at
 from clawgym.core.records import WorkspaceFile
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -35,18 +35,7 @@ class TrustedCopyError(OSError):
 def remove_entry(dir_fd: int, name: str) -> None:
     """Remove `name` in the directory `dir_fd`, whatever it is (file, symlink, FIFO, socket, device node,
     directory tree), without following a symlink and without opening anything but directories."""
-    try:
-        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return
-    if stat.S_ISDIR(st.st_mode):
-        # rmtree with a dir_fd walks with O_NOFOLLOW fds and unlinks links instead of following them
-        shutil.rmtree(name, dir_fd=dir_fd)
-    else:
-        try:
-            os.unlink(name, dir_fd=dir_fd)
-        except FileNotFoundError:
-            pass
+    remove_at(dir_fd, name)  # iterative: a tree of any depth the agent built
 
 
 def _payload(f: WorkspaceFile, assets_dir: Path | None) -> bytes:

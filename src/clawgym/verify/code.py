@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clawgym.core.records import CheckCall, CheckLibRef, CodeCheck, Task, WorkspaceFile
+from clawgym.core.text import scrub
 from clawgym.sandbox.base import Sandbox
 from clawgym.sandbox.trusted_copy import checker_only_dirs
 
@@ -179,6 +180,17 @@ def _control_file(sandbox: Sandbox, name: str, text: str) -> str:
     return sandbox.write_control_file(f"{VERIFY_SUBDIR}/{name}", text.encode("utf-8"))
 
 
+def _json_text(obj: Any) -> str:
+    """JSON of what the agent produced (a transcript, a payload), with text that cannot be UTF-8 (a file name
+    that is not, a lone surrogate a model wrote) escaped rather than failing the grading."""
+    text = json.dumps(obj, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(scrub(obj), ensure_ascii=False)
+    return text
+
+
 def run_python_check(
     check: CodeCheck, task: Task, sandbox: Sandbox, transcript: list[dict[str, Any]]
 ) -> CodeResult:
@@ -267,7 +279,7 @@ def run_python_batch(
         grade_path = by_object.get(id(grader))
         if grade_path is None:
             grade_path = by_object[id(grader)] = grade_file(grader)
-        argv += [grade_path, _control_file(sandbox, f"transcript{i}.json", json.dumps(transcript, ensure_ascii=False)),
+        argv += [grade_path, _control_file(sandbox, f"transcript{i}.json", _json_text(transcript)),
                  workspace]
     res = sandbox.exec(argv, cwd=sandbox.workdir, timeout=timeout)
     tail = _tail(res.stdout + "\n" + res.stderr)
@@ -372,7 +384,7 @@ def run_shell_check(
         "task_id": task.id, "user_query": task.instruction, "metadata": task.metadata,
         "final_message": final_message, "transcript": transcript,
     }
-    payload_path = _control_file(sandbox, "payload.json", json.dumps(payload, ensure_ascii=False))
+    payload_path = _control_file(sandbox, "payload.json", _json_text(payload))
     env = {"OPENCLAW_REWARD_PAYLOAD": payload_path, "WORKSPACE": sandbox.workdir, **CHECKER_ENV}
     out = CodeResult(status="checker_failed")
 

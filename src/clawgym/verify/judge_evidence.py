@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from clawgym.core.fstree import MAX_DEPTH
 from clawgym.sandbox.base import SandboxPathError, WorkspaceReader
 
 
@@ -37,23 +38,27 @@ def _read_text(files: WorkspaceReader, path: str, size: int, limit: int) -> str:
     return _clip(data.decode("utf-8", errors="replace"), limit)
 
 
+MAX_LISTED_DIRS = 10_000  # directories listed to find evidence files (a workspace is the agent's)
+
+
 def _files_under(files: WorkspaceReader, top: str) -> list[tuple[str, int]]:
     """(path relative to `top`, size) of the regular files under the directory `top`, in path order; links
     are not followed, and a directory that cannot be listed is skipped."""
     found: list[tuple[tuple[str, ...], int]] = []
-
-    def walk(rel: tuple[str, ...]) -> None:
+    stack: list[tuple[str, ...]] = [()]  # iterative and bounded: the agent chose the depth
+    listed = 0
+    while stack and listed < MAX_LISTED_DIRS:
+        rel = stack.pop()
+        listed += 1
         try:
             entries = files.list_dir("/".join((top, *rel)))
         except (OSError, SandboxPathError):
-            return
+            continue
         for e in entries:
-            if e.kind == "dir":
-                walk((*rel, e.name))
+            if e.kind == "dir" and len(rel) < MAX_DEPTH:
+                stack.append((*rel, e.name))
             elif e.kind == "file":
                 found.append(((*rel, e.name), e.size))
-
-    walk(())
     return [("/".join(parts), size) for parts, size in sorted(found)]
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tarfile
 import tempfile
 import threading
@@ -39,6 +38,7 @@ from pydantic import Field
 
 from clawgym.core.atomic import write_json
 from clawgym.core.errors import ClawgymError
+from clawgym.core.fstree import remove_tree
 from clawgym.core.jsonl import read_records_lenient, write_records
 from clawgym.core.records import Record, Task, Trajectory, Verdict
 from clawgym.sandbox.base import SandboxBackend, SandboxError, SandboxLimits
@@ -138,14 +138,14 @@ def rescore_episode(traj: Trajectory, task: Task, run_dir: Path, judge: Judge | 
     if snap is None or not snap.exists():
         why = "the run kept no workspace for this episode" if snap is None else f"{snap} is missing"
         return done(Verdict(status="unscored", error=f"cannot re-score: {why}"))
-    from clawgym.workspace.materialize import WorkspaceError, extract_snapshot
+    from clawgym.workspace.materialize import WorkspaceError, extract_snapshot, snapshot
 
     tmp = Path(tempfile.mkdtemp(prefix="clawgym-rescore-", dir=os.environ.get("CLAWGYM_SANDBOX_TMP")))
     try:
         ws = tmp / "ws"
         try:
             if snap.is_dir():  # older runs kept a directory
-                shutil.copytree(snap, ws, symlinks=True)
+                snapshot(snap, ws)  # links copied as links; iterative, bounded
             else:
                 extract_snapshot(snap, ws)
         except (OSError, WorkspaceError, EOFError, ValueError, tarfile.TarError) as exc:
@@ -166,7 +166,7 @@ def rescore_episode(traj: Trajectory, task: Task, run_dir: Path, judge: Judge | 
             judged = judge.judge(task, ws, traj.transcript, traj.final_message)
         return done(combine_judged(task.verifier, code, judged), code_info, judged)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_tree(tmp, ignore_errors=True)  # an agent's tree may be any depth
 
 
 def summarize_rescore(records: Iterable[RescoredEpisode], judge: Judge | None = None,

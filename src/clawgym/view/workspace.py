@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from clawgym.core.errors import ClawgymError
+from clawgym.core.fstree import WalkStats, walk_sorted
 
 MAX_FILE_BYTES = 512 * 1024
 MAX_LISTED = 5000
@@ -59,17 +60,14 @@ def list_files(snapshot: Path) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if snapshot.is_dir():
         real = snapshot.resolve()
-        for dirpath, dirnames, filenames in os.walk(real, followlinks=False):
-            for name in sorted(dirnames + filenames):
-                full = Path(dirpath) / name
-                st = os.lstat(full)
-                rel = str(full.relative_to(real))
-                if stat.S_ISLNK(st.st_mode):
-                    out.append({"path": rel, "kind": "symlink", "size": 0, "target": os.readlink(full)})
-                elif stat.S_ISREG(st.st_mode):
-                    out.append({"path": rel, "kind": "file", "size": st.st_size})
-                if len(out) >= MAX_LISTED:
-                    return out
+        for rel, entry in walk_sorted(real, WalkStats()):  # iterative: the agent chose the depth
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                out.append({"path": rel, "kind": "symlink", "size": 0, "target": os.readlink(entry.path)})
+            elif stat.S_ISREG(st.st_mode):
+                out.append({"path": rel, "kind": "file", "size": st.st_size})
+            if len(out) >= MAX_LISTED:
+                return out
         return sorted(out, key=lambda f: f["path"])
     try:
         with tarfile.open(snapshot, "r:*") as tar:

@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from clawgym.core.errors import ClawgymError
+from clawgym.core.fstree import WalkStats, walk_sorted
 from clawgym.core.records import Task, WorkspaceFile, WorkspaceSpec
 from clawgym.workspace import generators
 
@@ -277,35 +278,35 @@ def snapshot(src: Path, dest: Path, max_bytes: int | None = None) -> dict[str, i
     if not src.is_dir() or src.is_symlink():
         raise WorkspaceError(f"{src}: snapshot source is not a directory")
     stats = {"files": 0, "bytes": 0, "truncated": 0, "errors": 0}
-
-    def walk(s: Path, d: Path) -> None:
-        d.mkdir(parents=True, exist_ok=True)
+    walked = WalkStats()
+    dest.mkdir(parents=True, exist_ok=True)
+    dirs: list[tuple[str, Path]] = []
+    for rel, entry in walk_sorted(src, walked):
+        out = dest / rel
         try:
-            entries = sorted(os.scandir(s), key=lambda e: e.name)
+            if entry.is_symlink():
+                os.symlink(os.readlink(entry.path), out)
+                stats["files"] += 1
+            elif entry.is_dir(follow_symlinks=False):
+                out.mkdir()
+                dirs.append((entry.path, out))
+            elif entry.is_file(follow_symlinks=False):
+                size = entry.stat(follow_symlinks=False).st_size
+                if max_bytes is not None and stats["bytes"] + size > max_bytes:
+                    stats["truncated"] += 1
+                    continue
+                shutil.copy2(entry.path, out, follow_symlinks=False)
+                stats["files"] += 1
+                stats["bytes"] += size
         except OSError:
             stats["errors"] += 1
-            return
-        for entry in entries:
-            out = d / entry.name
-            try:
-                if entry.is_symlink():
-                    os.symlink(os.readlink(entry.path), out)
-                    stats["files"] += 1
-                elif entry.is_dir(follow_symlinks=False):
-                    walk(Path(entry.path), out)
-                    shutil.copystat(entry.path, out, follow_symlinks=False)
-                elif entry.is_file(follow_symlinks=False):
-                    size = entry.stat(follow_symlinks=False).st_size
-                    if max_bytes is not None and stats["bytes"] + size > max_bytes:
-                        stats["truncated"] += 1
-                        continue
-                    shutil.copy2(entry.path, out, follow_symlinks=False)
-                    stats["files"] += 1
-                    stats["bytes"] += size
-            except OSError:
-                stats["errors"] += 1
-
-    walk(src, dest)
+    for path, out in reversed(dirs):  # after what they hold, which changed their times
+        try:
+            shutil.copystat(path, out, follow_symlinks=False)
+        except OSError:
+            stats["errors"] += 1
+    stats["truncated"] += walked.truncated
+    stats["errors"] += walked.errors
     return stats
 
 
@@ -324,33 +325,25 @@ def snapshot_archive(src: Path, dest: Path, max_bytes: int | None = None) -> dic
     try:
         with os.fdopen(fd, "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz", compresslevel=6) as tar:
 
-            def walk(d: Path, rel: str) -> None:
+            walked = WalkStats()
+            for name, entry in walk_sorted(src, walked):
                 try:
-                    entries = sorted(os.scandir(d), key=lambda e: e.name)
+                    if entry.is_symlink() or entry.is_dir(follow_symlinks=False):
+                        tar.add(entry.path, arcname=name, recursive=False)
+                        if entry.is_symlink():
+                            stats["files"] += 1
+                    elif entry.is_file(follow_symlinks=False):
+                        size = entry.stat(follow_symlinks=False).st_size
+                        if max_bytes is not None and stats["bytes"] + size > max_bytes:
+                            stats["truncated"] += 1
+                            continue
+                        tar.add(entry.path, arcname=name, recursive=False)
+                        stats["files"] += 1
+                        stats["bytes"] += size
                 except OSError:
                     stats["errors"] += 1
-                    return
-                for entry in entries:
-                    name = f"{rel}{entry.name}"
-                    try:
-                        if entry.is_symlink() or entry.is_dir(follow_symlinks=False):
-                            tar.add(entry.path, arcname=name, recursive=False)
-                            if entry.is_symlink():
-                                stats["files"] += 1
-                            else:
-                                walk(Path(entry.path), name + "/")
-                        elif entry.is_file(follow_symlinks=False):
-                            size = entry.stat(follow_symlinks=False).st_size
-                            if max_bytes is not None and stats["bytes"] + size > max_bytes:
-                                stats["truncated"] += 1
-                                continue
-                            tar.add(entry.path, arcname=name, recursive=False)
-                            stats["files"] += 1
-                            stats["bytes"] += size
-                    except OSError:
-                        stats["errors"] += 1
-
-            walk(src, "")
+            stats["truncated"] += walked.truncated
+            stats["errors"] += walked.errors
         os.replace(tmp, dest)
     except BaseException:
         if os.path.exists(tmp):
