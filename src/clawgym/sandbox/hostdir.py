@@ -425,7 +425,7 @@ def prepare_host_workspace(
     from clawgym.sandbox import disk
     from clawgym.sandbox.supervisor import OUT_SUBDIR
     from clawgym.sandbox.sweep import record_owner, remove_root
-    from clawgym.workspace.materialize import materialize
+    from clawgym.workspace.materialize import materialize, snapshot
 
     limits = limits or SandboxLimits()
     root = Path(tempfile.mkdtemp(prefix=prefix, dir=os.environ.get("CLAWGYM_SANDBOX_TMP")))
@@ -434,8 +434,10 @@ def prepare_host_workspace(
         (root / "ctl" / OUT_SUBDIR).mkdir(parents=True)
         capped = disk.limit_host_dirs(root, disk.host_dir_sizes(limits))
         try:
-            if prebuilt is not None:
-                shutil.copytree(prebuilt, root / "ws", symlinks=True, dirs_exist_ok=True)
+            if prebuilt is not None:  # iterative: a re-scored workspace is as deep as the agent made it
+                copied = snapshot(prebuilt, root / "ws")
+                if copied["errors"]:
+                    raise OSError(f"{copied['errors']} entries of {prebuilt} could not be copied")
             else:
                 materialize(workspace, root / "ws", base_dir=base_dir)
         except (OSError, shutil.Error):

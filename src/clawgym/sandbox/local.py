@@ -61,6 +61,12 @@ class LocalSandbox(SupervisedSandbox):
         super().__init__(root, mount_dir, limits,
                          CgroupLimits.create(limits.max_processes, limits.memory_mb * 1024 * 1024))
         self.ctl_inside = str(root / "ctl")
+        self._launch()
+
+    def _launch(self) -> None:
+        """The supervisor as a plain subprocess in a new session (no isolation: the control directory is seen at
+        its host path)."""
+        root = self._root
         args = supervisor_argv(str(root / "ctl"))
         if self.cgroup is not None:
             args = self.cgroup.join_argv(args)

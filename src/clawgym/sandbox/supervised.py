@@ -211,6 +211,9 @@ class SupervisedSandbox(HostDirSandbox):
         disk.make_room(self._disk, self.limits)
         self.restarts += 1
         self._launch()
+        if self._stopped:  # stopped by another thread (an interrupted run) while this one restarted it
+            self._shutdown()
+            raise SandboxError("sandbox is stopped")
 
     def stop(self) -> None:
         if self._stopped:
