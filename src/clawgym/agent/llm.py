@@ -82,11 +82,14 @@ class LLMAgent:
 
     def __init__(self, client: LLMClient, limits: AgentLimits | None = None, system_prompt: str = SYSTEM_PROMPT,
                  tools: list[dict[str, Any]] | None = None, seed: int | None = None,
-                 route: Callable[[Task, EpisodeContext], str] | None = None):
+                 route: Callable[[Task, EpisodeContext], str] | None = None, route_secret: str | None = None):
         """`route(task, ctx)`, when given, is the base URL of the episode's model calls (e.g. the gateway's
-        per-trajectory URL, so every call is recorded under the episode)."""
+        per-trajectory URL, so every call is recorded under the episode). `route_secret`: the rollout gateway's
+        secret; each call then carries its route's key (clawgym.gateway.route_key) as its bearer token, so the
+        gateway takes it on that trajectory's route and nowhere else."""
         self.client = client
         self.route = route
+        self.route_secret = route_secret
         self.limits = limits or AgentLimits()
         self.system_prompt = system_prompt
         self.tools = tools or TOOL_SCHEMAS
@@ -100,8 +103,17 @@ class LLMAgent:
             p["seed"] = self.seed + ctx.sample
         return p
 
+    def _route_auth(self, base_url: str) -> dict[str, Any]:
+        """The chat() argument that sends the key of the route `base_url` instead of the client's API key."""
+        if self.route_secret is None:
+            return {}
+        from clawgym.gateway.routes import route_key
+
+        return {"extra_headers": {"Authorization": f"Bearer {route_key(self.route_secret, base_url)}"}}
+
     def run(self, task: Task, sandbox: Sandbox, ctx: EpisodeContext) -> AgentOutcome:
         client = self.client.routed(self.route(task, ctx)) if self.route else self.client
+        auth = self._route_auth(client.base_url) if self.route else {}
         tb = TranscriptBuilder(cwd=sandbox.mount_dir)
         tools = ToolExecutor(sandbox, max_observation=min(ctx.max_observation, self.limits.max_observation),
                              exec_timeout=ctx.exec_timeout)
@@ -139,7 +151,7 @@ class LLMAgent:
                     return outcome("timeout", "episode_timeout", "the episode's wall-time limit was reached")
                 t0 = time.monotonic()
                 try:
-                    res = client.chat(messages, self.tools, deadline=ctx.deadline, **self._params(ctx))
+                    res = client.chat(messages, self.tools, deadline=ctx.deadline, **auth, **self._params(ctx))
                 except LLMError as exc:
                     if exc.kind == "deadline":
                         return outcome("timeout", "episode_timeout", str(exc))

@@ -610,12 +610,16 @@ def gateway_cmd(
     policy_version: str | None = typer.Option(None, help="Policy version stamped on every step."),
     max_body_mb: float = typer.Option(16.0, min=0.001, help="Largest request body accepted, in MiB; larger ones "
                                       "are answered 413 and neither stored nor forwarded."),
+    budget_steps: int | None = typer.Option(None, min=1, help="Model calls per trajectory; later ones are answered "
+                                            "400 budget_exceeded. Calls naming no trajectory share one budget."),
+    budget_tokens: int | None = typer.Option(None, min=1, help="Tokens (prompt + completion) per trajectory."),
+    budget_wall_s: float | None = typer.Option(None, min=0.001, help="Seconds per trajectory since its first call."),
 ) -> None:
     """Proxy an OpenAI-compatible server and record every model call as a token-exact step in a pool.
 
     Agents use base URL http://HOST:PORT/t/TRAJECTORY/g/GROUP/v1 (or /v1 with model name MODEL__TRAJECTORY).
     """
-    from clawgym.gateway import run_gateway
+    from clawgym.gateway import Budget, run_gateway
     from clawgym.gateway.app import new_token
 
     if host not in ("127.0.0.1", "localhost", "::1") and not token:
@@ -623,7 +627,8 @@ def gateway_cmd(
         err.print(f"binding {host}: agents must send 'Authorization: Bearer {token}'", highlight=False)
     err.print(f"gateway on http://{host}:{port}/v1 -> {upstream}, pool {pool_dir}", highlight=False)
     run_gateway(upstream, pool_dir, host, port, token, upstream_key, tokenizer, policy_version, log_level="info",
-                max_body_bytes=int(max_body_mb * 1024 * 1024))
+                max_body_bytes=int(max_body_mb * 1024 * 1024),
+                budget=Budget(max_steps=budget_steps, max_tokens=budget_tokens, max_wall_s=budget_wall_s))
 
 
 @app.command()

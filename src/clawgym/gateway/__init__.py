@@ -2,8 +2,10 @@
 
 from clawgym.gateway.app import Gateway
 from clawgym.gateway.budget import Budget, BudgetBook
+from clawgym.gateway.connections import ConnectionLimits
+from clawgym.gateway.routes import route_key, trajectory_key
 from clawgym.gateway.sampling import SamplingOverride
 from clawgym.gateway.server import GatewayError, GatewayThread, load_tokenizer, run_gateway
 
-__all__ = ["Budget", "BudgetBook", "Gateway", "GatewayError", "GatewayThread", "SamplingOverride", "load_tokenizer",
-           "run_gateway"]
+__all__ = ["Budget", "BudgetBook", "ConnectionLimits", "Gateway", "GatewayError", "GatewayThread",
+           "SamplingOverride", "load_tokenizer", "route_key", "run_gateway", "trajectory_key"]

@@ -1,15 +1,35 @@
 """The gateway: an OpenAI-compatible proxy that records every model call as a step in a data pool.
 
-Agents reach it at a base URL that names their trajectory and GRPO group, `/t/{trajectory}/g/{group}/v1`, or at
-plain `/v1` with the ids in the model name (`model__trajectory` or `model__trajectory__group`, as ClawGym's proxy
-does for agents that cannot change the URL path), or in `X-Clawgym-Trajectory` / `X-Clawgym-Group` headers.
+Agents reach it at a base URL that names their trajectory and GRPO group, `/t/{trajectory}/g/{group}/v1`.
+
+Two modes, because the callers differ in whom they can be trusted with:
+
+- **Standalone** (`clawgym gateway`, or no `route_secret`): the callers are the user's own agents. The ids may
+  also come at plain `/v1`, in the model name (`model__trajectory` or `model__trajectory__group`, as ClawGym's
+  proxy does for agents that cannot change the URL path) or in `X-Clawgym-Trajectory` / `X-Clawgym-Group`
+  headers; a call with no id at all is recorded under `_unassigned`, and the budget counts such calls as one
+  trajectory of their own (a budget is a cap on everything that goes through, not only on the calls that name a
+  trajectory). With a `token`, every call needs it.
+- **Rollout** (`route_secret` set; what `clawgym rollout`/`eval`/`train rl` run): the callers are agents in
+  sandboxes that must not be trusted with each other's trajectories. A call is taken only on a trajectory route
+  and only with that route's key, `trajectory_key(route_secret, trajectory, group)` (see
+  clawgym.gateway.routes), which only the episode's own agent is given; the gateway's `token`, held by the
+  host's and the workers' processes and never by a sandbox, is also good for any route. Without a route a call
+  is a 403 (`trajectory_route_required`), with a missing or wrong key a 401; the ids come from the route alone
+  (headers and model names are not read for them), so no sandbox can write steps into another trajectory,
+  spend its budget, or escape the budget by naming no trajectory.
 
 `POST .../chat/completions` is forwarded to the upstream with `return_token_ids` and `logprobs` added, so the
 step stores the engine's own token ids; the agent gets the upstream's answer with those added fields removed
 again (unless it asked for them), streamed chunk by chunk when it streams. An upstream that refuses the fields
 (OpenAI does) is asked again without them, once, and from then on the gateway re-tokenizes with the model's
-chat template (when it has a tokenizer) and marks the step `token_source: retokenized`. Every other `/v1/*`
-request is passed through untouched.
+chat template (when it has a tokenizer) and marks the step `token_source: retokenized`. A chat request whose
+fields the gateway reads have the wrong type (`stream_options: "x"`, `messages: {}`) is a 400 naming the field.
+
+Only the routes an agent needs are forwarded, with the host's upstream key: `POST completions` and `POST
+responses` as they are (not recorded as steps, but counted against the budget), `GET models`. Any other route
+(`load_lora_adapter`, `files`, ...) is a 404 and another method on an allowed route a 405, both OpenAI-style
+errors that never reach the upstream (see clawgym.gateway.routes).
 
 Sampling overrides (`sampling=SamplingOverride(...)`, see clawgym.gateway.sampling): a black-box agent picks its
 own request parameters, so a run that needs its own (the rollouts of `clawgym train rl --agent openclaw`: the
@@ -28,9 +48,10 @@ what a black-box agent's episode on another node joins to its own transcript (se
 It exists only when the gateway has a reader token, and answers only that token: never the agents' token, so an
 agent cannot read other trajectories' calls (a sibling sample's answers) through it.
 
-Agents authenticate with `Authorization: Bearer TOKEN` when the gateway has a token (compared in constant time,
-the scheme in any case); a request body over `max_body_bytes` (16 MiB by default) is refused with a 413 while it
-is being read, before anything of it is stored or forwarded (see clawgym.httpguard).
+Tokens and keys are compared in constant time, the `Bearer` scheme in any case; a request body over
+`max_body_bytes` (16 MiB by default) is refused with a 413 while it is being read, before anything of it is stored
+or forwarded (see clawgym.httpguard). The server's connection limits (per sandbox, in all, idle) are in
+clawgym.gateway.connections.
 
 It is a bare ASGI application (no framework routing) and talks to the upstream with aiohttp, because it sits
 on the hot path of every model call.
@@ -52,6 +73,7 @@ import aiohttp
 from clawgym import httpguard
 from clawgym.gateway.budget import BUDGET_ERROR_TYPE, Budget, BudgetBook
 from clawgym.gateway.capture import Assembled, dumps, loads, retokenize, strip_added
+from clawgym.gateway.routes import ALLOWED, Route, allowed_methods, parse_route, trajectory_key, upstream_path
 from clawgym.gateway.sampling import SamplingOverride
 from clawgym.pool.store import PoolClosed
 
@@ -159,18 +181,22 @@ class Gateway:
         max_body_bytes: int | None = httpguard.DEFAULT_MAX_BODY_BYTES,
         sampling: SamplingOverride | None = None,
         reader_token: str | None = None,
+        route_secret: str | bytes | None = None,
     ):
         """`budget`: per-trajectory limits (model calls, tokens, wall time); a trajectory past them has its
-        calls refused (see clawgym.gateway.budget). Calls without a trajectory id are not budgeted.
+        calls refused (see clawgym.gateway.budget); calls without a trajectory id share one of their own.
         `max_body_bytes`: larger request bodies are answered 413, neither stored nor forwarded (None: no limit).
         `sampling`: parameters set on every forwarded chat request, over the agent's (see the module docstring).
-        `reader_token`: enables `GET /clawgym/trajectory/<id>` for callers with this token (not the agents')."""
+        `reader_token`: enables `GET /clawgym/trajectory/<id>` for callers with this token (not the agents').
+        `route_secret`: the gateway serves a rollout: every call must go to a trajectory route with that route's
+        key (`trajectory_key(route_secret, trajectory, group)`) or the gateway's `token` (see the module docstring)."""
         self.upstream = upstream.rstrip("/")
         if not self.upstream.endswith("/v1"):
             self.upstream += "/v1"
         self.pool = pool
         self.token = token
         self.reader_token = reader_token
+        self.route_secret = route_secret
         self.upstream_key = upstream_key
         self.tokenizer = tokenizer
         self.upstream_token_ids = request_token_ids  # cleared when the upstream refuses the fields
@@ -184,20 +210,26 @@ class Gateway:
         self._index_lock = threading.Lock()
         self.budgets = BudgetBook(budget)
         self.stats = {"requests": 0, "steps": 0, "upstream_errors": 0, "retokenized": 0, "budget_refused": 0,
-                      "body_refused": 0, "not_recorded": 0}
+                      "body_refused": 0, "not_recorded": 0, "route_refused": 0, "api_refused": 0,
+                      "invalid_requests": 0}
+        self.connections: Any = None  # the server's ConnectionGuard, when it has one (its counts go in /health)
 
     # -- plumbing -------------------------------------------------------------------------------------------
     def session(self) -> aiohttp.ClientSession:
         # aiohttp rather than httpx for the upstream: httpx's connection pool scans every connection on every
         # request and capped the gateway at a few hundred requests/s (profiled); aiohttp's does not.
         if self._session is None:
-            headers = {"Authorization": f"Bearer {self.upstream_key}"} if self.upstream_key else {}
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=1024, limit_per_host=1024, ttl_dns_cache=300),
-                timeout=aiohttp.ClientTimeout(total=self.timeout, connect=30.0), headers=headers,
+                timeout=aiohttp.ClientTimeout(total=self.timeout, connect=30.0),
                 skip_auto_headers=("User-Agent",),
             )
         return self._session
+
+    def _upstream_auth(self) -> dict[str, str]:
+        """The host's upstream key, as a header: added per request, and only to the allowed routes (see
+        clawgym.gateway.routes), never as a default of the session."""
+        return {"Authorization": f"Bearer {self.upstream_key}"} if self.upstream_key else {}
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -229,7 +261,9 @@ class Gateway:
         method: str = scope["method"]
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if path == "/health":
-            await _respond(send, 200, dumps({"status": "ok", "upstream": self.upstream, **self.stats}))
+            conns = {} if self.connections is None else {"connections": {"open": self.connections.open,
+                                                                         **self.connections.stats}}
+            await _respond(send, 200, dumps({"status": "ok", "upstream": self.upstream, **self.stats, **conns}))
             return
         if path.startswith(TRAJECTORY_PATH) and self.reader_token:  # the reader's token, never the agents'
             if method != "GET" or not httpguard.token_ok(headers.get("authorization"), self.reader_token):
@@ -238,13 +272,17 @@ class Gateway:
                 return
             await self._trajectory(unquote(path[len(TRAJECTORY_PATH):]), send)
             return
-        if self.token and not httpguard.token_ok(headers.get("authorization"), self.token):
-            await _respond(send, 401, dumps({"error": {"message": "missing or wrong bearer token", "code": 401}}),
-                           extra=[(b"www-authenticate", b"Bearer")])
+        route = parse_route(scope.get("raw_path") or path)
+        if route.api is None:
+            await _respond(send, 404, _error(404, f"no route for {path}", "not_found"))
             return
-        trajectory, group, rest = _route(path)
-        if rest is None:
-            await _respond(send, 404, dumps({"error": {"message": f"no route for {path}", "code": 404}}))
+        refused = self._authorize(route, headers.get("authorization"))
+        if refused is not None:
+            await _respond(send, *refused)
+            return
+        methods = allowed_methods(route.api)
+        if methods is None or method not in methods:
+            await self._refuse_api(route.api, method, methods, send)
             return
         try:
             body = await httpguard.read_body(scope, receive, self.max_body_bytes)
@@ -254,12 +292,57 @@ class Gateway:
             return
         except httpguard.ClientDisconnected:
             return
-        trajectory = trajectory or headers.get("x-clawgym-trajectory")
-        group = group or headers.get("x-clawgym-group")
-        if method == "POST" and rest == "/chat/completions":
+        trajectory, group = route.trajectory, route.group
+        if self.route_secret is None:  # standalone: ids may also ride in headers (or, for chat, the model name)
+            trajectory = trajectory or headers.get("x-clawgym-trajectory") or None
+            group = group or headers.get("x-clawgym-group") or None
+        if route.api == ("chat", "completions"):
             await self._chat(body, trajectory, group, send)
         else:
-            await self._passthrough(method, rest, scope.get("query_string", b""), body, headers, send)
+            await self._passthrough(method, route.api, scope.get("query_string", b""), body, headers,
+                                    trajectory or UNASSIGNED, send)
+
+    def route_key(self, trajectory: str, group: str | None = None) -> str | None:
+        """The key an agent must send on the route of (`trajectory`, `group`); None when routes need no key."""
+        return None if self.route_secret is None else trajectory_key(self.route_secret, trajectory, group)
+
+    def _authorize(self, route: Route, authorization: str | None) -> tuple[int, bytes, str, list] | None:
+        """None when the caller may use `route`, else the refusal to answer (status, body, type, headers).
+
+        Standalone: the gateway's token, when it has one. A rollout (`route_secret` set): a trajectory route
+        only, with that route's key, or the gateway's own token (which the host's and the workers' processes hold,
+        never a sandbox)."""
+        challenge = [(b"www-authenticate", b"Bearer")]
+        if self.route_secret is None:
+            if self.token and not httpguard.token_ok(authorization, self.token):
+                return 401, _error(401, "missing or wrong bearer token", "authentication_error"), "application/json", \
+                    challenge
+            return None
+        if route.trajectory is None:
+            self.stats["route_refused"] += 1
+            return 403, _error(403, "this gateway serves a rollout: model calls must go to a trajectory route, "
+                                    "/t/<trajectory>/g/<group>/v1, with that trajectory's key",
+                               "trajectory_route_required"), "application/json", []
+        key = trajectory_key(self.route_secret, route.trajectory, route.group)
+        if httpguard.token_ok(authorization, key) or (self.token and httpguard.token_ok(authorization, self.token)):
+            return None
+        self.stats["route_refused"] += 1
+        return 401, _error(401, f"missing or wrong key for the route of trajectory {route.trajectory!r}",
+                           "authentication_error"), "application/json", challenge
+
+    async def _refuse_api(self, api: tuple[str, ...], method: str, methods: tuple[str, ...] | None,
+                          send: Any) -> None:
+        """A 404 for a route the gateway does not serve, a 405 for another method on one it serves: neither
+        reaches the upstream (which would get it with the host's key)."""
+        self.stats["api_refused"] += 1
+        where = "/v1" + upstream_path(api) if api else "/v1"
+        if methods is None:
+            allowed = ", ".join(f"{' '.join(m)} /v1{upstream_path(a)}" for a, m in ALLOWED.items())
+            await _respond(send, 404, _error(404, f"the gateway does not serve {where} (it serves {allowed})",
+                                             "not_found"))
+            return
+        await _respond(send, 405, _error(405, f"{method} is not allowed on {where} (only {', '.join(methods)})",
+                                         "method_not_allowed"), extra=[(b"allow", ", ".join(methods).encode())])
 
     async def _trajectory(self, trajectory: str, send: Any) -> None:
         """What the gateway holds of one trajectory: its steps as the pool has them and its budget spend (for an
@@ -272,15 +355,29 @@ class Gateway:
         await _respond(send, 200, dumps({"steps": [s.model_dump(mode="json") for s in steps],
                                          "spend": self.budgets.spend(trajectory)}))
 
-    async def _passthrough(self, method: str, rest: str, query: bytes, body: bytes, headers: dict, send: Any) -> None:
-        url = self.upstream + rest + (("?" + query.decode()) if query else "")
+    async def _passthrough(self, method: str, api: tuple[str, ...], query: bytes, body: bytes, headers: dict,
+                           trajectory: str, send: Any) -> None:
+        """An allowed route other than chat (completions, responses, models), forwarded as it is and not recorded
+        as a step; a POST is a model call, so it is admitted against (and charged to) the trajectory's budget."""
+        call = method == "POST"
+        if call and self.budgets.budget:
+            refused = self.budgets.admit(trajectory)
+            if refused is not None:
+                self.stats["budget_refused"] += 1
+                await _respond(send, 400, _error(400, refused, BUDGET_ERROR_TYPE, code=BUDGET_ERROR_TYPE))
+                return
+        url = self.upstream + upstream_path(api) + (("?" + query.decode("latin-1")) if query else "")
         fwd = {k: v for k, v in headers.items() if k in ("content-type", "accept")}
         try:
-            async with self.session().request(method, url, data=body or None, headers=fwd) as r:
+            async with self.session().request(method, url, data=body or None,
+                                              headers={**fwd, **self._upstream_auth()}) as r:
                 content = await r.read()
                 await _respond(send, r.status, content, r.headers.get("content-type", "application/json"))
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            await _respond(send, 502, dumps({"error": {"message": f"upstream unreachable: {exc!r}", "code": 502}}))
+            await _respond(send, 502, _error(502, f"upstream unreachable: {exc!r}", "upstream_error"))
+            return
+        if call and self.budgets.budget and r.status == 200:
+            self.budgets.charge(trajectory, _usage_of(content))
 
     async def _chat(self, raw: bytes, trajectory: str | None, group: str | None, send: Any) -> None:
         self.stats["requests"] += 1
@@ -289,23 +386,28 @@ class Gateway:
             if not isinstance(body, dict):
                 raise ValueError("not an object")
         except ValueError:
-            await _respond(send, 400, dumps({"error": {"message": "the request body is not a JSON object", "code": 400}}))
+            await _respond(send, 400, _error(400, "the request body is not a JSON object"))
             return
-        model = str(body.get("model") or "")
-        if "__" in model:  # ClawGym's convention: the trajectory (and group) ride in the model name
+        invalid = chat_body_error(body)
+        if invalid is not None:
+            self.stats["invalid_requests"] += 1
+            await _respond(send, 400, _error(400, invalid[1], param=invalid[0]))
+            return
+        model = body.get("model") or ""
+        if "__" in model and self.route_secret is None:
+            # ClawGym's convention (standalone only): the trajectory (and group) ride in the model name
             parts = model.split("__")
-            model, trajectory = parts[0], trajectory or parts[1]
+            model, trajectory = parts[0], trajectory or parts[1] or None
             if len(parts) > 2:
-                group = group or parts[2]
+                group = group or parts[2] or None
             body["model"] = model
-        trajectory = trajectory or UNASSIGNED
+        trajectory = trajectory or UNASSIGNED  # (a rollout's gateway has refused calls without a trajectory)
         group = group or trajectory
-        if self.budgets.budget and trajectory != UNASSIGNED:
+        if self.budgets.budget:  # unassigned calls too: they share a budget of their own, `_unassigned`
             refused = self.budgets.admit(trajectory)
             if refused is not None:
                 self.stats["budget_refused"] += 1
-                await _respond(send, 400, dumps({"error": {"message": refused, "type": BUDGET_ERROR_TYPE,
-                                                           "code": BUDGET_ERROR_TYPE}}))
+                await _respond(send, 400, _error(400, refused, BUDGET_ERROR_TYPE, code=BUDGET_ERROR_TYPE))
                 return
         asked = {"return_token_ids": bool(body.get("return_token_ids")), "logprobs": bool(body.get("logprobs"))}
         stream = bool(body.get("stream"))
@@ -341,7 +443,7 @@ class Gateway:
         """POST to the upstream (the caller releases the response); if it refuses the token fields we added,
         once more without them."""
         r = await self.session().post(self.upstream + "/chat/completions", data=dumps(fwd),
-                                      headers={"Content-Type": "application/json"})
+                                      headers={"Content-Type": "application/json", **self._upstream_auth()})
         if r.status == 400 and fwd.get("return_token_ids") and self.upstream_token_ids:
             text = (await r.read()).decode("utf-8", "replace")
             if "return_token_ids" in text or "logprobs" in text or "nrecognized" in text:
@@ -367,8 +469,10 @@ class Gateway:
             return
         try:
             data = loads(content)
+            if not isinstance(data, dict):
+                raise ValueError("not an object")
         except ValueError:
-            await self._record_error(meta, "upstream body is not JSON")
+            await self._record_error(meta, "upstream body is not a JSON object")
             await _respond(send, 502, dumps({"error": {"message": "the upstream answered with a body that is not JSON",
                                                        "code": 502}}))
             return
@@ -414,6 +518,8 @@ class Gateway:
                 try:
                     chunk = loads(payload)
                 except ValueError:
+                    continue
+                if not isinstance(chunk, dict):
                     continue
                 asm.add_chunk(chunk)
                 if ttft is None and any((c.get("delta") or {}).get("content") or (c.get("delta") or {}).get("tool_calls")
@@ -476,7 +582,7 @@ class Gateway:
         )
         await self._writer.submit(step)
         self.stats["steps"] += 1
-        if self.budgets.budget and meta["trajectory"] != UNASSIGNED:
+        if self.budgets.budget:
             self.budgets.charge(meta["trajectory"], asm.usage)
 
     async def _record_error(self, meta: dict, message: str) -> None:
@@ -496,21 +602,59 @@ class Gateway:
         await _respond(send, status, dumps({"error": {"message": message, "type": "upstream_error", "code": status}}))
 
 
-def _route(path: str) -> tuple[str | None, str | None, str | None]:
-    """(trajectory, group, path after /v1) of a request path, or rest=None when it is not an API path."""
-    trajectory = group = None
-    if path.startswith("/t/"):
-        parts = path.split("/")
-        # ['', 't', TID, ('g', GID,) 'v1', ...]
-        trajectory = unquote(parts[2]) if len(parts) > 2 else None
-        i = 3
-        if len(parts) > 4 and parts[3] == "g":
-            group = unquote(parts[4])
-            i = 5
-        path = "/" + "/".join(parts[i:])
-    if path == "/v1" or path.startswith("/v1/"):
-        return trajectory, group, path[3:] or "/"
-    return trajectory, group, None
+def _error(status: int, message: str, kind: str = "invalid_request_error", *, param: str | None = None,
+           code: int | str | None = None) -> bytes:
+    """An OpenAI-style error body."""
+    return dumps({"error": {"message": message, "type": kind, "param": param,
+                            "code": status if code is None else code}})
+
+
+# the chat request's fields the gateway itself reads: (JSON types allowed, what the error calls them)
+_CHAT_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "model": ((str,), "a string"),
+    "messages": ((list,), "an array of message objects"),
+    "tools": ((list,), "an array of tool objects"),
+    "stream": ((bool,), "a boolean"),
+    "stream_options": ((dict,), "an object"),
+    "return_token_ids": ((bool,), "a boolean"),
+    "logprobs": ((bool,), "a boolean"),
+}
+
+
+def chat_body_error(body: dict) -> tuple[str, str] | None:
+    """(param, message) when a field of a chat request that the gateway reads has the wrong type (a 400: it is the
+    caller's mistake, never the gateway's 500); None when they are all usable. null counts as absent."""
+    for name, (types, what) in _CHAT_FIELDS.items():
+        value = body.get(name)
+        if value is not None and not isinstance(value, types):
+            return name, f"'{name}' must be {what}, not {type(value).__name__}: {_short_repr(value)}"
+    for name in ("messages", "tools"):
+        items = body.get(name) or []
+        bad = next((i for i, item in enumerate(items) if not isinstance(item, dict)), None)
+        if bad is not None:
+            return f"{name}.{bad}", f"'{name}[{bad}]' must be an object, not {type(items[bad]).__name__}"
+    include = (body.get("stream_options") or {}).get("include_usage")
+    if include is not None and not isinstance(include, bool):
+        return "stream_options.include_usage", "'stream_options.include_usage' must be a boolean"
+    return None
+
+
+def _short_repr(value: Any, n: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def _usage_of(content: bytes) -> dict:
+    """The `usage` of an upstream's JSON answer ({} when it has none or is not JSON)."""
+    try:
+        data = loads(content)
+    except ValueError:
+        return {}
+    usage = data.get("usage") if isinstance(data, dict) else None
+    if not isinstance(usage, dict):
+        return {}
+    return {k: v for k, v in usage.items() if k in ("prompt_tokens", "completion_tokens", "total_tokens",
+                                                    "input_tokens", "output_tokens") and isinstance(v, int)}
 
 
 async def _respond(send: Any, status: int, body: bytes, ctype: str = "application/json",

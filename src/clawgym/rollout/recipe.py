@@ -30,7 +30,9 @@ class AgentRecipe:
     name: str  # noop | oracle | llm | openclaw
     model: str | None = None
     gateway: str | None = None  # http://HOST:PORT of the gateway (llm)
-    token: str | None = None  # the gateway's bearer token (llm; openclaw: OpenClaw's provider key)
+    # the gateway's bearer token (llm); openclaw: the secret its route keys are derived from (OpenClaw gets only its
+    # route's key)
+    token: str | None = None
     reader_token: str | None = None  # openclaw: the worker's token to read its trajectory back from the gateway
     id_prefix: str = ""
     group_prefix: str = ""

@@ -76,6 +76,14 @@ def _endpoint_settings(spec: AgentSpec) -> dict[str, str]:
     return {"endpoint": "embedded", "precision": spec.precision}
 
 
+def rollout_route_secret(token: str | None) -> str:
+    """The secret a rollout's gateway derives each trajectory route's key from (clawgym.gateway.routes).
+
+    Local: a fresh one, held by this process alone. On a cluster: the gateway's token, which the workers already
+    hold (clawgym.rollout.recipe) and derive their episodes' keys from; their sandboxes get only those keys."""
+    return token if token is not None else secrets.token_urlsafe(32)
+
+
 @contextmanager
 def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: RolloutOptions,
                   announce: Callable[[Any], None] | None = None) -> Iterator[AgentSession]:
@@ -120,9 +128,10 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
             # on other hosts
             gw_host = options.executor.gateway_host() if remote else "127.0.0.1"
             token = secrets.token_urlsafe(24) if remote else None
+            route_secret = rollout_route_secret(token)
             gw = stack.enter_context(GatewayThread(url, pool, policy_version=spec.policy_version,
                                                    upstream_key=os.environ.get("OPENAI_API_KEY"),
-                                                   token=token, host=gw_host))
+                                                   token=token, host=gw_host, route_secret=route_secret))
 
             def route(task, ctx):
                 return gw.url_for(pre + ctx.trajectory_id, gpre + task.id)
@@ -152,7 +161,8 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
                 group_prefix=gpre, limits=dict(limits.__dict__), seed=spec.seed,
                 llm_concurrency=spec.llm_concurrency, request_timeout=spec.request_timeout, stream=spec.stream)
         settings.update(model=spec.model, base_url=url, limits_agent=limits.__dict__, **_endpoint_settings(spec))
-        yield AgentSession(lambda: LLMAgent(client, limits, route=route, seed=spec.seed), settings, client)
+        yield AgentSession(lambda: LLMAgent(client, limits, route=route, seed=spec.seed,
+                                            route_secret=route_secret if spec.gateway else None), settings, client)
 
 
 @contextmanager
@@ -217,7 +227,9 @@ def openclaw_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options:
             sock_dir.chmod(0o755)
         gw_host = options.executor.gateway_host() if remote else "127.0.0.1"
         token = secrets.token_urlsafe(24) if remote else None
-        # the nodes' workers (not the agents in their sandboxes, who hold `token`) read trajectories back with this
+        route_secret = rollout_route_secret(token)
+        # the nodes' workers (not the agents in their sandboxes, who hold only their route's key) read
+        # trajectories back with this
         reader = secrets.token_urlsafe(24) if remote else None
         budget = Budget(max_steps=spec.budget_steps or spec.max_turns,
                         max_tokens=spec.budget_tokens or spec.max_total_tokens,
@@ -226,7 +238,8 @@ def openclaw_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options:
         gw = stack.enter_context(GatewayThread(url, pool, policy_version=spec.policy_version, budget=budget,
                                                upstream_key=os.environ.get("OPENAI_API_KEY"),
                                                uds=None if remote else sock_dir / SOCKET_NAME, sampling=sampling,
-                                               token=token, host=gw_host, reader_token=reader))
+                                               token=token, host=gw_host, reader_token=reader,
+                                               route_secret=route_secret))
 
         def on_attempt(t) -> None:
             tid = t.id if t.attempts == 1 else f"{t.id}~{t.attempts}"
@@ -250,7 +263,7 @@ def openclaw_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options:
 
         settings_oc = OpenClawSettings(model=spec.model, max_tokens=spec.max_tokens,
                                        version=inst.version if inst is not None else version,
-                                       context_window=spec.context_window)
+                                       context_window=spec.context_window, api_key=route_secret)
         oc_info = {"version": inst.version, "node": inst.node_version, "root": str(inst.root)} if not remote else \
             {"version": version, "nodes": nodes_inst}
         settings = {"model": spec.model, "base_url": url, "pool": str(pool_dir), **({"pool_id_prefix": pre} if pre else {}),

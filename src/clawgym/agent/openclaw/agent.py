@@ -31,6 +31,7 @@ from clawgym.agent.openclaw.config import (
 )
 from clawgym.agent.openclaw.transcript import OpenClawTranscript, TranscriptReadError, read_transcript
 from clawgym.core.records import Task
+from clawgym.gateway.routes import route_key
 from clawgym.sandbox.base import Sandbox
 
 SHUTDOWN_GRACE_S = 20.0  # beyond OpenClaw's own --timeout, before the sandbox kills it
@@ -43,7 +44,10 @@ class OpenClawSettings:
     context_window: int = 32768
     thinking: str = "off"
     version: str = ""
-    api_key: str = "clawgym"  # OpenClaw's bearer token for the gateway (the gateway's token on a cluster)
+    # the secret OpenClaw's bearer token is derived from: OpenClaw gets only the key of its own route,
+    # route_key(api_key, route), never api_key itself (the rollout gateway's route secret; on a cluster the
+    # gateway's token, which is also its route secret there; see clawgym.gateway.routes)
+    api_key: str = "clawgym"
 
 
 class OpenClawAgent:
@@ -66,9 +70,10 @@ class OpenClawAgent:
             return AgentOutcome(transcript=[], status="infra_error", error_kind="openclaw_mounts",
                                 error="the sandbox was started without the OpenClaw mounts (see clawgym.rollout.setup)")
         ws = sandbox.workdir
-        cfg = openclaw_config(base_url=relay_url(self.route(task, ctx)), model=self.settings.model, workspace=ws,
+        route = self.route(task, ctx)
+        cfg = openclaw_config(base_url=relay_url(route), model=self.settings.model, workspace=ws,
                               max_tokens=self.settings.max_tokens, context_window=self.settings.context_window,
-                              api_key=self.settings.api_key)
+                              api_key=route_key(self.settings.api_key, route))
         (state_host / "openclaw.json").write_text(json.dumps(cfg, indent=2) + "\n")
         (state_host / "oc").mkdir(exist_ok=True)
         prompts = [task.instruction] + [s.prompt for s in task.sessions]

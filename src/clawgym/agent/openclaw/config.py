@@ -9,7 +9,9 @@ Inside every sandbox (the paths below are bind mounts set up by the rollout, see
 The sandbox has no network of its own (bwrap `--unshare-all`, Docker `network_mode=none`): only its loopback.
 A relay (a few lines of Node, started next to OpenClaw) listens on 127.0.0.1:RELAY_PORT of the sandbox's
 loopback and forwards each connection to the gateway's unix socket; OpenClaw's provider points at
-`http://127.0.0.1:RELAY_PORT/t/<trajectory>/g/<task>/v1`, so every call it makes is recorded under the episode.
+`http://127.0.0.1:RELAY_PORT/t/<trajectory>/g/<task>/v1`, so every call it makes is recorded under the episode,
+and its provider key is that route's key: the socket is the same in every sandbox, but the gateway takes a call
+on a trajectory's route only with that trajectory's key, so a sandbox can reach no other trajectory.
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ def openclaw_config(*, base_url: str, model: str, workspace: str, max_tokens: in
                     context_window: int = 32768, api_key: str = "clawgym") -> dict[str, Any]:
     """The `openclaw.json` of one episode: one OpenAI-compatible provider (the gateway, through the relay),
     bootstrap files skipped (the task's workspace is left as the task made it), the small tool surface.
-    `api_key`: what OpenClaw sends as its bearer token: the gateway's token when it has one (a cluster run)."""
+    `api_key`: what OpenClaw sends as its bearer token: the key of its own trajectory route (see
+    clawgym.gateway.routes), the only credential its sandbox ever holds."""
     return {
         "models": {"providers": {PROVIDER: {
             "baseUrl": base_url, "apiKey": api_key, "api": "openai-completions",

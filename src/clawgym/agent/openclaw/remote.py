@@ -4,14 +4,16 @@ A local run binds the gateway's unix socket into every sandbox; the in-sandbox r
 connections to it. On a node the gateway is another machine's TCP port, so the node's worker process offers a
 unix socket of its own (:class:`NodeRelay`) that forwards every connection, byte for byte, to the driver's
 gateway; the sandbox sees the same mount, the same socket name and the same relay as in a local run, and still
-has no network. Nothing is added to or taken from the requests: OpenClaw sends the gateway's token as its
-provider key (the sandbox can reach nothing but the gateway anyway), so the gateway records the same steps as
-for a local run.
+has no network. Nothing is added to or taken from the requests: OpenClaw sends the key of its own trajectory
+route as its provider key, derived by the worker from the gateway's token (clawgym.gateway.routes), so the
+gateway records the same steps as for a local run and takes no call of one sandbox on another's route. Like the
+gateway's own socket, the relay's holds each sandbox to a few connections (clawgym.gateway.connections), so no
+sandbox can use up the worker's file descriptors.
 
 What a local episode reads from the driver's pool and budget book (the gateway's steps of its trajectory, what
 the budget says it spent) a remote episode asks the gateway for (:class:`GatewayReader`,
 `GET /clawgym/trajectory/<id>`) with a second token, the reader's, which only the worker process holds: OpenClaw
-in the sandbox has the agents' token, which that endpoint refuses, so it cannot read other trajectories' calls.
+in the sandbox has only its route's key, which that endpoint refuses, so it cannot read other trajectories' calls.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from urllib.parse import quote, urlsplit
 
 from clawgym.agent.openclaw.config import SOCKET_NAME
 from clawgym.core.errors import ClawgymError
+from clawgym.gateway.connections import ConnectionGuard, ConnectionLimits
 
 _RELAYS: dict[str, NodeRelay] = {}
 _LOCK = threading.Lock()
@@ -41,8 +44,9 @@ class NodeRelay:
     socket directory) whose connections are piped to the TCP gateway at `host:port`. One per worker process
     and gateway (:func:`node_relay`), serving on a daemon thread for the process's life."""
 
-    def __init__(self, host: str, port: int):
+    def __init__(self, host: str, port: int, limits: ConnectionLimits | None = None):
         self.host, self.port = host, port
+        self.guard = ConnectionGuard(limits)  # used on the relay's event loop only
         self.dir = Path(tempfile.mkdtemp(prefix="clawgym-gw-"))  # short: unix socket paths are limited to 108 bytes
         self.dir.chmod(0o755)
         self.path = self.dir / SOCKET_NAME
@@ -59,7 +63,8 @@ class NodeRelay:
 
         async def main() -> None:
             try:
-                server = await asyncio.start_unix_server(self._handle, path=str(self.path))
+                server = await asyncio.start_unix_server(self._handle, path=str(self.path),
+                                                         backlog=self.guard.limits.backlog())
                 os.chmod(self.path, 0o666)  # any uid in a sandbox may connect; the directory bounds who sees it
             except BaseException as exc:  # noqa: BLE001 - reported to the constructor
                 self._error = exc
@@ -72,6 +77,19 @@ class NodeRelay:
         self._loop.run_until_complete(main())
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        admitted, peer = self.guard.admit(writer.get_extra_info("socket"))
+        if not admitted:
+            writer.transport.abort()
+            return
+        try:
+            await self._pipe(reader, writer)
+        finally:
+            self.guard.release(peer)
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Forward one sandbox connection to the gateway, byte for byte, until the gateway's side ends (an answer
+        complete, or the gateway closing an idle connection): then the sandbox's side is closed too, so an idle
+        sandbox connection lasts no longer here than the gateway lets it."""
         try:
             up_r, up_w = await asyncio.open_connection(self.host, self.port)
         except OSError:
@@ -88,11 +106,15 @@ class NodeRelay:
                 dst.write(data)
                 await dst.drain()
 
+        to_gateway = asyncio.ensure_future(pipe(reader, up_w))  # may end first: a client that half-closes
         try:
-            await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer))
+            await pipe(up_r, writer)
         except (OSError, asyncio.IncompleteReadError):
             pass
         finally:
+            to_gateway.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await to_gateway
             for w in (writer, up_w):
                 with contextlib.suppress(Exception):
                     w.close()
