@@ -374,3 +374,271 @@ def test_longest_real_task_ids_fit(datasets):
     ids += [t.id for t in import_pinchbench(datasets / "pinchbench-v1").tasks]
     assert len(ids) == 52 and max(map(len, ids)) < 200
     assert Task.model_validate(task("t" * 200)).id == "t" * 200
+
+
+# ----------------------------------------------------------------------------------------- 12: timeouts
+
+
+def raw_line(d: dict, **literals: str) -> bytes:
+    """`line(d)` with each string value `"@NAME@"` replaced by the JSON text `literals[NAME]` (a number such as
+    `1e999`, which json.dumps cannot write, or NaN)."""
+    out = line(d)
+    for name, text in literals.items():
+        out = out.replace(f'"@{name}@"'.encode(), text.encode())
+    return out
+
+
+def checker_timeout(tid: str, value: object) -> dict:
+    d = task(tid)
+    d["verifier"]["code"]["timeout_seconds"] = value
+    return d
+
+
+def task_timeout(tid: str, value: object) -> dict:
+    return {**task(tid), "timeout_seconds": value}
+
+
+def test_checker_timeout_of_1e999_or_1e9_refused_at_load(tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_bytes(
+        raw_line(checker_timeout("c-inf", "@x@"), x="1e999")  # valid JSON, read as infinity
+        + line(checker_timeout("c-1e9", 1e9))
+        + raw_line(checker_timeout("c-nan", "@x@"), x="NaN")
+        + raw_line(task_timeout("t-inf", "@x@"), x="1e999")
+        + line(task_timeout("t-1e9", 1e9))
+        + raw_line(task_timeout("t-infinity", "@x@"), x="-Infinity")
+        + line({**checker_timeout("at-caps", 3600), "timeout_seconds": 24 * 3600})  # the caps themselves
+        + line(task("good"))
+    )
+    r = cli("validate", tasks)
+    assert r.returncode == 1
+    for n in (1, 2, 3):
+        assert_one_line_error(r.stderr, f"{tasks}:{n}: verifier.code.timeout_seconds: ")
+    for n in (4, 5, 6):
+        assert_one_line_error(r.stderr, f"{tasks}:{n}: timeout_seconds: ")
+    assert r.stderr.count("finite") == 4, r.stderr  # 1e999, NaN, 1e999, -Infinity
+    assert "2 valid task records, 6 bad lines" in r.stdout
+    read = read_records_lenient(tasks, Task)
+    assert [t.id for t in read.records] == ["at-caps", "good"]
+    from clawgym.core.records import MAX_CHECK_TIMEOUT_SECONDS, MAX_TASK_TIMEOUT_SECONDS
+
+    assert (MAX_CHECK_TIMEOUT_SECONDS, MAX_TASK_TIMEOUT_SECONDS) == (3600, 24 * 3600)
+
+
+@pytest.mark.parametrize(("field", "place"), [
+    ("verifier.code_weight", lambda d: d["verifier"].update(code_weight="@x@", rubric={"text": "t"})),
+    ("verifier.rubric.rules[0].weight",
+     lambda d: d["verifier"].update(rubric={"rules": [{"name": "r", "weight": "@x@"}]})),
+    ("metadata.difficulty", lambda d: d.update(metadata={"difficulty": "@x@"})),
+    ("metadata.scores[1]", lambda d: d.update(metadata={"scores": [0.5, "@x@"]})),
+    ("reference.steps[0].arguments.n", lambda d: d["reference"]["steps"][0]["arguments"].update(n="@x@")),
+    ("workspace.files[0].generate.params.data.x",
+     lambda d: d.update(workspace={"files": [{"path": "a.json", "generate": {"kind": "json",
+                                                                             "params": {"data": {"x": "@x@"}}}}]})),
+])
+@pytest.mark.parametrize("literal", ["1e999", "NaN", "-Infinity"])
+def test_non_finite_number_anywhere_in_a_task_refused_at_load(tmp_path, field, place, literal):
+    bad = task("bad")
+    place(bad)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_bytes(raw_line(bad, x=literal) + line(task("good")))
+    read = read_records_lenient(tasks, Task)
+    assert [t.id for t in read.records] == ["good"]
+    assert len(read.errors) == 1 and str(read.errors[0]).startswith(f"{tasks}:1: {field}: "), read.errors
+    assert "finite" in str(read.errors[0])
+
+
+# ----------------------------------------------------------------------------------------- 13: lone surrogates
+
+
+def test_lone_surrogate_in_task_metadata_refused_at_load(tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    emoji = task("emoji")
+    emoji["instruction"] = "Write done.txt \U0001f600."  # json.dumps writes a surrogate *pair* escape: valid
+    tasks.write_bytes(line({**task("bad"), "metadata": {"note": "caf\ud800"}}) + line(task("good")) + line(emoji))
+    assert b"\\ud800" in tasks.read_bytes() and b"\\ud83d\\ude00" in tasks.read_bytes()
+    r = cli("validate", tasks)
+    assert r.returncode == 1
+    assert_one_line_error(r.stderr, f"{tasks}:1: metadata.note: ")
+    assert "U+D800" in r.stderr
+    assert "2 valid task records, 1 bad lines" in r.stdout
+    read = read_records_lenient(tasks, Task)
+    assert [t.id for t in read.records] == ["good", "emoji"]
+    for t in read.records:  # what loads can be written again (the lone surrogate could not)
+        t.model_dump_json()
+
+
+CHECKS_VERIFIER = {"code": {"kind": "checks", "checklib": {"version": 1, "sha256": "0" * 64},
+                            "checks": [{"name": "c", "fn": "file_exists", "args": {"path": "@s@"}}]}}
+
+
+@pytest.mark.parametrize(("field", "place"), [
+    ("instruction", lambda d: d.update(instruction="@s@")),
+    ("metadata.tags[2]", lambda d: d.update(metadata={"tags": ["a", "b", "@s@"]})),
+    ("metadata.deep.er", lambda d: d.update(metadata={"deep": {"er": "@s@"}})),
+    ("metadata", lambda d: d.update(metadata={"\udc80key": 1})),  # a key
+    ("workspace.files[0].content", lambda d: d.update(workspace={"files": [{"path": "a.txt", "content": "@s@"}]})),
+    ("workspace.files[0].path", lambda d: d.update(workspace={"files": [{"path": "@s@", "content": "x"}]})),
+    ("verifier.code.checks[0].args.path", lambda d: d.update(verifier=json.loads(json.dumps(CHECKS_VERIFIER)))),
+    ("verifier.code.entry", lambda d: d["verifier"]["code"].update(entry="@s@")),
+    ("reference.steps[0].arguments.content", lambda d: d["reference"]["steps"][0]["arguments"].update(content="@s@")),
+    ("sessions[0].prompt", lambda d: d.update(sessions=[{"id": "s", "prompt": "@s@"}])),
+])
+def test_lone_surrogate_anywhere_in_a_task_refused_with_its_field_path(tmp_path, field, place):
+    bad = task("bad")
+    place(bad)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_bytes(raw_line(bad, s='"x\\udc80y"') + line(task("good")))
+    read = read_records_lenient(tasks, Task)
+    assert [t.id for t in read.records] == ["good"]
+    assert len(read.errors) == 1 and str(read.errors[0]).startswith(f"{tasks}:1: {field}: "), read.errors
+    assert "U+DC80" in str(read.errors[0])
+
+
+# ----------------------------------------------------------------------------------------- 14: invisible ids
+
+
+def test_task_id_with_bidi_override_or_zero_width_char_refused_at_load(tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_bytes(
+        line(task("invoice\u202efdp.exe"))  # prints as "invoiceexe.pdf"
+        + line(task("a\u200bb"))  # prints as "ab"
+        + line(task("cafe\u0301"))  # prints as "café", but is not the NFC "café" below
+        + line(task("ab")) + line(task("caf\u00e9"))
+    )
+    r = cli("validate", tasks)
+    assert r.returncode == 1
+    assert_one_line_error(r.stderr, f"{tasks}:1: id: ")
+    assert_one_line_error(r.stderr, f"{tasks}:2: id: ")
+    assert_one_line_error(r.stderr, f"{tasks}:3: id: ")
+    assert "U+202E" in r.stderr and "U+200B" in r.stderr and "U+0301" in r.stderr and "NFC" in r.stderr
+    assert "\u202e" not in r.stderr and "\u200b" not in r.stderr  # the error does not replay the trick
+    assert "2 valid task records, 3 bad lines" in r.stdout
+
+
+@pytest.mark.parametrize("char", [
+    "\u202e", "\u202d", "\u2066", "\u2067", "\u2068", "\u200e", "\u200f", "\u061c",  # bidi controls and marks
+    "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\U000e0041",  # zero-width, BOM, soft hyphen, tag
+    "\x85", "\x7f", "\u2028", "\u2029",  # controls, line and paragraph separators
+    "\ue000", "\U000f0000",  # private use
+    "\u0378", "\U000e0080",  # unassigned
+    "\u00a0", "\u3000", "\u2009",  # spaces that print as a space but are not one
+])
+def test_id_with_invisible_or_lookalike_character_refused_naming_it(char):
+    with pytest.raises(ValueError, match=f"id\\n.*U\\+{ord(char):04X}"):
+        Task.model_validate(task(f"task{char}1"))
+
+
+def test_id_not_in_nfc_refused_naming_the_character():
+    with pytest.raises(ValueError, match=r"id\n.*NFC.*U\+030A"):
+        Task.model_validate(task("A\u030angstrom"))  # Å as A + combining ring
+    with pytest.raises(ValueError, match=r"id\n.*NFC.*U\+212B"):
+        Task.model_validate(task("\u212bngstrom"))  # the Angstrom sign, whose NFC is U+00C5
+
+
+@pytest.mark.parametrize(("field", "place"), [
+    ("sessions[0].id", lambda d, v: d.update(sessions=[{"id": v, "prompt": "p"}])),
+    ("verifier.code.checks[0].name", lambda d, v: d.update(verifier={"code": {
+        "kind": "checks", "checklib": {"version": 1, "sha256": "0" * 64},
+        "checks": [{"name": v, "fn": "file_exists", "args": {"path": "done.txt"}}]}})),
+    ("verifier.rubric.rules[0].name", lambda d, v: d["verifier"].update(rubric={"rules": [{"name": v}]})),
+    ("reference.steps[0].name", lambda d, v: d["reference"]["steps"][0].update(name=v)),
+    ("category", lambda d, v: d.update(category=v)),
+    ("subcategory", lambda d, v: d.update(subcategory=v)),
+    ("source", lambda d, v: d.update(source=v)),
+    ("operations[1]", lambda d, v: d.update(operations=["ok", v])),
+    ("skills[0]", lambda d, v: d.update(skills=[v])),
+])
+def test_other_ids_of_a_task_with_bidi_override_or_zero_width_char_refused(tmp_path, field, place):
+    tasks = tmp_path / "tasks.jsonl"
+    lines = b""
+    for n, char in enumerate(("\u202e", "\u200d", "e\u0301")):
+        bad = task(f"bad{n}")
+        place(bad, f"name{char}x")
+        lines += line(bad)
+    tasks.write_bytes(lines + line(task("good")))
+    read = read_records_lenient(tasks, Task)
+    assert [t.id for t in read.records] == ["good"]
+    assert [str(e).split(": ")[1] for e in read.errors] == [field] * 3, read.errors
+    assert "U+202E" in str(read.errors[0]) and "U+200D" in str(read.errors[1]) and "NFC" in str(read.errors[2])
+
+
+@pytest.mark.parametrize("tid", ["caf\u00e9", "\u65e5\u672c\u8a9e\u30bf\u30b9\u30af", "\u0437\u0430\u0434\u0430\u0447\u0430-1",
+                                 "Analysis & Reasoning", "\u0645\u0647\u0645\u0629", "a b", "emoji-\U0001f600"])
+def test_ids_in_any_script_still_accepted(tid):
+    t = Task.model_validate({**task(tid), "category": tid, "operations": [tid], "skills": [tid]})
+    assert t.id == tid
+
+
+# ----------------------------------------------------------------------------------------- 12-14: importers
+
+
+def _entry(folder: Path) -> dict:
+    return json.loads((folder / "data_entry.json").read_text())
+
+
+def test_import_clawgym_refuses_infinite_timeout_bidi_id_and_lone_surrogate(datasets, tmp_path):
+    src = tmp_path / "src"
+    good = _clawgym_folder(datasets, src, "task_0176")
+    inf, rlo, surrogate = (_clawgym_folder(datasets, src, name) for name in ("task_0308", "task_0439", "task_0492"))
+    (inf / "data_entry.json").write_text(json.dumps({**_entry(inf), "timeout_seconds": "@x@"}).replace('"@x@"', "1e999"))
+    (rlo / "data_entry.json").write_text(json.dumps({**_entry(rlo), "task_id": "task\u202e0439"}))
+    (surrogate / "data_entry.json").write_text(json.dumps({**_entry(surrogate), "note": "x\ud800"}))
+    from clawgym.importers import import_clawgym
+
+    res = import_clawgym(src)
+    assert [t.id for t in res.tasks] == [good.name]
+    failed = {Path(f.path).parent.name: str(f) for f in res.failures}
+    assert set(failed) == {inf.name, rlo.name, surrogate.name}, failed
+    assert all(Path(f.path).name == "data_entry.json" for f in res.failures)
+    assert "timeout_seconds" in failed[inf.name] and "finite" in failed[inf.name]
+    assert "id" in failed[rlo.name] and "U+202E" in failed[rlo.name]
+    assert "U+D800" in failed[surrogate.name]
+
+
+def test_import_pinchbench_refuses_infinite_timeout_and_bidi_ids(datasets, tmp_path):
+    pb = tmp_path / "pb"
+    shutil.copytree(datasets / "pinchbench-v1", pb)
+    tasks = pb / "tasks"
+    f = tasks / "task_09_files.md"
+    f.write_text(f.read_text().replace("timeout_seconds: 120", "timeout_seconds: .inf", 1))
+    f = tasks / "task_22_second_brain.md"
+    f.write_text(f.read_text().replace("  - id: conversation", '  - id: "conver\\u202esation"', 1))
+    (tasks / "task_00_sanity.md").rename(tasks / "task_00_sa\u200dnity.md")
+    from clawgym.importers import import_pinchbench
+
+    before = import_pinchbench(datasets / "pinchbench-v1")  # the sample's own failures (a missing asset) stay
+    res = import_pinchbench(pb)
+    failed = {Path(f.path).name: str(f) for f in res.failures}
+    ours = {"task_09_files.md", "task_22_second_brain.md", "task_00_sa\u200dnity.md"}
+    assert set(failed) == ours | {Path(f.path).name for f in before.failures}, failed
+    assert "timeout_seconds" in failed["task_09_files.md"] and "finite" in failed["task_09_files.md"]
+    assert "U+202E" in failed["task_22_second_brain.md"]
+    assert "U+200D" in failed["task_00_sa\u200dnity.md"]
+    assert len(res.tasks) == len(before.tasks) - 3
+
+
+# ----------------------------------------------------------------------------------------- bad lines, more
+
+
+def test_import_clawgym_file_name_not_utf8_is_a_failure_not_a_crash(datasets, tmp_path):
+    src = tmp_path / "src"
+    bad = _clawgym_folder(datasets, src)
+    _clawgym_folder(datasets, src, "task_0176")
+    with open(os.fsencode(bad / "input_files") + b"/\xff.txt", "wb") as fh:  # read back as a lone surrogate
+        fh.write(b"x")
+    out = tmp_path / "tasks.jsonl"
+    r = cli("import", "clawgym", src, "-o", out, timeout=120)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert_one_line_error(r.stderr, f"{bad / 'input_files'}/")
+    assert "U+DCFF" in r.stderr
+    assert [t.id for t in read_records(out, Task)] == ["task_0176"]
+
+
+def test_tasks_file_5000_digit_number_is_a_file_line_error(tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_bytes(raw_line({**task("big"), "metadata": {"n": "@n@"}}, n="1" * 5000) + line(task("good")))
+    r = cli("validate", tasks)
+    assert r.returncode == 1
+    assert_one_line_error(r.stderr, f"{tasks}:1: ")
+    assert "1 valid task records, 1 bad lines" in r.stdout

@@ -91,6 +91,13 @@ class ToolExecutor:
         return rel
 
     def call(self, name: str, args: Any) -> ToolOutcome:
+        """Run one tool call. What it says back is recorded and sent to the model, so text that cannot be UTF-8
+        (a lone surrogate the model wrote into a path, echoed in an error) is escaped (`core.text.printable`)."""
+        out = self._call(name, args)
+        out.text = printable(out.text)
+        return out
+
+    def _call(self, name: str, args: Any) -> ToolOutcome:
         tool = TOOL_ALIASES.get(name, name)
         handler = getattr(self, f"_tool_{tool}", None)
         if handler is None:
@@ -109,6 +116,8 @@ class ToolExecutor:
             return ToolOutcome(f"Error: {tool}: {exc}", True)
         except UnicodeDecodeError:
             return ToolOutcome(f"Error: {tool}: {args.get('path')} is not a UTF-8 text file", True)
+        except UnicodeEncodeError:  # a lone surrogate in a path or text the model wrote as a JSON escape
+            return ToolOutcome(f"Error: {tool}: the arguments hold text that is not valid Unicode", True)
         except OSError as exc:
             if exc.errno not in _AGENT_OS_ERRORS:
                 raise

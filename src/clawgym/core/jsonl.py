@@ -2,26 +2,36 @@
 
 Reading validates each line against its record type and reports the first problem as
 ``file:line: field: message``; a versioned record of an older form is migrated as it is read, one of a newer
-form refused with a RecordVersionError (see :mod:`clawgym.core.versions`). Appending writes each record as one
-whole line with a single ``write`` on an ``O_APPEND`` descriptor, so concurrent writers never interleave and a
-crash can at worst lose the last record, never leave a half line: a torn tail left by a killed process is cut
-back to the last newline when the file is next opened for appending. Whole-file writes go to a temporary file
-that is renamed into place.
+form refused with a RecordVersionError (see :mod:`clawgym.core.versions`). In a task line every string must be
+valid Unicode (no lone surrogate escape) and every number finite (no ``1e999``, ``NaN``, ``Infinity``): one pass
+over the line's text decides whether the record must search its data for the field to name.
+
+Appending writes each record as one whole line with a single ``write`` on an ``O_APPEND`` descriptor, so
+concurrent writers never interleave and a crash can at worst lose the last record, never leave a half line: a
+torn tail left by a killed process is cut back to the last newline when the file is next opened for appending.
+Whole-file writes go to a temporary file that is renamed into place.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
+import sys
 import threading
 from collections.abc import Iterable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from clawgym.core.errors import RecordError, RecordVersionError
+from clawgym.core.records import values_checked
+from clawgym.core.text import scrub
 from clawgym.core.versions import SCHEMA_VERSIONS, VERSION_INVALID, VERSION_NEWER, title
 
 M = TypeVar("M", bound=BaseModel)
@@ -51,6 +61,42 @@ def _too_deep(data: object, limit: int) -> bool:
     return False
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""A JSON escape of a UTF-16 surrogate (U+D800-U+DFFF): the only way a valid UTF-8 line can put a lone surrogate
+in a string. A pair (an emoji written as two escapes) matches too and is then found valid by the search."""
+
+
+class _NotFinite(Exception):
+    """A float literal the JSON parser would read as infinity (`1e999`), or NaN / Infinity / -Infinity."""
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite
+    return value
+
+
+def _refuse_constant(name: str) -> float:
+    raise _NotFinite
+
+
+def _load(line: str, checks_values: bool) -> tuple[Any, bool]:
+    """(the line's JSON data, whether its strings and floats are known to be good).
+
+    For a record type that checks its text and numbers (a task: records.CheckedTaskPart), the parser's float hooks see
+    every float literal and a regular expression scans the text for surrogate escapes: one pass, a few percent of
+    the reading time. A line they flag is read as usual and left to the record's own search, which names the
+    field; any other line is known good and validated without that search."""
+    if not checks_values:
+        return json.loads(line), False
+    try:
+        data = json.loads(line, parse_float=_finite_float, parse_constant=_refuse_constant)
+    except _NotFinite:
+        return json.loads(line), False
+    return data, _SURROGATE_ESCAPE.search(line) is None
+
+
 def parse_line(line: str, model: type[M], path: str | os.PathLike, lineno: int) -> M:
     """Parse and validate one JSONL line, raising RecordError that names file, line and field.
 
@@ -64,17 +110,21 @@ def parse_line(line: str, model: type[M], path: str | os.PathLike, lineno: int) 
             byte = f"byte 0x{bad - 0xDC00:02x}" if 0xDC80 <= bad <= 0xDCFF else "a lone surrogate"
             raise RecordError(str(path), lineno, None, f"not valid UTF-8 ({byte} at column {exc.start + 1})") from None
     try:
-        data = json.loads(line)
+        data, clean = _load(line, getattr(model, "checks_values", False))
     except json.JSONDecodeError as exc:
         raise RecordError(str(path), lineno, None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
         raise RecordError(str(path), lineno, None, f"nested too deeply (more than {MAX_NESTING} levels)") from None
+    except ValueError:  # an integer too long for int() (json raises a plain ValueError, with a traceback)
+        raise RecordError(str(path), lineno, None,
+                          f"holds an integer of more than {sys.get_int_max_str_digits()} digits") from None
     if not isinstance(data, dict):
         raise RecordError(str(path), lineno, None, f"expected a JSON object, got {type(data).__name__}")
     if (line.count("[") + line.count("{") > MAX_NESTING) and _too_deep(data, MAX_NESTING):
         raise RecordError(str(path), lineno, None, f"nested too deeply (more than {MAX_NESTING} levels)")
     try:
-        return model.model_validate(data)
+        with values_checked() if clean else nullcontext():
+            return model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
@@ -163,8 +213,18 @@ def read_records_lenient(path: str | os.PathLike, model: type[M]) -> LenientRead
     return LenientRead(records, errors)
 
 
+def record_json(record: BaseModel) -> str:
+    """`record.model_dump_json()`; a record holding text that cannot be UTF-8 (a lone surrogate: a file name
+    that is not UTF-8, an escape a model wrote) is written with that text escaped (:mod:`clawgym.core.text`)
+    instead of failing, so one odd byte never loses a record or a run."""
+    try:
+        return record.model_dump_json()
+    except PydanticSerializationError:
+        return json.dumps(scrub(record.model_dump(mode="json")), ensure_ascii=False, separators=(",", ":"))
+
+
 def dump_line(record: BaseModel) -> str:
-    return record.model_dump_json(exclude_none=False) + "\n"
+    return record_json(record) + "\n"
 
 
 def write_records(path: str | os.PathLike, records: Iterable[BaseModel]) -> int:
@@ -215,7 +275,7 @@ class JsonlAppender:
         self._lock = threading.Lock()
 
     def append(self, record: BaseModel) -> None:
-        self.append_json(record.model_dump_json())
+        self.append_json(record_json(record))
 
     def append_json(self, text: str) -> None:
         """Append one record already serialised by `model_dump_json()` (no second validation)."""

@@ -8,21 +8,28 @@ hand-written task is an error instead of a silently ignored key. Task, Trajector
 
 from __future__ import annotations
 
+import math
 import posixpath
 import re
 import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
     SerializerFunctionWrapHandler,
+    ValidationError,
     field_validator,
     model_serializer,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from clawgym.core.versions import LEGACY_VERSION, SCHEMA_VERSIONS, migrate
 
@@ -200,16 +207,221 @@ def _check_task_id(v: str) -> str:
         raise ValueError(f"too long: {size} bytes; a task id names files, so it is at most {MAX_TASK_ID_BYTES} bytes")
     if v in (".", ".."):
         raise ValueError(f"{v!r} cannot be a task id (it names files)")
-    bad = next((c for c in v if c in "/\\" or unicodedata.category(c) in ("Cc", "Zl", "Zp", "Cs")), None)
+    bad = next((c for c in v if c in "/\\"), None)
     if bad is not None:
         raise ValueError(f"must not contain {bad!r} (a task id names files and appears in one-line messages)")
-    return v
+    return _check_id(v)
+
+
+# Ids (task ids, session ids, check and rubric-rule names, tool names, sources, categories, operations, skills) are
+# shown to people, group results and name files: two different ids must never print the same. So an id is in NFC
+# (refused otherwise, never rewritten: the file is what the author wrote) and holds no character that prints as
+# nothing or as something else: controls (Cc), format characters (Cf: bidi overrides and isolates, zero-width
+# spaces and joiners, the BOM, soft hyphens, tags), surrogates (Cs), private-use (Co) and unassigned (Cn) code
+# points (unassigned in this Python's Unicode database), line and paragraph separators (Zl, Zp), and spaces other
+# than U+0020 (no-break, thin, ideographic: Zs). Letters of every script stay allowed; look-alike letters of
+# different scripts (Latin a, Cyrillic а) are not caught.
+_NOT_IN_IDS = {
+    "Cc": "a control character", "Cf": "an invisible format character (bidi control, zero-width, BOM, ...)",
+    "Cs": "a surrogate", "Co": "a private-use character", "Cn": "an unassigned code point",
+    "Zl": "a line separator", "Zp": "a paragraph separator", "Zs": "a space that is not U+0020",
+}
+
+
+def _char(c: str) -> str:
+    """`c` as `U+XXXX NAME`: never the character itself, which may be the trick (an override turning the line)."""
+    name = unicodedata.name(c, "")
+    return f"U+{ord(c):04X}" + (f" {name}" if name else "")
+
+
+def _first_not_nfc(v: str) -> int:
+    """Index of the character where `v` (not in NFC) first stops being NFC: the one that composes or reorders."""
+    nfc = unicodedata.normalize("NFC", v)
+    start = next((i for i, (a, b) in enumerate(zip(v, nfc, strict=False)) if a != b), min(len(v), len(nfc)))
+    for end in range(start, min(len(v), start + 32)):  # bounded: ids other than task ids have no length limit
+        if not unicodedata.is_normalized("NFC", v[start:end + 1]):
+            return end
+    return min(start, len(v) - 1)
+
+
+def _check_id(v: str) -> str:
+    """An id must print as itself (see _NOT_IN_IDS); the error names the character as U+XXXX.
+
+    The characters refused are exactly those `str.isprintable` refuses (categories C and Z but U+0020), so the
+    common case costs two C calls."""
+    if v.isprintable():
+        if v.isascii() or unicodedata.is_normalized("NFC", v):
+            return v
+        at = _first_not_nfc(v)
+        raise ValueError(f"is not in Unicode NFC form ({_char(v[at])} at character {at + 1}); write it in NFC, "
+                         f"{_show(unicodedata.normalize('NFC', v))}, so that ids that look the same are the same")
+    at = next(i for i, c in enumerate(v) if not c.isprintable())
+    kind = _NOT_IN_IDS.get(unicodedata.category(v[at]), "not printable")
+    raise ValueError(f"must not contain {_char(v[at])} at character {at + 1}, {kind}: an id must print as itself, "
+                     "so that two different ids never look the same")
+
+
+Id = Annotated[str, AfterValidator(_check_id)]
+"""A string that identifies something and is shown to people: see _check_id."""
+
+
+# --------------------------------------------------------------------------------------------- text and numbers
+
+# Every string of a task (values and keys, down into metadata, check args and generator params) must be valid
+# Unicode, and every float finite. A lone surrogate (`"\ud800"` in the JSON) passes every str field but can never
+# be written as UTF-8: the task would be read, then fail as an infrastructure error each time it is sent to a
+# sandbox or written to a file. A number such as `1e999` is valid JSON but reads as infinity; NaN and Infinity are
+# not JSON at all, but Python's parser takes them.
+BAD_VALUE = "clawgym_bad_value"
+"""The pydantic error type of a string that is not valid Unicode or a float that is not finite."""
+
+Loc = tuple[str | int, ...]
+_VALUES_CHECKED: ContextVar[bool] = ContextVar("clawgym_values_checked", default=False)
+"""Set while the data being validated is known to hold no bad string or float (see values_checked)."""
+
+
+def text_problem(s: str) -> str | None:
+    """Why `s` is not valid Unicode text (None when it is): a lone surrogate, which no UTF-8 file can hold."""
+    if s.isascii():
+        return None
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (f"not valid Unicode: a lone surrogate U+{ord(s[exc.start]):04X} at character {exc.start + 1} "
+                "(text must be writable as UTF-8)")
+    return None
+
+
+def _loc_key(key: object) -> str | int:
+    """A dict key as a part of an error's field path: shown quoted when printing it as is could mislead."""
+    if isinstance(key, str) and key.isprintable() and len(key) <= 80:
+        return key
+    return _show(key) if isinstance(key, str) else repr(key)
+
+
+_LEAVES = (int, bool, type(None))
+
+
+def _all_good(data: Any) -> bool:
+    """Whether every string and float in `data` is good: the quick search, without field paths. A task holds
+    hundreds of values (a CSV's cells are strings in a list), so the exact JSON types are tested first."""
+    stack = [data]
+    while stack:
+        obj = stack.pop()
+        t = type(obj)
+        if t is str:
+            if not obj.isascii() and text_problem(obj):
+                return False
+        elif t is list:
+            stack.extend(obj)
+        elif t is dict:
+            for k in obj:
+                if type(k) is not str or not k.isascii():  # a key that needs a look
+                    stack.append(k)
+            stack.extend(obj.values())
+        elif t in _LEAVES:
+            continue
+        elif t is float or isinstance(obj, float):
+            if not math.isfinite(obj):
+                return False
+        elif isinstance(obj, str):
+            if text_problem(obj):
+                return False
+        elif isinstance(obj, dict):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple)):
+            stack.extend(obj)
+        elif isinstance(obj, Record):  # a part built in code, passed as is
+            stack.extend(obj.__dict__.values())
+    return True
+
+
+def find_bad_value(data: Any) -> tuple[Loc, str] | None:
+    """The field path and problem of the first string (value or key) that is not valid Unicode, or float that is
+    not finite, in `data` (JSON data: dicts, lists, strings, numbers; and records, as their fields). Iterative, so
+    any nesting the JSON reader accepted is walked; the paths are only built when something is wrong."""
+    if _all_good(data):
+        return None
+    stack: list[tuple[Loc, Any]] = [((), data)]
+    while stack:
+        loc, obj = stack.pop()
+        if isinstance(obj, str):
+            problem = text_problem(obj)
+        elif isinstance(obj, float):
+            problem = None if math.isfinite(obj) else f"not a finite number (reads as {obj})"
+        elif isinstance(obj, (dict, Record)):
+            items = obj.items() if isinstance(obj, dict) else obj.__dict__.items()
+            problem = next((f"a key is {p}" for k, _ in items if isinstance(k, str) and (p := text_problem(k))), None)
+            stack.extend((loc + (_loc_key(k),), v) for k, v in reversed(list(items)))
+        elif isinstance(obj, (list, tuple)):
+            stack.extend((loc + (i,), obj[i]) for i in range(len(obj) - 1, -1, -1))
+            continue
+        else:
+            continue
+        if problem is not None:
+            return loc, problem
+    return None
+
+
+@contextmanager
+def values_checked() -> Iterator[None]:
+    """Within it, task records skip their search for bad strings and floats: the caller vouches there are none
+    (clawgym.core.jsonl does, for a file's line, with one scan of its text and a float hook of the JSON parser)."""
+    token = _VALUES_CHECKED.set(True)
+    try:
+        yield
+    finally:
+        _VALUES_CHECKED.reset(token)
+
+
+class TaskPart(Record):
+    """Base of the records a task is made of, the task included: a float field that is NaN or infinite is refused
+    (`allow_inf_nan=False`). Free-form data (metadata, check args, generator params) is searched by the
+    CheckedTaskPart that holds it."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+
+class CheckedTaskPart(TaskPart):
+    """A task part that can be read on its own (Task, and the workspace and verifier of RECORD_TYPES): every
+    string in it, keys included, must be valid Unicode and every float finite, down into free-form data and into
+    parts built in code; the first that is not is refused with its field path. It is searched once, by the
+    outermost such record; a file's line is searched only when one pass over its text finds it may need it."""
+
+    checks_values: ClassVar[bool] = True
+    """Read by clawgym.core.jsonl: lines of this record type get the one-pass check of their text and numbers."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _valid_text_and_numbers(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        if _VALUES_CHECKED.get():
+            return handler(data)
+        bad = find_bad_value(data)
+        if bad is not None:
+            loc, problem = bad
+            raise ValidationError.from_exception_data(cls.__name__, [InitErrorDetails(
+                type=PydanticCustomError(BAD_VALUE, "{problem}", {"problem": problem}), loc=loc, input=None)])
+        with values_checked():
+            return handler(data)
+
+
+MAX_CHECK_TIMEOUT_SECONDS = 3600.0
+"""Longest a task's checker may run (CodeCheck.timeout_seconds). Real checkers take seconds and are given 60 to
+120; an hour is 30 times that and still ends. Verification waits for the checker (twice, with a sub-score command)
+before the next episode of its worker starts, so a task file must not be able to make that wait endless (1e999
+reads as infinity) or years long (1e9)."""
+
+MAX_TASK_TIMEOUT_SECONDS = 24 * 3600.0
+"""Longest wall-time budget of one episode (Task.timeout_seconds). Real tasks ask 60 to 900 s; a day leaves room
+for long-horizon tasks while every episode, and so every rollout, still ends. A run that needs longer sets its
+own episode timeout (`clawgym rollout --episode-timeout`), which is not read from the task file."""
 
 
 # --------------------------------------------------------------------------------------------- workspace
 
 
-class GeneratedContent(Record):
+class GeneratedContent(TaskPart):
     """A file produced by a named generator from structured parameters (see clawgym.workspace.generators).
 
     Kinds: `csv` (header, rows), `json` (data), `yaml` (data), `xlsx` (sheets: {name: rows}),
@@ -221,7 +433,7 @@ class GeneratedContent(Record):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class WorkspaceFile(Record):
+class WorkspaceFile(TaskPart):
     """One file of a workspace. Exactly one of `content`, `content_b64`, `source` or `generate` is set."""
 
     path: str = Field(description="Path relative to the workspace root.")
@@ -253,7 +465,7 @@ class WorkspaceFile(Record):
         return self
 
 
-class WorkspaceSpec(Record):
+class WorkspaceSpec(CheckedTaskPart):
     files: list[WorkspaceFile] = Field(default_factory=list)
     directories: list[str] = Field(default_factory=list, description="Empty directories to create.")
     mount_dir: str = Field(
@@ -283,7 +495,7 @@ class WorkspaceSpec(Record):
 # --------------------------------------------------------------------------------------------- verifier
 
 
-class CheckCall(Record):
+class CheckCall(TaskPart):
     """One check as data: the check-library function `fn` (registered with `clawgym.synth.checklib.check`)
     called as `fn(ws, **args)`, or, with `parts`, the combinator `fn` (all_of, min_of, mean_of, gated) over the
     parts' scores, each part evaluated only when the combinator needs it. `args` are JSON data, never code. A
@@ -293,6 +505,11 @@ class CheckCall(Record):
     fn: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     args: dict[str, Any] = Field(default_factory=dict)
     parts: list[CheckCall] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, v: str | None) -> str | None:
+        return None if v is None else _check_id(v)
 
     @model_serializer(mode="wrap")
     def _compact(self, handler: SerializerFunctionWrapHandler):
@@ -304,7 +521,7 @@ class CheckCall(Record):
         return data
 
 
-class CheckLibRef(Record):
+class CheckLibRef(TaskPart):
     """A version of the check library: its CHECKLIB_VERSION and the sha256 of its source
     (`clawgym.synth.checks.current_checklib`)."""
 
@@ -312,7 +529,7 @@ class CheckLibRef(Record):
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
-class CodeCheck(Record):
+class CodeCheck(TaskPart):
     """A programmatic check run inside the sandbox after the agent ends.
 
     `python`: `source` defines `grade(transcript, workspace_path) -> dict[str, float]` (PinchBench shape); the
@@ -334,7 +551,9 @@ class CodeCheck(Record):
         description="Optional shell command whose stdout is a JSON object of named sub-scores (e.g. ClawGym's check.py).",
     )
     files: list[WorkspaceFile] = Field(default_factory=list)
-    timeout_seconds: float = Field(default=120.0, gt=0)
+    timeout_seconds: float = Field(
+        default=120.0, gt=0, le=MAX_CHECK_TIMEOUT_SECONDS,
+        description=f"Wall-time limit of the checker's commands, at most {MAX_CHECK_TIMEOUT_SECONDS:.0f} s.")
     checks: list[CheckCall] = Field(default_factory=list)
     checklib: CheckLibRef | None = None
 
@@ -368,24 +587,24 @@ class CodeCheck(Record):
         return data
 
 
-class RubricRule(Record):
+class RubricRule(TaskPart):
     """One rubric criterion, scored on the five bands 0, .25, .5, .75, 1."""
 
-    name: str
+    name: Id
     description: str = ""
     file_path: str | None = Field(default=None, description="Workspace file the rule is judged against.")
     weight: float = Field(default=1.0, ge=0)
     scores: dict[str, str] = Field(default_factory=dict, description="Band (e.g. '1.0') -> what earns it.")
 
 
-class Rubric(Record):
+class Rubric(TaskPart):
     rules: list[RubricRule] = Field(default_factory=list)
     text: str | None = Field(default=None, description="Free-form rubric as written by the task author.")
     expected_behavior: str | None = None
     eval_input: str | None = None
 
 
-class VerifierSpec(Record):
+class VerifierSpec(CheckedTaskPart):
     code: CodeCheck | None = None
     rubric: Rubric | None = None
     code_weight: float | None = Field(default=None, ge=0, description="Defaults to 0.7 when a rubric exists, else 1.")
@@ -411,43 +630,46 @@ class VerifierSpec(Record):
 # --------------------------------------------------------------------------------------------- task
 
 
-class ToolCall(Record):
+class ToolCall(TaskPart):
     """A call of one of the agent's tools (OpenClaw names: read, write, edit, exec, ls)."""
 
-    name: str
+    name: Id
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
-class ReferenceSolution(Record):
+class ReferenceSolution(TaskPart):
     steps: list[ToolCall] = Field(default_factory=list)
     final_message: str = ""
 
 
-class Session(Record):
+class Session(TaskPart):
     """One user turn of a multi-session task (PinchBench `sessions`)."""
 
-    id: str
+    id: Id
     prompt: str
     new_session: bool = False
 
 
-class Task(Versioned):
+class Task(Versioned, CheckedTaskPart):
     schema_kind: ClassVar[str] = "task"
     unique_key: ClassVar[str | None] = "id"
 
-    id: str = Field(min_length=1, description="Unique in its file; at most 200 bytes, no '/', '\\' or control characters.")
-    source: str = Field(default="clawgym", description="Where the task came from: synth, pinchbench, clawgym-folder, ...")
-    category: str = ""
-    subcategory: str = ""
-    operations: list[str] = Field(default_factory=list)
+    id: str = Field(min_length=1, description=(
+        "Unique in its file; at most 200 bytes, in NFC, without '/', '\\', control, invisible (format), private-use "
+        "or unassigned characters, line separators or spaces other than U+0020."))
+    source: Id = Field(default="clawgym", description="Where the task came from: synth, pinchbench, clawgym-folder, ...")
+    category: Id = ""
+    subcategory: Id = ""
+    operations: list[Id] = Field(default_factory=list)
     persona: str | None = None
-    skills: list[str] = Field(default_factory=list)
+    skills: list[Id] = Field(default_factory=list)
     instruction: str = Field(min_length=1, description="The user's request, exactly as the agent receives it.")
     sessions: list[Session] = Field(default_factory=list, description="Further user turns, for multi-session tasks.")
     workspace: WorkspaceSpec = Field(default_factory=WorkspaceSpec)
     verifier: VerifierSpec
     reference: ReferenceSolution | None = None
-    timeout_seconds: float = Field(default=600.0, gt=0, description="Wall-time budget of one episode.")
+    timeout_seconds: float = Field(default=600.0, gt=0, le=MAX_TASK_TIMEOUT_SECONDS,
+                                   description="Wall-time budget of one episode, at most 86400 s (24 h).")
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("id")

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from clawgym.core.errors import TaskImportError
-from clawgym.core.records import CodeCheck, Task, VerifierSpec, WorkspaceFile, WorkspaceSpec
+from clawgym.core.records import CodeCheck, Task, VerifierSpec, WorkspaceFile, WorkspaceSpec, text_problem
 from clawgym.importers import ImportResult
 from clawgym.importers.safe_read import check_inside, is_inside, read_inside, validation_message
 
@@ -65,6 +65,9 @@ def _walk(base: Path, folder_real: str, prefix: str = "") -> tuple[list[Workspac
         for name in sorted(filenames):
             full = here / name
             rel = full.relative_to(base).as_posix()
+            problem = text_problem(rel)  # a name that is not UTF-8 comes back with a lone surrogate
+            if problem:
+                raise TaskImportError(str(full), f"its name is {problem}; a task's file names must be UTF-8")
             data, mode = read_inside(full, folder_real)
             files.append(inline_file(prefix + rel, data, EXEC_MODE if mode & 0o111 else None))
     return files, empty_dirs

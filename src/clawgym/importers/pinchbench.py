@@ -352,13 +352,16 @@ def _sessions(front: dict[str, Any], where: str) -> list[Session]:
         prompt = str(entry.get("prompt") or entry.get("message") or "").strip()
         if not prompt:
             raise TaskImportError(where, f"sessions[{i}] has no prompt")
-        sessions.append(
-            Session(
-                id=str(entry.get("id") or f"session_{i + 1}"),
-                prompt=prompt,
-                new_session=bool(entry.get("new_session")),
+        try:
+            sessions.append(
+                Session(
+                    id=str(entry.get("id") or f"session_{i + 1}"),
+                    prompt=prompt,
+                    new_session=bool(entry.get("new_session")),
+                )
             )
-        )
+        except ValidationError as exc:  # e.g. an id with a bidi override
+            raise TaskImportError(where, f"invalid task: sessions[{i}].{validation_message(exc)}") from None
     return sessions
 
 
