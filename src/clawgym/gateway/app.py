@@ -532,11 +532,16 @@ class Gateway:
                 await send({"type": "http.response.body", "body": b"data: " + dumps(strip_added(chunk, asked, True))
                             + b"\n\n", "more_body": True})
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            await self._record_error(meta, f"upstream stream broke: {type(exc).__name__}: {exc}")
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await self._break_stream(meta, f"upstream stream broke: {type(exc).__name__}: {exc}", send)
             return
         finally:
             r.release()
+        if asm.finish_reason is None:
+            # an upstream that closed its stream cleanly but never finished the answer (or sent nothing): a
+            # failed call, never a completed step with whatever text came before
+            await self._break_stream(meta, "upstream stream ended without a finish reason"
+                                     + ("" if done_seen else " or [DONE]"), send)
+            return
         latency = time.monotonic() - meta["t0"]
         try:
             await self._record(meta, asm, latency, ttft)
@@ -559,31 +564,45 @@ class Gateway:
         )
 
     async def _record(self, meta: dict, asm: Assembled, latency: float, ttft: float | None) -> None:
+        """One step per choice (a request with n > 1 is n samples of the same prompt: each is a step of the
+        trajectory, the first at the index reserved for the call, the others at the next ones); the budget is
+        charged once, with the response's usage."""
+        choices = asm.choices()
+        for k, choice in enumerate(choices):
+            step_meta = meta if k == 0 else {**meta, "index": self._step_index(meta["trajectory"])}
+            await self._record_choice(step_meta, choice, asm.usage, latency, ttft,
+                                      {"choice": k, "choices": len(choices)} if len(choices) > 1 else None)
+        if self.budgets.budget:
+            self.budgets.charge(meta["trajectory"], asm.usage)
+
+    async def _record_choice(self, meta: dict, asm: Assembled, usage: dict, latency: float, ttft: float | None,
+                             of_n: dict | None) -> None:
         response = asm.response_record()
+        if of_n is not None:
+            response["choice"] = of_n
         prompt_ids, response_ids, check = asm.prompt_ids, asm.response_ids, {}
         source = "upstream" if prompt_ids is not None and response_ids is not None else "none"
         if source == "upstream":
-            check = {"prompt_tokens_reported": asm.usage.get("prompt_tokens"), "prompt_ids": len(prompt_ids),
-                     "completion_tokens_reported": asm.usage.get("completion_tokens"),
+            check = {"prompt_tokens_reported": usage.get("prompt_tokens"), "prompt_ids": len(prompt_ids),
+                     "completion_tokens_reported": usage.get("completion_tokens"),
                      "response_ids": len(response_ids)}
             check["match"] = (check["prompt_tokens_reported"] in (None, len(prompt_ids))
-                              and check["completion_tokens_reported"] in (None, len(response_ids)))
+                              and (of_n is not None or check["completion_tokens_reported"] in (None, len(response_ids))))
         elif self.tokenizer is not None:
             req = meta["request"]
             prompt_ids, response_ids, check = await asyncio.to_thread(
-                retokenize, self.tokenizer, req["messages"], req["tools"], response, asm.usage)
+                retokenize, self.tokenizer, req["messages"], req["tools"], response,
+                usage if of_n is None else {"prompt_tokens": usage.get("prompt_tokens")})
             source = "retokenized"
             self.stats["retokenized"] += 1
         step = self._make_step(
             meta, response=response, prompt_ids=prompt_ids, response_ids=response_ids,
             logprobs=asm.logprobs if source == "upstream" else None, token_source=source, token_check=check,
-            usage=asm.usage, timings={"started_at": meta["started"], "latency_s": round(latency, 6),
-                                      "ttft_s": None if ttft is None else round(ttft, 6)},
+            usage=usage, timings={"started_at": meta["started"], "latency_s": round(latency, 6),
+                                  "ttft_s": None if ttft is None else round(ttft, 6)},
         )
         await self._writer.submit(step)
         self.stats["steps"] += 1
-        if self.budgets.budget:
-            self.budgets.charge(meta["trajectory"], asm.usage)
 
     async def _record_error(self, meta: dict, message: str) -> None:
         self.stats["upstream_errors"] += 1
@@ -596,6 +615,14 @@ class Gateway:
             await self._writer.submit(step)
         except Exception:
             pass
+
+    async def _break_stream(self, meta: dict, message: str, send: Any) -> None:
+        """End a stream that has started but failed: recorded as an error step, and told to the client as an
+        OpenAI error event with no [DONE] after it (the openai client raises on it; others see the stream end
+        without [DONE] or a finish reason), so that no client takes the partial answer for a finished one."""
+        await self._record_error(meta, message)
+        event = dumps({"error": {"message": message, "type": "upstream_error", "code": 502}})
+        await send({"type": "http.response.body", "body": b"data: " + event + b"\n\n", "more_body": False})
 
     async def _fail(self, meta: dict, message: str, status: int, send: Any) -> None:
         await self._record_error(meta, message)

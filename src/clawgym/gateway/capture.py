@@ -28,12 +28,41 @@ class Assembled:
     prompt_ids: list[int] | None = None
     response_ids: list[int] | None = None
     logprobs: list[float] | None = None
+    # the other choices of a request with n > 1, by index (each its own step in the pool); this one is choice 0
+    others: dict[int, Assembled] = field(default_factory=dict)
+
+    def _choice(self, index: Any) -> Assembled:
+        """Where choice `index` is assembled: this object for choice 0 (or an unindexed one), else its own."""
+        if not isinstance(index, int) or index == 0:
+            return self
+        if index not in self.others:
+            self.others[index] = Assembled()
+        return self.others[index]
+
+    def choices(self) -> list[Assembled]:
+        """Every choice, in index order, each with the response's shared fields (id, model, prompt ids)."""
+        out = [self]
+        for i in sorted(self.others):
+            other = self.others[i]
+            other.id, other.model = other.id or self.id, other.model or self.model
+            if other.prompt_ids is None:
+                other.prompt_ids = self.prompt_ids
+            out.append(other)
+        return out
 
     def add_full(self, data: dict[str, Any]) -> None:
         self.id, self.model = data.get("id"), data.get("model")
         self.usage = data.get("usage") or {}
         self.prompt_ids = data.get("prompt_token_ids")
-        ch = (data.get("choices") or [{}])[0]
+        choices = data.get("choices") or [{}]
+        for ch in choices[1:]:
+            if isinstance(ch, dict):
+                self._choice(ch.get("index")).add_choice(ch, self.prompt_ids)
+        self.add_choice(choices[0] if isinstance(choices[0], dict) else {}, self.prompt_ids)
+
+    def add_choice(self, ch: dict[str, Any], prompt_ids: list[int] | None) -> None:
+        """One choice of a full (not streamed) response."""
+        self.prompt_ids = prompt_ids
         msg = ch.get("message") or {}
         if msg.get("content"):
             self.content.append(msg["content"])
@@ -59,34 +88,38 @@ class Assembled:
         if data.get("prompt_token_ids") is not None:
             self.prompt_ids = list(data["prompt_token_ids"])
         for ch in data.get("choices") or []:
-            delta = ch.get("delta") or {}
-            if delta.get("content"):
-                self.content.append(delta["content"])
-            r = delta.get("reasoning_content") or delta.get("reasoning")
-            if r:
-                self.reasoning.append(r)
-            for tc in delta.get("tool_calls") or []:
-                idx = tc.get("index", len(self.tool_calls))
-                slot = self.tool_calls.setdefault(idx, {"id": None, "type": "function",
-                                                        "function": {"name": "", "arguments": ""}})
-                if tc.get("id"):
-                    slot["id"] = tc["id"]
-                if tc.get("type"):
-                    slot["type"] = tc["type"]
-                fn = tc.get("function") or {}
-                if fn.get("name"):
-                    slot["function"]["name"] += fn["name"]
-                if fn.get("arguments"):
-                    slot["function"]["arguments"] += fn["arguments"]
-            if ch.get("finish_reason"):
-                self.finish_reason = ch["finish_reason"]
-            if ch.get("token_ids"):
-                self.response_ids = (self.response_ids or []) + list(ch["token_ids"])
-            if ch.get("prompt_token_ids") is not None and self.prompt_ids is None:
-                self.prompt_ids = list(ch["prompt_token_ids"])
-            lp = ch.get("logprobs")
-            if isinstance(lp, dict) and lp.get("content"):
-                self.logprobs = (self.logprobs or []) + [e.get("logprob") for e in lp["content"]]
+            self._choice(ch.get("index")).add_delta(ch)
+
+    def add_delta(self, ch: dict[str, Any]) -> None:
+        """One choice's part of a stream chunk (each choice's text is kept apart: n > 1 streams interleave)."""
+        delta = ch.get("delta") or {}
+        if delta.get("content"):
+            self.content.append(delta["content"])
+        r = delta.get("reasoning_content") or delta.get("reasoning")
+        if r:
+            self.reasoning.append(r)
+        for tc in delta.get("tool_calls") or []:
+            idx = tc.get("index", len(self.tool_calls))
+            slot = self.tool_calls.setdefault(idx, {"id": None, "type": "function",
+                                                    "function": {"name": "", "arguments": ""}})
+            if tc.get("id"):
+                slot["id"] = tc["id"]
+            if tc.get("type"):
+                slot["type"] = tc["type"]
+            fn = tc.get("function") or {}
+            if fn.get("name"):
+                slot["function"]["name"] += fn["name"]
+            if fn.get("arguments"):
+                slot["function"]["arguments"] += fn["arguments"]
+        if ch.get("finish_reason"):
+            self.finish_reason = ch["finish_reason"]
+        if ch.get("token_ids"):
+            self.response_ids = (self.response_ids or []) + list(ch["token_ids"])
+        if ch.get("prompt_token_ids") is not None and self.prompt_ids is None:
+            self.prompt_ids = list(ch["prompt_token_ids"])
+        lp = ch.get("logprobs")
+        if isinstance(lp, dict) and lp.get("content"):
+            self.logprobs = (self.logprobs or []) + [e.get("logprob") for e in lp["content"]]
 
     def message(self) -> dict[str, Any]:
         """The assistant message, OpenAI shape, as the agent assembles it."""

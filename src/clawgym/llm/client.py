@@ -24,6 +24,7 @@ import httpx
 import openai
 
 from clawgym.core.errors import ClawgymError
+from clawgym.llm.endpoint import openai_base_url
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
@@ -71,11 +72,11 @@ class ChatResult:
 
     def message(self) -> dict[str, Any]:
         """The assistant message to append to the conversation."""
-        msg: dict[str, Any] = {"role": "assistant", "content": self.content or None}
+        # content "" (never null) beside tool calls: both are valid OpenAI, but llama.cpp's server answers 500 to
+        # a null content, so the one every engine takes is sent
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content or ""}
         if self.tool_calls:
             msg["tool_calls"] = self.tool_calls
-        if msg["content"] is None and not self.tool_calls:
-            msg["content"] = ""
         return msg
 
 
@@ -97,8 +98,10 @@ class LLMClient:
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         if not base_url:
             raise LLMError("no model endpoint: give --base-url or set OPENAI_BASE_URL", "config", False)
+        base_url = openai_base_url(base_url)
         self.model = model
         self.base_url = base_url
+        self.endpoint = base_url  # what errors name: the user's endpoint, also when calls go through the gateway
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff_base = backoff_base
@@ -140,6 +143,9 @@ class LLMClient:
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, **params}
         if tools:
             kwargs["tools"] = tools
+            # said explicitly: "auto" is OpenAI's default, but llama.cpp's server puts the tools in the prompt only
+            # when tool_choice is sent, and without it the model never sees them
+            kwargs.setdefault("tool_choice", "auto")
         extra = {**self.extra_body, **kwargs.pop("extra_body", {})}
         if extra:
             kwargs["extra_body"] = extra
@@ -189,7 +195,7 @@ class LLMClient:
             resp = self._client.chat.completions.create(**kwargs, timeout=timeout)
             return _from_response(resp)
         except openai.APIStatusError as exc:
-            err = LLMError(f"HTTP {exc.status_code} from {self.base_url}: {_short(exc.message)}", "http_status",
+            err = LLMError(f"HTTP {exc.status_code} from {self.endpoint}: {_short(exc.message)}", "http_status",
                            exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500, exc.status_code)
             ra = exc.response.headers.get("retry-after") if exc.response is not None else None
             try:
@@ -198,13 +204,19 @@ class LLMClient:
                 pass
             raise err from None
         except openai.APITimeoutError:
-            raise LLMError(f"no answer from {self.base_url} within {timeout:.0f} s", "timeout", True) from None
+            raise LLMError(f"no answer from {self.endpoint} within {timeout:.0f} s", "timeout", True) from None
         except openai.APIConnectionError as exc:
-            raise LLMError(f"connection to {self.base_url} failed: {_short(str(exc.__cause__ or exc))}",
+            raise LLMError(f"connection to {self.endpoint} failed: {_short(str(exc.__cause__ or exc))}",
                            "connection", True) from None
+        except openai.APIError as exc:  # an error event inside a stream (the gateway's, when its upstream broke)
+            raise LLMError(f"the stream from {self.endpoint} failed: {_short(str(exc))}", "stream_broken",
+                           True) from None
+        except (httpx.TransportError, httpx.StreamError) as exc:  # a stream cut mid-body
+            raise LLMError(f"the stream from {self.endpoint} broke: {type(exc).__name__}: {_short(str(exc))}",
+                           "stream_broken", True) from None
         except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError, KeyError, TypeError,
                 AttributeError, IndexError) as exc:
-            raise LLMError(f"malformed response from {self.base_url}: {type(exc).__name__}: {_short(str(exc))}",
+            raise LLMError(f"malformed response from {self.endpoint}: {type(exc).__name__}: {_short(str(exc))}",
                            "bad_response", True) from None
 
     def _call_stream(self, kwargs: dict[str, Any], timeout: float) -> ChatResult:
@@ -215,6 +227,7 @@ class LLMClient:
         reasoning: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         finish = None
+        deltas = 0  # chunks that carried generated text or a tool-call piece (a token each, on most engines)
         usage: dict[str, int] = {}
         model = kwargs["model"]
         prompt_ids: list[int] | None = None
@@ -227,7 +240,11 @@ class LLMClient:
             if data.get("prompt_token_ids"):
                 prompt_ids = list(data["prompt_token_ids"])
             for ch in data.get("choices") or []:
+                if ch.get("index", 0) != 0:  # n > 1: the agent continues with the first choice (the gateway keeps all)
+                    continue
                 delta = ch.get("delta") or {}
+                if delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"):
+                    deltas += 1
                 if delta.get("content"):
                     content.append(delta["content"])
                 if delta.get("reasoning_content"):
@@ -245,6 +262,14 @@ class LLMClient:
                 token_ids += ch.get("token_ids") or []
                 if ch.get("finish_reason"):
                     finish = ch["finish_reason"]
+        if finish is None:
+            # a stream that ends without a finish reason was cut (or was empty): never a finished answer, whatever
+            # closed it, so the episode is redone rather than trained on
+            raise LLMError(f"the stream from {self.endpoint} ended without a finish reason after {deltas} chunks "
+                           "of output (cut short or empty)", "stream_broken", True)
+        if not usage.get("completion_tokens"):
+            # an engine that sends no usage chunk (llama.cpp): count what was generated, so token budgets still act
+            usage = {**usage, "completion_tokens": len(token_ids) or deltas, "usage_estimated": 1}
         tool_calls = [calls[i] for i in sorted(calls)]
         for i, tc in enumerate(tool_calls):
             tc["id"] = tc["id"] or f"call_{i}"

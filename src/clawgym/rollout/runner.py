@@ -190,6 +190,19 @@ def load_done(run_dir: Path) -> dict[str, Trajectory]:
     return {k: t for k, t in latest.items() if t.status != "infra_error"}
 
 
+def attempts_so_far(run_dir: Path) -> dict[str, int]:
+    """The last attempt number recorded for each episode of an earlier run. A resumed episode continues the
+    count, so its model calls get a fresh trajectory id in the pool (`<episode>~<attempt>`) instead of being
+    written beside the dead attempt's error steps under the same id."""
+    path = run_dir / TRAJECTORIES
+    if not path.exists():
+        return {}
+    seen: dict[str, int] = {}
+    for t in read_records_lenient(path, Trajectory).records:
+        seen[t.id] = max(seen.get(t.id, 0), t.attempts)
+    return seen
+
+
 def run_episode(
     task: Task,
     sample: int,
@@ -440,6 +453,7 @@ def run_rollout(
     write_run_info(run_dir, {**base_info, **({"episode_nodes": nodes_of} if ex_info else {})})
     last_info = time.monotonic()
     todo = [(t, s) for t in tasks for s in range(options.samples) if episode_id(t.id, s) not in done]
+    before = attempts_so_far(run_dir)  # episodes redone after an infrastructure error continue their count
     skipped = len(done)
     if on_start:
         on_start(len(todo), skipped)
@@ -451,7 +465,8 @@ def run_rollout(
         log(f"cut a torn last line ({appender.torn_bytes} bytes) from {TRAJECTORIES}")
     interrupted = False
     # (task, sample, attempt, not before): a retried attempt waits retry_delay_s x attempts before it starts
-    queue: deque[tuple[Task, int, int, float]] = deque((t, s, 1, 0.0) for t, s in todo)
+    queue: deque[tuple[Task, int, int, float]] = deque(
+        (t, s, before.get(episode_id(t.id, s), 0) + 1, 0.0) for t, s in todo)
     pending: dict[Future[Attempt], tuple[Task, int, int]] = {}
 
     def finish(fut: Future[Attempt]) -> None:
@@ -471,10 +486,11 @@ def run_rollout(
                 log(f"{traj.id} on_attempt hook failed: {type(exc).__name__}: {exc}")
         if ex_info and result.node:
             nodes_of[traj.id] = result.node
-        if traj.status == "infra_error" and attempt <= options.infra_retries and not live.closed:
-            log(f"{traj.id} retrying after an infrastructure error (attempt {attempt + 1} of "
-                f"{options.infra_retries + 1})")
-            queue.appendleft((task, sample, attempt + 1, time.monotonic() + options.retry_delay_s * attempt))
+        tried = attempt - before.get(traj.id, 0)  # attempts of this run
+        if traj.status == "infra_error" and tried <= options.infra_retries and not live.closed:
+            log(f"{traj.id} retrying after an infrastructure error (attempt {tried + 1} of "
+                f"{options.infra_retries + 1} in this run)")
+            queue.appendleft((task, sample, attempt + 1, time.monotonic() + options.retry_delay_s * tried))
             return
         appender.append(traj)
         ran.append(traj)

@@ -103,12 +103,17 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
         return
     from clawgym.agent import AgentLimits, LLMAgent
     from clawgym.llm import LLMClient, model_endpoint
+    from clawgym.llm.endpoint import check_endpoint
 
     with ExitStack() as stack:
         (run_dir / "logs").mkdir(parents=True, exist_ok=True)
         url = stack.enter_context(model_endpoint(spec.model, spec.base_url, log_path=run_dir / "logs" / "server.log",
                                                  on_start=announce, precision=spec.precision))
         settings: dict[str, Any] = {}
+        if spec.base_url or os.environ.get("OPENAI_BASE_URL"):
+            # the user's own server: checked once before any episode, so that a wrong URL or model name is one
+            # clear line, not every episode failing as an infrastructure error
+            settings["endpoint_check"] = check_endpoint(url, spec.model, timeout=min(spec.request_timeout, 60.0))
         route = None
         if remote and not spec.gateway:
             raise ClawgymError("--executor ray reaches the model through the gateway (which alone writes the pool "

@@ -213,6 +213,9 @@ def create_app(engine: BatchEngine, served_name: str, token_log: Path | None = N
         if int(body.get("n") or 1) != 1:
             return _error(400, "only n=1 is supported")
         tools = body.get("tools") or None
+        refused = unsupported_fields(body)
+        if refused is not None:
+            return _error(400, refused[1], "invalid_request_error", refused[0])
         if body.get("tool_choice") == "none":
             tools = None
         stop = body.get("stop") or []
@@ -277,7 +280,7 @@ async def _complete(req, events, rid, model, tools_offered, want_ids, tokenizer,
     tlog.write(rid, req.prompt_ids, ids, ev.finish_reason, model)
     text = tokenizer.decode(ids, skip_special_tokens=True) if not inc.stopped else inc.text
     parsed = parse_output(text, tools_offered)
-    finish = "tool_calls" if parsed.tool_calls else ev.finish_reason
+    finish = _finish(parsed.tool_calls, ev.finish_reason)
     message: dict[str, Any] = {"role": "assistant", "content": parsed.content or (None if parsed.tool_calls else "")}
     if parsed.tool_calls:
         message["tool_calls"] = parsed.tool_calls
@@ -292,6 +295,29 @@ async def _complete(req, events, rid, model, tools_offered, want_ids, tokenizer,
         out["prompt_token_ids"] = list(req.prompt_ids)
         choice["token_ids"] = ids
     return JSONResponse(out)
+
+
+def _finish(tool_calls: list, engine_finish: str | None) -> str | None:
+    """OpenAI's and vLLM's finish reason: "length" whenever generation was cut at the token limit (also in the
+    middle of a call's arguments, which then cannot be trusted), "tool_calls" when it stopped after calls."""
+    if engine_finish == "length":
+        return "length"
+    return "tool_calls" if tool_calls else engine_finish
+
+
+# What this server does not do, refused with a 400 rather than silently ignored (an agent asking for a forced
+# tool call or a JSON-only answer would otherwise get free text and never know).
+def unsupported_fields(body: dict) -> tuple[str, str] | None:
+    """(param, message) for a request field this server cannot honour; None when it can serve the request."""
+    choice = body.get("tool_choice")
+    if choice is not None and choice not in ("auto", "none"):
+        shown = choice if isinstance(choice, str) else json.dumps(choice)[:100]
+        return "tool_choice", (f"tool_choice {shown!s} is not supported by this server (it lets the model choose: "
+                               "'auto', or 'none')")
+    fmt = body.get("response_format")
+    if fmt is not None and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
+        return "response_format", "response_format is not supported by this server (only {'type': 'text'})"
+    return None
 
 
 def _sse(obj: dict) -> str:
@@ -358,7 +384,7 @@ async def _stream(req, events, rid, model, tools_offered, want_ids, include_usag
                 yield _sse(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
                                                   "function": {"name": fn["name"], "arguments": ""}}]}))
                 yield _sse(chunk({"tool_calls": [{"index": i, "function": {"arguments": fn["arguments"]}}]}))
-            finish = "tool_calls"
+            finish = _finish(parsed.tool_calls, ev.finish_reason)
         else:
             if len(inc.text) > sent:
                 yield _sse(chunk({"content": inc.text[sent:]}))
