@@ -227,3 +227,50 @@ def test_embedded_server_says_length_when_cut_mid_arguments(server, stream):  # 
         assert finish == ["length"]
     else:
         assert client.chat.completions.create(**kw).choices[0].finish_reason == "length"
+
+
+# -- outages are never a finished run ----------------------------------------------------------------------------
+
+
+def test_rollout_exits_non_zero_on_infra_errors_and_a_rerun_gets_fresh_trajectory_ids(bwrap_backend, tmp_path):
+    """`rollout` exited 0 when every episode was an infra error; a resumed episode reused the old trajectory id
+    in the pool (dead error steps beside the real one)."""
+    import subprocess
+    import sys
+
+    from clawgym.core.jsonl import read_records
+    from clawgym.core.records import Task, Trajectory
+    from conftest import REPO
+    from scripted_llm import Fault, ScriptedLLM, turns_from_reference
+
+    task = read_records(REPO / "examples" / "tasks.jsonl", Task)[0]
+    run = tmp_path / "run"
+    tasks_file = tmp_path / "tasks.jsonl"
+    tasks_file.write_text(task.model_dump_json() + "\n")
+    cmd = [sys.executable, "-m", "clawgym.cli.app", "rollout", str(tasks_file), "--agent", "llm", "--model",
+           "scripted-model", "--sandbox", "bwrap", "--infra-retries", "0", "--request-timeout", "5", "-o", str(run)]
+    with ScriptedLLM({task.instruction: turns_from_reference(task)}, {task.instruction: Fault(status=500)}) as llm:
+        down = subprocess.run([*cmd, "--base-url", llm.base_url], capture_output=True, text=True, timeout=300)
+    assert down.returncode != 0 and "infrastructure error" in down.stderr, (down.returncode, down.stderr[-1500:])
+    with ScriptedLLM({task.instruction: turns_from_reference(task)}) as llm:
+        up = subprocess.run([*cmd, "--base-url", llm.base_url], capture_output=True, text=True, timeout=300)
+    assert up.returncode == 0, up.stderr[-1500:]
+    latest = {t.id: t for t in read_records(run / "trajectories.jsonl", Trajectory)}
+    (traj,) = latest.values()
+    assert traj.status == "completed" and traj.attempts == 2
+    pool = Pool(run / "pool")
+    try:
+        ids = {s.trajectory_id for s in pool.steps()}
+    finally:
+        pool.close()
+    assert f"{traj.id}~2" in ids and traj.id in ids  # the dead attempt kept apart, the redo under a fresh id
+    dead = [s for s in pool_steps(run, traj.id)]
+    assert dead and all(s.status == "error" for s in dead)
+
+
+def pool_steps(run, trajectory_id):
+    pool = Pool(run / "pool")
+    try:
+        return pool.steps(trajectory_id=trajectory_id)
+    finally:
+        pool.close()

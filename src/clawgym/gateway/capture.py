@@ -179,8 +179,13 @@ def retokenize(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[
         "prompt_tokens_reported": usage.get("prompt_tokens"), "prompt_ids": len(prompt_ids),
         "completion_tokens_reported": usage.get("completion_tokens"), "response_ids": len(response_ids),
     }
+    # engines differ on whether the end-of-turn token they stopped at counts as generated (vLLM: yes; llama.cpp:
+    # no): the response ids hold it either way, so one fewer reported is a match, and the check says which
+    ends = bool(response_ids) and response_ids[-1] == eos
+    reported = check["completion_tokens_reported"]
+    check["end_token_counted"] = None if reported is None else reported == len(response_ids)
     check["match"] = (check["prompt_tokens_reported"] == len(prompt_ids)
-                      and check["completion_tokens_reported"] == len(response_ids))
+                      and (reported == len(response_ids) or (ends and reported == len(response_ids) - 1)))
     return prompt_ids, response_ids, check
 
 

@@ -52,6 +52,9 @@ class AgentSpec:
     # openclaw: the gateway imposes `temperature` (and, when `seed` is set, a seed per trajectory and call) on every
     # model call, over the parameters OpenClaw chose (train rl); off: OpenClaw's own (a seed alone is still applied)
     impose_sampling: bool = False
+    # the tokenizer the gateway re-tokenizes with when the engine returns no token ids (llama.cpp, Ollama, OpenAI):
+    # a local model directory or embedded name; None: the model's own when `model` is one, else no ids
+    tokenizer: str | None = None
 
 
 @dataclass
@@ -134,9 +137,17 @@ def agent_session(spec: AgentSpec, run_dir: Path, tasks: list[Task], options: Ro
             gw_host = options.executor.gateway_host() if remote else "127.0.0.1"
             token = secrets.token_urlsafe(24) if remote else None
             route_secret = rollout_route_secret(token)
+            from clawgym.gateway.server import load_tokenizer
+            from clawgym.llm.models import is_local_model
+
+            # the embedded server returns its own ids; another engine serving a local model gets it re-tokenized
+            user_endpoint = bool(spec.base_url or os.environ.get("OPENAI_BASE_URL"))
+            tok_name = spec.tokenizer or (spec.model if user_endpoint and is_local_model(spec.model) else None)
             gw = stack.enter_context(GatewayThread(url, pool, policy_version=spec.policy_version,
                                                    upstream_key=os.environ.get("OPENAI_API_KEY"),
-                                                   token=token, host=gw_host, route_secret=route_secret))
+                                                   token=token, host=gw_host, route_secret=route_secret,
+                                                   tokenizer=load_tokenizer(tok_name) if tok_name else None))
+            settings["retokenize_with"] = tok_name
 
             def route(task, ctx):
                 return gw.url_for(pre + ctx.trajectory_id, gpre + task.id)
