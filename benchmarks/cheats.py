@@ -11,8 +11,9 @@ Prints one JSON object: per file, the oracle's mean (must be 1), and per cheat t
 tasks it scores >= 0.3 on, per operation, and the best-paid tasks with the checks that paid.
 
 Run: python benchmarks/cheats.py [--tasks LABEL=FILE ...] [--bench] [-j 2] [--out FILE]
-     (--bench: benchmarks/clawgym-bench/tasks.jsonl; the JSON behind the figures in docs/synthesis.md is
-     benchmarks/results/cheats.json)
+     (--bench: benchmarks/synth-bench-200/tasks.jsonl, our own suite, labelled synth-bench-200; the JSON behind
+     the figures in docs/synthesis.md is benchmarks/results/cheats.json, recorded when the suite was called
+     clawgym-bench, hence its labels)
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-BENCH = HERE / "clawgym-bench" / "tasks.jsonl"
+BENCH = HERE / "synth-bench-200" / "tasks.jsonl"
 _W: dict = {}
 
 
@@ -115,7 +116,7 @@ def measure(path: Path, jobs: int, sandbox: str = "bwrap", chunk: int = 40) -> d
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", action="append", default=[], metavar="LABEL=FILE", help="A task file to measure.")
-    ap.add_argument("--bench", action="store_true", help="Measure clawgym-bench (benchmarks/clawgym-bench).")
+    ap.add_argument("--bench", action="store_true", help="Measure synth-bench-200 (benchmarks/synth-bench-200).")
     ap.add_argument("-j", "--jobs", type=int, default=2)
     ap.add_argument("--sandbox", default="bwrap")
     ap.add_argument("--out", type=Path, help="Also write the JSON here.")
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     files = [(lbl, Path(p)) for lbl, _, p in (t.partition("=") for t in args.tasks)]
     if args.bench:
-        files.insert(0, ("clawgym-bench", BENCH))
+        files.insert(0, ("synth-bench-200", BENCH))
     if not files:
         ap.error("nothing to measure: give --bench and/or --tasks LABEL=FILE")
     notes = dict(n.partition("=")[::2] for n in args.note)

@@ -1,4 +1,5 @@
-"""clawgym-bench (benchmarks/clawgym-bench/): its published shape, and its soundness on real sandboxes.
+"""synth-bench-200 (benchmarks/synth-bench-200/, our own suite, called clawgym-bench before #35): ClawGym-Bench's
+published shape, and its soundness on real sandboxes.
 
 * shape: 200 tasks, 156 code-verified + 44 hybrid, the six categories with ClawGym-Bench's counts, unique ids,
   every line valid against the Task JSON Schema, rubric rules that name the file they judge, provenance;
@@ -30,7 +31,7 @@ from clawgym.rollout import RolloutOptions
 from clawgym.rollout.setup import AgentSpec
 
 REPO = Path(__file__).resolve().parents[1]
-BENCH = REPO / "benchmarks" / "clawgym-bench"
+BENCH = REPO / "benchmarks" / "synth-bench-200"
 SHAPE = {
     "Productivity & Collaboration": 44, "Systems & Automation": 42, "Analysis & Reasoning": 35,
     "Content & Domain": 28, "Planning & Knowledge": 26, "Software Development": 25,
@@ -39,7 +40,7 @@ SHAPE = {
 
 @pytest.fixture(scope="module")
 def suite():
-    return load_suite("clawgym-bench")
+    return load_suite("synth-bench-200")
 
 
 def _hybrid(task: Task) -> bool:
@@ -48,7 +49,7 @@ def _hybrid(task: Task) -> bool:
 
 def test_the_suite_has_clawgym_bench_s_published_shape(suite):
     tasks = suite.tasks
-    assert suite.name == "clawgym-bench" and Path(suite.source) == BENCH / "tasks.jsonl"
+    assert suite.name == "synth-bench-200" and Path(suite.source) == BENCH / "tasks.jsonl"
     assert len(tasks) == 200
     assert Counter(t.category for t in tasks) == SHAPE
     assert sum(map(_hybrid, tasks)) == 44 and sum(not _hybrid(t) for t in tasks) == 156
@@ -162,7 +163,7 @@ def test_a_hybrid_task_is_judged_end_to_end(suite, bwrap_backend, tmp_path):
     task = next(t for t in suite.tasks if t.metadata["bench"].get("judged_operation") == "draft_message")
     email = next(s.arguments["content"] for s in task.reference.steps
                  if s.name == "write" and s.arguments["path"] == task.verifier.rubric.rules[0].file_path)
-    one = Suite("clawgym-bench", [task], suite.source, suite.base_dir)
+    one = Suite("synth-bench-200", [task], suite.source, suite.base_dir)
     with ScriptedLLM(responder=lambda body: '{"score": 0.75, "reason": "courteous but a little terse"}') as llm:
         judge = Judge(LLMClient(llm.model, llm.base_url), cache_dir=tmp_path / "cache")
         report = run_eval(one, AgentSpec("oracle"), bwrap_backend, tmp_path / "run", RolloutOptions(jobs=2),
@@ -180,20 +181,59 @@ def test_a_hybrid_task_is_judged_end_to_end(suite, bwrap_backend, tmp_path):
     assert report["overall"]["mean_score"] == pytest.approx(0.925) and report["overall"]["rubric_not_judged"] == 0
 
 
+def _built_with(tasks_jsonl: Path) -> tuple[str, str] | None:
+    """The commit that last wrote these bytes of tasks.jsonl and the folder it was in there (renames, such as
+    benchmarks/clawgym-bench -> benchmarks/synth-bench-200, do not count as writing): the build.py beside it in
+    that commit rebuilds it. None without the git history or when the bytes are not committed."""
+    blob = subprocess.run(["git", "-C", str(REPO), "hash-object", str(tasks_jsonl)], capture_output=True, text=True)
+    if blob.returncode != 0:
+        return None
+    blob_id = blob.stdout.strip()
+
+    def paths_in(rev: str) -> list[str]:  # where the blob is in that commit's tree
+        tree = subprocess.run(["git", "-C", str(REPO), "ls-tree", "-r", rev], capture_output=True, text=True)
+        return [ln.split("\t", 1)[1] for ln in tree.stdout.splitlines()
+                if ln.split()[2] == blob_id and ln.endswith("/tasks.jsonl")]
+
+    # the commits whose diff adds or removes the blob, newest first; a move shows up too, but its parent
+    # already held the blob elsewhere
+    log = subprocess.run(["git", "-C", str(REPO), "log", "--format=%H", f"--find-object={blob_id}"],
+                         capture_output=True, text=True).stdout.split()
+    for commit in log:
+        here = paths_in(commit)
+        if here and not paths_in(f"{commit}^"):
+            return commit, str(Path(here[0]).parent)
+    return None
+
+
+def test_the_committed_build_is_found_across_the_rename():
+    """The rebuild test below finds the commit that wrote the file's bytes, not the one that moved it."""
+    if not (REPO / ".git").exists():
+        pytest.skip("needs the git history")
+    found = _built_with(BENCH / "tasks.jsonl")
+    if found is None:
+        pytest.skip("tasks.jsonl differs from every committed version (rebuilt and not committed yet)")
+    commit, folder = found
+    assert folder in ("benchmarks/clawgym-bench", "benchmarks/synth-bench-200")
+    show = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{commit}:{folder}/build.py"])
+    assert show.returncode == 0
+
+
 @pytest.mark.slow
 def test_build_reproduces_the_file_byte_for_byte(bwrap_backend, tmp_path):
     """The frozen suite is reproducible from the synthesizers it was built with: the commit that last wrote
     tasks.jsonl, checked out beside this one (the synthesizers have changed since, on purpose: a benchmark's
-    tasks stay fixed while the generators improve), rebuilds it to the same bytes."""
+    tasks stay fixed while the generators improve), rebuilds it to the same bytes with the build.py it had (in
+    benchmarks/clawgym-bench/ before the suite was renamed synth-bench-200)."""
     if not (REPO / ".git").exists():
         pytest.skip("needs the git history (the commit that built tasks.jsonl)")
-    rel = "benchmarks/clawgym-bench/tasks.jsonl"
-    commit = subprocess.run(["git", "-C", str(REPO), "log", "-1", "--format=%H", "--", rel], capture_output=True,
-                            text=True, check=True).stdout.strip()
+    found = _built_with(BENCH / "tasks.jsonl")
+    assert found is not None, "tasks.jsonl is not the bytes of any commit: rebuild it with build.py and commit it"
+    commit, folder = found
     tree = tmp_path / "built_with"
     subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(tree), commit], check=True)
     try:
-        done = subprocess.run([sys.executable, str(tree / "benchmarks/clawgym-bench/build.py"), "--check",
+        done = subprocess.run([sys.executable, str(tree / folder / "build.py"), "--check",
                                "--output", str(BENCH / "tasks.jsonl")], capture_output=True, text=True,
                               timeout=1800, env={**os.environ, "PYTHONPATH": str(tree / "src")})
     finally:

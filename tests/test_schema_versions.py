@@ -21,7 +21,7 @@ from clawgym.core.versions import SCHEMA_VERSIONS
 from clawgym.rollout.runner import TRAJECTORIES, load_done, run_rollout
 
 REPO = Path(__file__).resolve().parents[1]
-CHECKED_IN = [REPO / "examples" / "tasks.jsonl", REPO / "benchmarks" / "clawgym-bench" / "tasks.jsonl"]
+CHECKED_IN = [REPO / "examples" / "tasks.jsonl", REPO / "benchmarks" / "synth-bench-200" / "tasks.jsonl"]
 
 # today's forms without schema_version: version 1, as every file written before versions holds them
 TASK_V1 = {"id": "t1", "instruction": "Write hello.txt", "workspace": {"files": [{"path": "a.txt", "content": "x"}]},

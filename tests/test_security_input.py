@@ -261,10 +261,9 @@ def test_mount_dir_of_every_real_task_is_accepted(datasets):
     repo = Path(__file__).resolve().parents[1]
     assert len(import_clawgym(datasets / "clawgym-train-sample").tasks) == 30
     assert len(import_pinchbench(datasets / "pinchbench-v1").tasks) == 22
-    for f in (repo / "benchmarks" / "clawgym-bench" / "tasks.jsonl", repo / "examples" / "tasks.jsonl"):
-        if f.exists():
-            read = read_records_lenient(f, Task)
-            assert read.errors == [] and read.records
+    for f in (repo / "benchmarks" / "synth-bench-200" / "tasks.jsonl", repo / "examples" / "tasks.jsonl"):
+        read = read_records_lenient(f, Task)
+        assert read.errors == [] and read.records
 
 
 def test_mount_dir_refused_in_a_tasks_file_is_a_file_line_error(tmp_path):

@@ -198,7 +198,7 @@ def test_requests_write_i_in_lowercase_only_for_lowercase_personas(world):
 
 
 # The work a task of the category must do, in one of its operations (and no config conversion outside the
-# subcategories that work on configs): the rule clawgym-bench's hand check applied.
+# subcategories that work on configs): the rule synth-bench-200's hand check applied.
 CATEGORY_WORK = {
     "systems_automation": {"edit_config", "analyze_logs", "write_automation_script", "audit_environment",
                            "inventory_and_archive", "deduplicate_files", "organize_files", "batch_rename",

@@ -16,7 +16,7 @@ from clawgym.synth import dedup as D
 from clawgym.synth import stats as S
 from conftest import REPO, require
 
-BENCH = REPO / "benchmarks" / "clawgym-bench" / "tasks.jsonl"
+BENCH = REPO / "benchmarks" / "synth-bench-200" / "tasks.jsonl"
 NURSE = ("Hi! I'm a nurse in Leeds. Please go through shifts.csv, drop the duplicate rows and save the cleaned "
          "table as shifts_clean.csv. Thanks so much!")
 LOGS = ("Find every ERROR line in logs/app.log, count them per hour and write the counts to errors_by_hour.csv "

@@ -1,8 +1,12 @@
-"""Build clawgym-bench (`tasks.jsonl`) from the synthesizers, byte for byte, as `suite.yaml` describes it.
+"""Build synth-bench-200 (`tasks.jsonl`) from the synthesizers, byte for byte, as `suite.yaml` describes it.
 
-    python benchmarks/clawgym-bench/build.py                # writes tasks.jsonl and provenance.json here
-    python benchmarks/clawgym-bench/build.py --check        # rebuilds in a temp dir; exit 1 if the bytes differ
-    python benchmarks/clawgym-bench/build.py --review cgb-pc-001 [--review ...]   # a task in full, to hand-check
+    python benchmarks/synth-bench-200/build.py              # writes tasks.jsonl and provenance.json here
+    python benchmarks/synth-bench-200/build.py --check      # rebuilds in a temp dir; exit 1 if the bytes differ
+    python benchmarks/synth-bench-200/build.py --review cgb-pc-001 [--review ...]   # a task in full, to hand-check
+
+The suite was called clawgym-bench until that name went to ClawGym's published ClawGym-Bench (issue #35); the
+name recorded in the tasks (`metadata.bench.suite`, from `suite.yaml`'s `name`) and the `cgb-` ids stay as they
+were built, so that the bytes do not change.
 
 For each category of `suite.yaml` the script synthesizes a pool of validated persona-route candidates with the
 category's own seed (`clawgym.synth.pipeline.synthesize`, restricted to that category) and takes from one
@@ -311,7 +315,7 @@ def build(spec: SuiteSpec, output: Path, provenance: Path | None, jobs: int = 2,
                                "(raise its pool in suite.yaml)")
         return kept[:count]
 
-    with tempfile.TemporaryDirectory(prefix="clawgym-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="synth-bench-200-") as tmp:
         pools_dir = keep_pools or Path(tmp)
         pools_dir.mkdir(parents=True, exist_ok=True)
         for cat in spec.categories:

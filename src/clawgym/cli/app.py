@@ -77,6 +77,9 @@ app.add_typer(skills_app, name="skills")
 from clawgym.cli.view_cmd import view_cmd  # noqa: E402
 
 app.command("view")(view_cmd)
+from clawgym.cli.data_cmd import register as register_data_cmds  # noqa: E402
+
+register_data_cmds(import_app, export_app)
 
 
 def _load_tasks(path: Path):
@@ -358,6 +361,10 @@ def rollout(
     episode_timeout: float | None = typer.Option(None, min=1.0, help="Wall time of one episode (default: the task's)."),
     infra_retries: int = typer.Option(2, min=0, help="Fresh attempts of an episode after an infrastructure error."),
     gateway: bool = typer.Option(True, help="llm agent: record every model call in RUN_DIR/pool through the gateway."),
+    tokenizer: str | None = typer.Option(None, help="llm agent: the model's tokenizer (a local model dir or embedded "
+                                         "name) for engines that return no token ids (llama.cpp, Ollama, OpenAI): "
+                                         "the gateway re-tokenizes each step and marks it so. Default: --model's, "
+                                         "when it is a local model."),
     policy_version: str | None = typer.Option(None, help="Policy version stamped on recorded steps."),
     precision: str = precision_option(),
     sandbox: str = sandbox_option("auto", "Sandbox backend: auto, bwrap, docker, local (NO isolation), or a registered third-party one (`clawgym sandbox check` lists them)."),
@@ -449,7 +456,7 @@ def rollout(
 
     spec = AgentSpec(agent, model, base_url, max_turns, max_tokens, max_total_tokens, temperature or 0.0,
                      llm_concurrency, request_timeout, stream, gateway, policy_version, precision=server_precision(precision),
-                     impose_sampling=temperature is not None)
+                     impose_sampling=temperature is not None, tokenizer=tokenizer)
     try:
         with ex, agent_session(spec, run_dir, tasks, options, announce=announce_server(model)) as session, \
                 contextlib.ExitStack() as judging:
@@ -484,14 +491,29 @@ def rollout(
             err.print(f"[bold yellow]warning:[/] {len(unjudged)} episodes of tasks with a rubric were done before "
                       f"this run without a judge (first: {unjudged[0]}); `clawgym verify {run_dir} --judge-model "
                       f"{judge_model[0]}` judges them", highlight=False, soft_wrap=True)
+    infra = [t for t in report.all if t.status == "infra_error"]
+    if infra:
+        # an outage must not look like a finished run to a script: rerunning the command redoes these episodes
+        first = infra[0].error.message if infra[0].error else ""
+        err.print(f"[bold red]{len(infra)} of {len(report.all)} episodes ended in an infrastructure error[/] "
+                  f"(first: {infra[0].id}: {first[:200]}); rerun the same command to redo them", highlight=False,
+                  soft_wrap=True)
     if bad:
         err.print(f"[bold red]{len(bad)} bad task lines were not run[/] (see errors above)")
         raise typer.Exit(1)
+    if infra:
+        raise typer.Exit(3)
 
 
 @app.command("eval")
 def eval_cmd(
-    bench: str = typer.Option(..., "--bench", help="clawgym-bench, pinchbench:PATH, pinchbench-offline:PATH, clawgym-folder:PATH or a tasks.jsonl."),
+    bench: str = typer.Option(..., "--bench", help="clawgym-bench (ClawGym's published ClawGym-Bench), "
+                              "clawgym-bench-offline (without its tasks that need the network), synth-bench-200 "
+                              "(our own synthesized suite, formerly clawgym-bench), pinchbench:PATH, "
+                              "pinchbench-offline:PATH, clawgym-folder:PATH or a tasks.jsonl."),
+    data: str | None = typer.Option(None, "--data", metavar="PATH", help="clawgym-bench: the folder of ClawGym-Bench's "
+                                    "200 task folders (else $CLAWGYM_BENCH_DATA, else the Hugging Face Hub dataset "
+                                    "RUC-AIBOX/ClawGym-Bench, cached; HF_HUB_OFFLINE=1 uses the cache only)."),
     agent: str = typer.Option("llm", help="Agent: llm, openclaw, noop or oracle."),
     model: str = model_option("Model of the llm agent (embedded name, local dir, or served name)."),
     base_url: str | None = base_url_option("OpenAI-compatible endpoint (else $OPENAI_BASE_URL; else the embedded server)."),
@@ -514,8 +536,13 @@ def eval_cmd(
 ) -> None:
     """Run a benchmark suite (rollout + verify) and report mean score, pass rate, pass@k per category.
 
+    `--bench clawgym-bench` is ClawGym's published ClawGym-Bench (200 task folders, their own checkers): from
+    --data PATH, $CLAWGYM_BENCH_DATA or the Hugging Face Hub. Our own 200 synthesized tasks are synth-bench-200.
+
     Without --judge-model, hybrid tasks are scored on their code checks alone (the verdict says so) and
     judge-only tasks are reported as not scored."""
+    from rich.markup import escape
+
     from clawgym.evaluation import load_suite, render_table, run_eval
     from clawgym.rollout import RolloutOptions
     from clawgym.rollout.executor import make_executor
@@ -523,7 +550,9 @@ def eval_cmd(
     from clawgym.sandbox import get_backend
 
     try:
-        suite = load_suite(bench)
+        suite = load_suite(bench, data=data)
+        for line in suite.deprecations:
+            err.print(f"[bold yellow]deprecated:[/] {escape(line)}", highlight=False, soft_wrap=True)
         backend = get_backend(sandbox)
         ex = make_executor(executor, jobs=jobs, ray_address=ray_address, sandbox=backend.name)
     except (ValueError, ClawgymError) as exc:
@@ -531,7 +560,7 @@ def eval_cmd(
     if limit:
         suite.tasks = suite.tasks[:limit]
     for note in suite.notes:
-        err.print(f"note: {note}", highlight=False)
+        err.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
     spec = AgentSpec(agent, model, base_url, max_turns=max_turns, max_tokens=max_tokens, temperature=temperature,
                      gateway=gateway, precision=server_precision(precision))
     options = RolloutOptions(samples=samples, jobs=jobs, episode_timeout=episode_timeout, executor=ex)
@@ -633,34 +662,71 @@ def gateway_cmd(
 
 @app.command()
 def summary(
-    run_dirs: list[Path] = typer.Argument(..., help="Run directories (or trajectories.jsonl files)."),
+    run_dirs: list[Path] = typer.Argument(..., help="Run directories, trajectories.jsonl files, or conversation files "
+                                          "(SFT data, trajectories imported in OpenAI-messages form)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     stats: bool = typer.Option(False, "--stats", help="Also print the trajectory statistics: rounds, tokens, tool "
-                               "calls and distinct tool types per episode."),
+                               "calls and distinct tool types per episode (always, for conversation files)."),
     prices: Path | None = typer.Option(None, "--prices", help="JSON {MODEL: {input: USD, output: USD}} per million "
                                        "tokens ('*' for any model): adds each run's cost."),
+    tokenizer: str | None = typer.Option(None, "--tokenizer", metavar="MODEL", help="Conversation files: count tokens "
+                                         "with this model's tokenizer and chat template (an embedded name or a model "
+                                         "dir); else approximated as characters / 4."),
+    max_len: int | None = typer.Option(None, "--max-len", min=1, help="Conversation files: list those longer than "
+                                       "this many tokens (the training window, `train sft --max-len`)."),
 ) -> None:
     """Summarize one or more runs: one row per run, agent and model, with episodes, mean score, pass rate and
-    errors by kind."""
+    errors by kind. Conversation files get the trajectory statistics, each conversation one episode."""
     from clawgym.core.jsonl import read_records
     from clawgym.core.records import Trajectory
     from clawgym.rollout import TRAJECTORIES, render_table, summarize
-    from clawgym.rollout.summary import load_prices, render_stats_table
+    from clawgym.rollout.summary import (
+        is_conversation_file,
+        load_prices,
+        read_conversations,
+        render_stats_table,
+        summarize_digests,
+        token_counter,
+    )
 
     price_table = load_prices(prices) if prices is not None else None
-    summaries = []
+    summaries, conversations, bad = [], [], []
+    counter = None
     for rd in run_dirs:
         path = rd / TRAJECTORIES if rd.is_dir() else rd
         if not path.exists():
             fail(f"{path}: no such file")
+        if path.is_file() and is_conversation_file(path):
+            counter = counter or token_counter(tokenizer)
+            digests, errors = read_conversations(path, counter)
+            bad += errors
+            conversations += summarize_digests(digests, run=str(rd), window=max_len)
+            continue
         latest = {t.id: t for t in read_records(path, Trajectory)}
         summaries += summarize(list(latest.values()), run=str(rd), prices=price_table)
+    error_lines(bad)
     if as_json:
-        sys.stdout.write(json.dumps([s.as_dict() for s in summaries], indent=2) + "\n")
+        sys.stdout.write(json.dumps([s.as_dict() for s in summaries + conversations], indent=2) + "\n")
     else:
-        out.print(render_table(summaries, title="summary"))
-        if stats:
-            out.print(render_stats_table(summaries))
+        if summaries:
+            out.print(render_table(summaries, title="summary"))
+            if stats:
+                out.print(render_stats_table(summaries))
+        if conversations:
+            out.print(render_stats_table(conversations, title="conversation statistics (mean per conversation)"))
+            out.print(f"tokens: {counter.label}", highlight=False)
+        for s in conversations:
+            if s.over_window:
+                first = ", ".join(f"{n} ({k:,})" for n, k in s.over_window[:5])
+                err.print(f"[bold yellow]{len(s.over_window)} of {s.ran} conversations in {s.run} are longer than "
+                          f"{s.window:,} tokens[/] (`train sft --max-len {s.window}` cuts them there, keeping the "
+                          f"start): {first}{', ...' if len(s.over_window) > 5 else ''}", highlight=False,
+                          soft_wrap=True)
+            elif s.window is not None:
+                out.print(f"{s.run}: every conversation fits in {s.window:,} tokens (longest {s.max_tokens or 0:,})",
+                          highlight=False)
+    if bad:
+        raise typer.Exit(1)
 
 
 def main() -> None:

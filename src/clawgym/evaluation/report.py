@@ -5,6 +5,11 @@ A "run" r is sample r of every task (`-k N` gives N runs); a task passes when it
 pass threshold, 1.0 by default). pass@k uses the unbiased estimator of Chen et al. (2021):
 1 - C(n - c, k) / C(n, k) for a task with n scored samples of which c passed, averaged over tasks.
 Episodes that ended in an infrastructure error are neither scores nor failures: they are listed apart.
+
+Per task, the report also counts the tasks scored above 0 and the tasks passed (`tasks_above_zero`,
+`tasks_passed`, and `scored_above_zero`: each such task with its mean score). Under the noop agent, which does
+nothing, these are the tasks that pay for no work ("noop-paid"; ClawGym keeps only tasks a noop scores 0 on).
+Tasks marked `requires_network` in their metadata (the sandboxes have no network) are reported apart too.
 """
 
 from __future__ import annotations
@@ -43,6 +48,9 @@ class Group:
     skipped: int = 0  # e.g. the oracle on a task without a reference solution
     hybrid_tasks: int = 0  # tasks with a rubric (code checks + rubric, or rubric only)
     rubric_not_judged: int = 0  # scored episodes of such tasks whose rubric was not judged (code part only)
+    tasks_scored: int = 0  # tasks with at least one scored episode
+    tasks_above_zero: int = 0  # tasks whose mean score over their scored episodes is above 0
+    tasks_passed: int = 0  # tasks with at least one passing episode
 
 
 def _group(name: str, tasks: list[Task], trajs: dict[str, list[Trajectory]], k: int) -> Group:
@@ -56,6 +64,7 @@ def _group(name: str, tasks: list[Task], trajs: dict[str, list[Trajectory]], k: 
         g.episodes += len(eps)
         g.hybrid_tasks += t.verifier.rubric is not None
         n = c = 0
+        task_scores: list[float] = []
         for e in eps:
             if e.status == "infra_error":
                 g.infra_errors += 1
@@ -72,9 +81,13 @@ def _group(name: str, tasks: list[Task], trajs: dict[str, list[Trajectory]], k: 
             passed = bool(e.verdict and e.verdict.passed)
             c += passed
             scores.append(e.score)
+            task_scores.append(e.score)
             per_run[e.sample].append(e.score)
         passes += c
         if n:
+            g.tasks_scored += 1
+            g.tasks_above_zero += statistics.fmean(task_scores) > 0
+            g.tasks_passed += c > 0
             for kk in sorted({1, k}):
                 if kk <= n:
                     pk[kk].append(pass_at_k(n, c, kk))
@@ -105,10 +118,35 @@ def build_report(suite: str, tasks: list[Task], trajectories: list[Trajectory], 
     per_cat = [_group(c, ts, by_task, k) for c, ts in sorted(cats.items())]
     infra = [{"id": t.id, "kind": t.error.kind if t.error else "?", "message": (t.error.message if t.error else "")[:200]}
              for t in latest.values() if t.status == "infra_error"]
-    return {
+    means = _task_means(tasks, by_task)
+    report: dict[str, Any] = {
         "suite": suite, "k": k, "overall": asdict(overall), "categories": [asdict(g) for g in per_cat],
         "infra_errors": infra, "settings": settings,
+        "scored_above_zero": [{"id": tid, "mean_score": m} for tid, m in
+                              sorted(means.items(), key=lambda kv: (-kv[1], kv[0])) if m > 0],
     }
+    net = [t for t in tasks if t.metadata.get("requires_network")]
+    if net:
+        net_ids = {t.id for t in net}
+        rest = [t for t in tasks if t.id not in net_ids]
+        on, off = _group("needs the network", net, by_task, k), _group("the others", rest, by_task, k)
+        report["requires_network"] = {
+            "tasks": len(net), "ids": [t.id for t in net], "scored": on.scored, "mean_score": on.mean_score,
+            "pass_rate": on.pass_rate, "others": {"tasks": len(rest), "scored": off.scored,
+                                                  "mean_score": off.mean_score, "pass_rate": off.pass_rate},
+        }
+    return report
+
+
+def _task_means(tasks: list[Task], by_task: dict[str, list[Trajectory]]) -> dict[str, float]:
+    """Each task's mean score over its scored episodes (tasks with none are left out)."""
+    out = {}
+    for t in tasks:
+        scores = [e.score for e in by_task.get(t.id, []) if e.score is not None
+                  and e.status not in ("infra_error", "skipped")]
+        if scores:
+            out[t.id] = statistics.fmean(scores)
+    return out
 
 
 def _fmt(v: float | None, pct: bool = False) -> str:
@@ -145,10 +183,43 @@ def unjudged_note(report: dict[str, Any]) -> str | None:
             "code checks alone (no judge configured; pass --judge-model to judge the rubric).")
 
 
+def paid_note(report: dict[str, Any]) -> str | None:
+    """How many tasks scored above 0 and passed. Under the noop agent (no action at all) this is the share of
+    tasks that pay for doing nothing, "noop-paid", with the tasks and their scores."""
+    o = report["overall"]
+    n = o.get("tasks_scored", 0)
+    if not n:
+        return None
+    above, passed = o.get("tasks_above_zero", 0), o.get("tasks_passed", 0)
+    if report["settings"].get("agent") != "noop":
+        return f"tasks scored above 0: {above} of {n} ({above / n:.1%}); tasks passed: {passed} ({passed / n:.1%})."
+    paid = report.get("scored_above_zero", [])
+    shown = ", ".join(f"{p['id']} {p['mean_score']:.3f}" for p in paid[:10]) + (", ..." if len(paid) > 10 else "")
+    return (f"noop-paid: the noop agent, which does nothing, scores above 0 on {above} of {n} tasks ({above / n:.1%}) "
+            f"and passes {passed} ({passed / n:.1%})" + (f": {shown}" if paid else "")
+            + " (ClawGym's filter wants 0).")
+
+
+def network_note(report: dict[str, Any]) -> str | None:
+    """A line on the tasks marked requires_network (the sandboxes have no network), or None."""
+    net = report.get("requires_network")
+    if not net:
+        return None
+    return (f"{net['tasks']} task(s) need the network (requires_network), which the sandboxes do not give: mean "
+            f"{_fmt(net['mean_score'])} on them, {_fmt(net['others']['mean_score'])} on the other "
+            f"{net['others']['tasks']}.")
+
+
+def notes(report: dict[str, Any]) -> list[str]:
+    """The lines under the table: rubrics not judged, tasks scored above 0 / noop-paid, tasks that need the
+    network."""
+    return [n for n in (unjudged_note(report), paid_note(report), network_note(report)) if n]
+
+
 def render_table(report: dict[str, Any]):
     from rich.table import Table
 
-    table = Table(title=f"{report['suite']} (k={report['k']})", caption=unjudged_note(report))
+    table = Table(title=f"{report['suite']} (k={report['k']})", caption="\n".join(notes(report)) or None)
     for h in HEADERS:
         table.add_column(h, justify="left" if h in ("category", "pass@k") else "right")
     rows = _rows(report)
@@ -162,7 +233,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines = [f"# {report['suite']}: {s.get('agent')}" + (f" / {s['model']}" if s.get("model") else ""), ""]
     lines += ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(r) + " |" for r in _rows(report)]
-    if note := unjudged_note(report):
+    for note in notes(report):
         lines += ["", note]
     if report["infra_errors"]:
         lines += ["", f"Infrastructure errors (not scored): {len(report['infra_errors'])}"]

@@ -21,10 +21,12 @@ from clawgym.core.errors import ClawgymError
 
 SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# python-is-python3 and ruby: ClawGym-Bench checkers run `python` (task_0112, task_0119) and `ruby` (task_0199)
+# on the agent's work; without them a correct solution loses those checks (docs/evaluation.md).
 PACKAGES = [
     "python3", "python3-pytest", "python3-yaml", "python3-openpyxl", "git", "sqlite3", "jq", "curl",
     "ca-certificates", "procps", "file", "unzip", "zip", "xz-utils", "bc", "less", "tree", "ripgrep", "make",
-    "gawk",
+    "gawk", "python-is-python3", "ruby",
 ]
 IMAGE_REPO = "clawgym-sandbox"
 

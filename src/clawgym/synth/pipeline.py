@@ -461,8 +461,8 @@ def make_candidates(
     generator's exception in the candidate's place (synthesize counts those as `generator_error`).
 
     A written task does not hold everything its candidate had (each step's plan: the files it writes, its
-    checks); this gives it back, e.g. to `benchmarks/clawgym-bench/build.py`, which finds the attempt that made a
-    written task by comparing the candidate's task with it. Lazy: stop iterating once you have what you need."""
+    checks); this gives it back, e.g. to `benchmarks/synth-bench-200/build.py`, which finds the attempt that made
+    a written task by comparing the candidate's task with it. Lazy: stop iterating once you have what you need."""
     _load_worker_state(str(taxonomy_path) if taxonomy_path else None, str(personas_path) if personas_path else None,
                        categories, False, operations, max_ops, solution, program_ops)
     for index, attempt in keys:
