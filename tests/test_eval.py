@@ -155,3 +155,23 @@ def test_rollout_options_episode_timeout_replaces_the_tasks_limit(bwrap_backend,
     assert got[None][0] == "timeout" and got[None][1] != 1.0
     assert got[60.0] == ("completed", 1.0)
     assert task.timeout_seconds == 1.0
+
+
+def test_eval_with_a_judge_writes_the_judged_verdicts_into_trajectories(bwrap_backend, tmp_path):
+    """trajectories.jsonl said "no judge configured" of episodes the report gave as judged (issue #34)."""
+    from clawgym.core.jsonl import read_records
+    from clawgym.core.records import Trajectory
+    from clawgym.llm import LLMClient
+    from clawgym.verify import Judge
+    from scripted_llm import ScriptedLLM
+
+    suite = load_suite(str(REPO / "examples" / "tasks.jsonl"))
+    hybrid = {t.id for t in suite.tasks if t.verifier.rubric is not None}
+    with ScriptedLLM(responder=lambda body: '{"score": 0.5, "reason": "half of it"}') as llm:
+        judge = Judge(LLMClient(llm.model, llm.base_url), cache_dir=tmp_path / "cache")
+        run_eval(suite, AgentSpec("oracle"), bwrap_backend, tmp_path / "run", RolloutOptions(jobs=4), judge=judge)
+    latest = {t.id: t for t in read_records(tmp_path / "run" / "trajectories.jsonl", Trajectory)}
+    for t in latest.values():
+        if t.task_id in hybrid:
+            assert t.verdict.rubric_score == 0.5, t.verdict
+            assert not any("no judge" in n for n in t.verdict.notes), t.verdict.notes

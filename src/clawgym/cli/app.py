@@ -528,6 +528,12 @@ def eval_cmd(
     episode_timeout: float | None = typer.Option(None, min=1.0, help="Wall time of one episode (default: the task's). Raise it when many episodes share a slow local model."),
     gateway: bool = typer.Option(True, help="llm agent: record every model call in RUN_DIR/pool."),
     precision: str = precision_option(),
+    llm_concurrency: int = typer.Option(16, min=1, help="Model calls in flight at once, over all episodes."),
+    request_timeout: float = request_timeout_option(),
+    stream: bool = typer.Option(False, help="Ask the model for streamed responses."),
+    infra_retries: int = typer.Option(2, min=0, help="Fresh attempts of an episode after an infrastructure error."),
+    tokenizer: str | None = typer.Option(None, help="llm agent: the model's tokenizer for engines that return no "
+                                         "token ids (see `clawgym rollout --tokenizer`)."),
     judge_model: list[str] | None = typer.Option(None, help="Judge model(s) for rubric rules (hybrid and judge-only tasks)."),
     judge_base_url: str | None = typer.Option(None, help="Endpoint of the judge (else the embedded server for a local judge model)."),
     judge_samples: int = typer.Option(1, min=1, help="Judge samples per rule, averaged."),
@@ -562,8 +568,10 @@ def eval_cmd(
     for note in suite.notes:
         err.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
     spec = AgentSpec(agent, model, base_url, max_turns=max_turns, max_tokens=max_tokens, temperature=temperature,
-                     gateway=gateway, precision=server_precision(precision))
-    options = RolloutOptions(samples=samples, jobs=jobs, episode_timeout=episode_timeout, executor=ex)
+                     llm_concurrency=llm_concurrency, request_timeout=request_timeout, stream=stream,
+                     gateway=gateway, precision=server_precision(precision), tokenizer=tokenizer)
+    options = RolloutOptions(samples=samples, jobs=jobs, episode_timeout=episode_timeout, executor=ex,
+                             infra_retries=infra_retries)
     progress = progress_bar()
     bar = {}
 
@@ -590,6 +598,11 @@ def eval_cmd(
             c.close()
     out.print(render_table(report))
     out.print(f"report: {run_dir / 'report.md'} (and report.json, report.png)", highlight=False)
+    infra = len(report.get("infra_errors") or [])
+    if infra:
+        err.print(f"[bold red]{infra} episodes ended in an infrastructure error[/] and are not scored; rerun the same "
+                  "command to redo them", highlight=False)
+        raise typer.Exit(3)
 
 
 @app.command()

@@ -15,7 +15,7 @@ from typing import Any
 
 from clawgym import __version__
 from clawgym.core.atomic import write_text
-from clawgym.core.jsonl import read_records_lenient
+from clawgym.core.jsonl import JsonlAppender, read_records_lenient
 from clawgym.core.records import Trajectory
 from clawgym.evaluation.report import build_report, render_chart, render_markdown
 from clawgym.evaluation.suites import Suite
@@ -78,6 +78,13 @@ def run_eval(
                           episode_ids=eps)
         new = {e.id: e.verdict for e in res.records}
         trajs = [t.model_copy(update={"verdict": new[t.id]}) if t.id in new else t for t in trajs]
+        # the judged verdicts go into trajectories.jsonl too (its last record of an episode wins), so that it
+        # never says "no judge configured" of an episode the report gives as judged
+        latest = {t.id: t for t in trajs}
+        with JsonlAppender(run_dir / TRAJECTORIES) as out:
+            for tid in new:
+                if tid in latest:
+                    out.append(latest[tid])
         settings["judge"] = {"models": [c.model for c in judge.clients], "samples": judge.samples,
                              "episodes_judged": len(new), "not_rescored": res.not_rescored}
     report = build_report(suite.name, suite.tasks, [t for t in trajs if t.task_id in ids], options.samples, settings)
