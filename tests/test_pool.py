@@ -256,6 +256,10 @@ def test_rl_export_grpo_advantages(tmp_path: Path) -> None:
         assert "a3" not in adv and "d1" not in adv
         assert report["kept"] == len(rows) == 2 + 2 + 2 + 1 + 1 + 3 + 1
         assert report["dropped"] == {"no token ids": 2, "trajectory not ended": 1}
+        # where the kept steps' ids came from is counted (issue #34: the export says so)
+        assert sum(report["token_ids"].values()) == report["kept"]
+        assert set(report["token_ids"]) == {"engine" if r["token_source"] == "upstream" else r["token_source"]
+                                            for r in rows}
         r = next(r for r in rows if r["step_id"] == "a0/1")
         assert r["prompt_ids"] == list(range(11)) and r["response_ids"] == [7, 8, 9]
         assert r["response_mask"] == [1, 1, 1] and r["logprobs"] == [-0.5, -0.25, -0.125]

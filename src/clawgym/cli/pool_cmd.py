@@ -281,6 +281,10 @@ def export(
         out.print(f"  dropped {n:,}: {escape(reason)}", highlight=False)
     for reason, n in (report.get("notes") or {}).items():
         out.print(f"  note {n:,}: {escape(reason)}", highlight=False)
+    if report.get("token_ids"):
+        where = ", ".join(f"{n:,} {src}" for src, n in sorted(report["token_ids"].items()))
+        out.print(f"  token ids: {where} (engine: the serving engine's own; retokenized: the model's chat template "
+                  "applied to the conversation)", highlight=False)
 
 
 @pool_app.command()

@@ -247,6 +247,7 @@ def export_rl(pool: Pool, path: str | os.PathLike, *, min_reward: float | None =
         advantages = step_advantages(step_rewards, algo, gamma, eps)
     dropped: Counter[str] = Counter()
     notes: Counter[str] = Counter()
+    sources: Counter[str] = Counter()  # where the kept steps' token ids came from: the engine, or re-tokenized
     trajs: set[str] = set()
     groups: set[str] = set()
     n_steps = 0
@@ -280,6 +281,10 @@ def export_rl(pool: Pool, path: str | os.PathLike, *, min_reward: float | None =
                 notes["logprobs length mismatch (set to null)"] += 1
                 logprobs = None
             t = kept[tid]
+            source = step.get("token_source") or "unknown"
+            sources["engine" if source == "upstream" else source] += 1
+            if source == "retokenized" and not (step.get("token_check") or {}).get("match", True):
+                notes["re-tokenized ids disagree with the engine's token counts"] += 1
             out.write({
                 "step_id": row.step_id,
                 "trajectory_id": tid,
@@ -300,4 +305,4 @@ def export_rl(pool: Pool, path: str | os.PathLike, *, min_reward: float | None =
             groups.add(t["group"])
     return {"format": "rl", "algo": algo, "credit": credit, "gamma": gamma, "path": str(path), "kept": out.count,
             "dropped": {k: v for k, v in sorted(dropped.items()) if v}, "notes": dict(notes), "steps": n_steps,
-            "trajectories": len(trajs), "groups": len(groups)}
+            "token_ids": dict(sources), "trajectories": len(trajs), "groups": len(groups)}
