@@ -491,3 +491,13 @@ def test_hybrid_task_judged_end_to_end_by_the_embedded_model(bwrap_backend, tmp_
     assert j["requests"] == 0 and j["cached"] == sample["calls"] and j["prompt_tokens"] == 0
     [again] = read_verdicts(run)
     assert (again.verdict.status, again.verdict.score, again.verdict.error) == (v.status, v.score, v.error)
+
+
+def test_an_answer_copying_the_formats_example_is_not_a_verdict():
+    """The judge accepted a model copying the prompt's example answer (issue #34)."""
+    from clawgym.verify.judge_answer import parse_judgment
+
+    for copied in ('{"score": 0.5, "reason": "one short sentence"}', '{"score": 1, "reason": "<one short sentence>"}'):
+        p = parse_judgment(copied)
+        assert p.score is None and "copies the answer format" in p.error, p
+    assert parse_judgment('{"score": 0.5, "reason": "half of the rows are right"}').score == 0.5

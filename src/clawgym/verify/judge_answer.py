@@ -147,6 +147,20 @@ def parse_judgment(text: str, rule_name: str | None = None) -> Parsed:
     Values may be written as 0.8, "0.8", "3/4", "75%"; they are snapped to the nearest band. A value outside
     0..1 (e.g. 7 with no scale) is not guessed at: it is an error, like an answer with no score at all.
     """
+    parsed = _parse_judgment(text, rule_name)
+    if parsed.score is not None and parsed.reason.strip().strip("<>").strip().lower() in PLACEHOLDER_REASONS:
+        # a model that copies the answer format's example (`{"score": 0.5, "reason": "one short sentence"}`) has
+        # judged nothing: its number is the example's, not a verdict
+        return Parsed(None, error=f"the answer copies the answer format's example (reason {parsed.reason!r}) "
+                                  "instead of judging")
+    return parsed
+
+
+# the reason texts of the answer format the judge is shown: an answer giving one of them copied the format
+PLACEHOLDER_REASONS = {"one short sentence", "reason", "..."}
+
+
+def _parse_judgment(text: str, rule_name: str | None = None) -> Parsed:
     body = strip_reasoning(text).strip()
     if not body:
         return Parsed(None, error="empty answer" if not (text or "").strip() else
