@@ -75,6 +75,7 @@ from clawgym.gateway.budget import BUDGET_ERROR_TYPE, Budget, BudgetBook
 from clawgym.gateway.capture import Assembled, dumps, loads, retokenize, strip_added
 from clawgym.gateway.routes import ALLOWED, Route, allowed_methods, parse_route, trajectory_key, upstream_path
 from clawgym.gateway.sampling import SamplingOverride
+from clawgym.llm.endpoint import openai_base_url
 from clawgym.pool.store import PoolClosed
 
 UNASSIGNED = "_unassigned"
@@ -190,9 +191,7 @@ class Gateway:
         `reader_token`: enables `GET /clawgym/trajectory/<id>` for callers with this token (not the agents').
         `route_secret`: the gateway serves a rollout: every call must go to a trajectory route with that route's
         key (`trajectory_key(route_secret, trajectory, group)`) or the gateway's `token` (see the module docstring)."""
-        self.upstream = upstream.rstrip("/")
-        if not self.upstream.endswith("/v1"):
-            self.upstream += "/v1"
+        self.upstream = openai_base_url(upstream)  # the one rule of every client: a bare host:port gets /v1
         self.pool = pool
         self.token = token
         self.reader_token = reader_token
