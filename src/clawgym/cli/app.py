@@ -47,10 +47,12 @@ app = typer.Typer(
     name="clawgym", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
     help="Synthesize, run, verify and train Claw-style personal agents in sandboxed workspaces.",
 )
-import_app = typer.Typer(no_args_is_help=True, help="Import tasks from outside formats into tasks.jsonl.")
+import_app = typer.Typer(no_args_is_help=True, help="Import outside data: tasks (ClawGym folders and Hub corpus, "
+                         "PinchBench) into tasks.jsonl, trajectories (OpenAI messages) into SFT records.")
 workspace_app = typer.Typer(no_args_is_help=True, help="Materialize task workspaces as real files.")
 sandbox_app = typer.Typer(no_args_is_help=True, help="Build the sandbox image and check the backends.")
-export_app = typer.Typer(no_args_is_help=True, help="Export tasks to outside formats.")
+export_app = typer.Typer(no_args_is_help=True, help="Export tasks, trajectories and SFT data to outside formats "
+                         "(PinchBench, OpenAI messages, Hugging Face datasets).")
 app.add_typer(import_app, name="import")
 app.add_typer(export_app, name="export")
 app.add_typer(workspace_app, name="workspace")

@@ -19,7 +19,7 @@ def _check_format(fmt: str) -> None:
 
 
 def import_clawgym_hub_cmd(
-    file: Path | None = typer.Argument(None, metavar="[SYN_TASK_JSONL]", help="ClawGym's corpus file "
+    file: Path | None = typer.Argument(None, metavar="SYN_TASK_JSONL", help="ClawGym's corpus file "
                                        "(syn_task.jsonl); without it, the file of the Hub dataset --from-hub."),
     output: Path = output_option("tasks.jsonl to write."),
     from_hub: str | None = typer.Option(None, "--from-hub", metavar="REPO_ID", help="Download the corpus from this "
@@ -29,8 +29,10 @@ def import_clawgym_hub_cmd(
     revision: str | None = typer.Option(None, "--revision", help="A branch, tag or commit of the Hub dataset."),
     strict: bool = STRICT_IMPORT,
 ) -> None:
-    """Import ClawGym's task corpus (rows of prompt, hook_code, input_files, rule, origin_template): the same task
-    records as the folder importer gives for the folders ClawGym's build_dataset_from_hf.py makes of them."""
+    """Import ClawGym's task corpus (syn_task.jsonl of RUC-AIBOX/ClawGym-Task), from a file or the Hub.
+
+    Its rows (prompt, hook_code, input_files, rule, origin_template) give the same task records as the folder
+    importer gives for the folders ClawGym's build_dataset_from_hf.py makes of them."""
     from clawgym.cli.app import _write_import
     from clawgym.core.errors import ClawgymError
     from clawgym.importers.clawgym_hub import HUB_REPO, download_corpus, import_clawgym_hub
@@ -58,9 +60,10 @@ def import_trajectories_cmd(
                                       "have no `tools` (a JSON list): ClawGym's SFT script gives every line "
                                       "OpenClaw's tool list instead of storing it."),
 ) -> None:
-    """Import trajectories made elsewhere as SFT records that `clawgym train sft` takes directly (the loss on every
-    assistant turn, the tool schemas kept). Bad lines are reported `file:line: field: problem` and the others
-    imported; any bad line makes the exit code 1."""
+    """Import trajectories made elsewhere ({messages, tools} lines) as SFT records for `clawgym train sft`.
+
+    Training puts the loss on every assistant turn, the tool schemas kept. Bad lines are reported
+    `file:line: field: problem` and the others imported; any bad line makes the exit code 1."""
     from clawgym.core.errors import ClawgymError
     from clawgym.train.filter import write_jsonl_atomic
     from clawgym.train.openai_messages import load_tools, read_openai_messages
@@ -95,17 +98,16 @@ def export_trajectories_cmd(
     fmt: str = typer.Option("openai-messages", "--format", help="openai-messages: {messages, tools} a line, as "
                             "OpenRLHF (--input_key messages --multiturn --apply_chat_template) and trl read it."),
 ) -> None:
-    """Export SFT records as trajectories in a format others train with: a file imported by `import trajectories`
-    comes back as it was."""
+    """Export SFT records as {messages, tools} lines, as OpenRLHF and trl read them.
+
+    A file imported by `clawgym import trajectories` comes back as it was."""
     from clawgym.core.errors import ClawgymError
-    from clawgym.train.filter import write_jsonl_atomic
+    from clawgym.train.filter import read_sft_records, write_jsonl_atomic
     from clawgym.train.openai_messages import to_openai_messages
 
     _check_format(fmt)
     if not file.is_file():
         fail(f"{file}: no such file")
-    from clawgym.train.filter import read_sft_records
-
     try:
         records = read_sft_records(file)
     except ClawgymError as exc:
@@ -127,8 +129,9 @@ def export_hf_dataset_cmd(
                                            "login`; created when missing)."),
     private: bool = typer.Option(False, "--private", help="With --push-to-hub: create the repository private."),
 ) -> None:
-    """Write tasks, trajectories or SFT data as a Hugging Face dataset that `datasets.load_dataset(DIR)` reads
-    (messages with tool calls, tools as JSON), and optionally push it to the Hub."""
+    """Write tasks, trajectories or SFT data as a Hugging Face dataset; optionally push it to the Hub.
+
+    `datasets.load_dataset(DIR)` reads the folder: messages with their tool calls, tools as JSON text."""
     from clawgym.core.errors import ClawgymError
     from clawgym.hf.dataset import KINDS, export_hf_dataset
 
@@ -145,7 +148,7 @@ def export_hf_dataset_cmd(
         fields = ", ".join(f"{k} ({n})" for k, n in sorted(rep.left_out.items()))
         err.print(f"[bold yellow]warning:[/] message fields without a column, left out: {fields}", highlight=False)
     out.print(f"wrote {rep.rows} {kind} rows -> {output} ({len(rep.errors)} bad lines); "
-              f"load it with datasets.load_dataset({str(output)!r})", highlight=False)
+              f"load it with datasets.load_dataset({str(output)!r})", highlight=False, soft_wrap=True)
     if push_to_hub:
         from clawgym.hf.hub import push_folder
 

@@ -41,6 +41,8 @@ def filter_cmd(
     drop_quality: list[str] = typer.Option(["bad"], "--drop-quality", help="Curation: drop trajectories whose "
                                            "quality, or a step's, is this (repeatable; 'none' keeps all)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    fmt: str = typer.Option("clawgym", "--format", help="clawgym (SFT records: messages, tools, trajectory, task, "
+                            "score, ...) or openai-messages (only `messages` + `tools`, as OpenRLHF and trl read them)."),
 ) -> None:
     """Turn verifier-filtered trajectories into SFT conversations (OpenAI messages + tools), one JSON line each.
 
@@ -54,11 +56,13 @@ def filter_cmd(
 
     if scores not in SCORE_SOURCES:
         fail(f"--scores: unknown value {scores!r}; choose {', '.join(SCORE_SOURCES)}", 2)
+    if fmt not in ("clawgym", "openai-messages"):
+        fail(f"--format: unknown value {fmt!r}; choose clawgym or openai-messages", 2)
     opts = FilterOptions(min_score=min_score, statuses=tuple(status) if status else ("completed",),
                          max_per_task=max_per_task, token_ids=token_ids, scores=scores, curation=curation,
                          drop_quality=tuple(q for q in drop_quality if q.lower() != "none"))
     try:
-        rep = filter_to_file(run_dirs, output, opts)
+        rep = filter_to_file(run_dirs, output, opts, fmt=fmt)
     except ClawgymError as exc:
         fail(str(exc))
     for line in rep.bad_lines:

@@ -45,6 +45,14 @@ def inline_file(path: str, data: bytes, mode: int | None = None) -> WorkspaceFil
         return WorkspaceFile(path=path, content_b64=base64.b64encode(data).decode("ascii"), mode=mode)
 
 
+def walk_order(path: str) -> tuple[tuple[int, str], ...]:
+    """The sort key of the order :func:`_walk` lists a folder's files in (os.walk, sorted, top down): a folder's
+    own files by name, then each subfolder's by name. Importers that get files as a list sort them by it, so that
+    the same task gives the same record."""
+    parts = path.split("/")
+    return (*((1, d) for d in parts[:-1]), (0, parts[-1]))
+
+
 def _walk(base: Path, folder_real: str, prefix: str = "") -> tuple[list[WorkspaceFile], list[str]]:
     """Every file under `base` inlined (path = prefix + path relative to base), and the empty directories.
 
@@ -116,53 +124,43 @@ def _timeout(entry: dict[str, Any], meta: dict[str, Any], where: str) -> float |
     return float(value)
 
 
-def _import_folder(folder: Path) -> Task:
-    """One task folder as a Task; raises TaskImportError naming the offending file."""
-    entry_path = folder / DATA_ENTRY
-    folder_real = os.path.realpath(folder)
-    entry = _read_data_entry(entry_path, folder_real)
-    where = str(entry_path)
-
+def clawgym_task(entry: dict[str, Any], name: str, where: str, files: list[WorkspaceFile], dirs: list[str],
+                 reward_files: list[WorkspaceFile], source: str = SOURCE) -> Task:
+    """The Task of one ClawGym task, from what its folder holds: the data_entry.json object `entry`, the workspace
+    `files` and empty `dirs` (input_files/, in walk order) and the checker files (reward/, paths `reward/...`, with
+    reward.sh). `name` is the folder's name (the id when the entry names none); problems are reported against
+    `where`. The Hub corpus importer (:mod:`clawgym.importers.clawgym_hub`) builds the same inputs from a row, so a
+    task gives the same record from either."""
     query = entry.get("user_query")
     if not isinstance(query, str) or not query.strip():
         raise TaskImportError(where, "user_query missing or empty")
     meta = entry.get("metadata") or {}
     if not isinstance(meta, dict):
         raise TaskImportError(where, f"metadata must be an object, got {type(meta).__name__}")
-    reward_sh = folder / REWARD_SCRIPT
-    if not reward_sh.is_file():
-        raise TaskImportError(str(reward_sh), "no reward/reward.sh")
 
     raw_id = entry.get("task_id")
-    task_id = str(raw_id) if raw_id not in (None, "") else folder.name
+    task_id = str(raw_id) if raw_id not in (None, "") else name
     grading_type = meta.get("grading_type")
     metadata: dict[str, Any] = {k: v for k, v in entry.items() if k not in _KNOWN_KEYS}
     metadata.update({k: v for k, v in meta.items() if k not in _KNOWN_METADATA_KEYS})
     metadata.update(
         grading_type=grading_type,
-        folder=folder.name,
+        folder=name,
         input_mount_dir_given="input_mount_dir" in entry,
     )
     if grading_type != "automated":
         metadata["grading_note"] = (
             f"grading_type is {grading_type!r}, not 'automated'; imported with the reward.sh check only"
         )
-
-    try:
-        input_dir = folder / "input_files"
-        files, dirs = _walk(input_dir, folder_real) if input_dir.is_dir() else ([], [])
-        reward_files, _ = _walk(folder / "reward", folder_real, prefix="reward/")
-    except OSError as exc:
-        raise TaskImportError(str(exc.filename or folder), f"cannot read: {exc.strerror or exc}") from None
     # reward.sh is run with `bash`, but keep it executable for checkers that call it directly.
     reward_files = [
         f.model_copy(update={"mode": EXEC_MODE}) if f.path == REWARD_SCRIPT else f for f in reward_files
     ]
-
     code = CodeCheck(
         kind="shell",
         entry=f"bash {REWARD_SCRIPT}",
-        subscores_entry=f'python3 {CHECK_SCRIPT} "$PWD"' if (folder / CHECK_SCRIPT).is_file() else None,
+        subscores_entry=f'python3 {CHECK_SCRIPT} "$PWD"' if any(f.path == CHECK_SCRIPT for f in reward_files)
+        else None,
         files=reward_files,
         timeout_seconds=REWARD_TIMEOUT_SECONDS,
     )
@@ -173,7 +171,7 @@ def _import_folder(folder: Path) -> Task:
     try:
         return Task(
             id=task_id,
-            source=SOURCE,
+            source=source,
             category=str(meta.get("category") or ""),
             instruction=query,
             workspace=WorkspaceSpec(
@@ -189,6 +187,23 @@ def _import_folder(folder: Path) -> Task:
         raise TaskImportError(where, f"invalid task: {validation_message(exc)}") from None
 
 
+def _import_folder(folder: Path) -> Task:
+    """One task folder as a Task; raises TaskImportError naming the offending file."""
+    entry_path = folder / DATA_ENTRY
+    folder_real = os.path.realpath(folder)
+    entry = _read_data_entry(entry_path, folder_real)
+    reward_sh = folder / REWARD_SCRIPT
+    if not reward_sh.is_file():
+        raise TaskImportError(str(reward_sh), "no reward/reward.sh")
+    try:
+        input_dir = folder / "input_files"
+        files, dirs = _walk(input_dir, folder_real) if input_dir.is_dir() else ([], [])
+        reward_files, _ = _walk(folder / "reward", folder_real, prefix="reward/")
+    except OSError as exc:
+        raise TaskImportError(str(exc.filename or folder), f"cannot read: {exc.strerror or exc}") from None
+    return clawgym_task(entry, folder.name, str(entry_path), files, dirs, reward_files)
+
+
 def import_clawgym(root: Path) -> ImportResult:
     """Import one ClawGym task folder (has data_entry.json) or a folder of them, sorted by folder name.
 
@@ -200,7 +215,6 @@ def import_clawgym(root: Path) -> ImportResult:
     if not root.is_dir():
         result.failures.append(TaskImportError(str(root), "not a directory"))
         return result
-    seen: dict[str, Path] = {}
     root_real = os.path.realpath(root)
     for folder in _task_folders(root):
         if not is_inside(folder, root_real):
@@ -209,17 +223,7 @@ def import_clawgym(root: Path) -> ImportResult:
             ))
             continue
         try:
-            task = _import_folder(folder)
+            result.add(_import_folder(folder), str(folder / DATA_ENTRY), str(folder))
         except TaskImportError as exc:
             result.failures.append(exc)
-            continue
-        if task.id in seen:
-            result.failures.append(
-                TaskImportError(
-                    str(folder / DATA_ENTRY), f"task id {task.id!r} already imported from {seen[task.id]}"
-                )
-            )
-            continue
-        seen[task.id] = folder
-        result.tasks.append(task)
     return result

@@ -11,6 +11,13 @@ model calls (``usage.model_calls``; else the assistant messages of the conversat
 ``usage.total_tokens`` (agents without a model, such as the oracle, have none), *tool calls* the episode's
 ``tool_calls``, and *tool types* the number of distinct tool names it called.
 
+**Conversations** (an SFT file of `clawgym filter`, or trajectories imported in OpenAI-messages form: lines of
+``messages`` + ``tools``) get the same statistics, each conversation one episode: rounds are its assistant turns,
+tool calls and tool types those of its assistant messages, and tokens the length of the whole conversation as
+training renders it (chat template and tool schemas) with the model's tokenizer when one is given, else
+approximated as characters / 4 (:data:`CHARS_PER_TOKEN`) and said so. A conversation longer than a given window
+(`train sft --max-len`) is listed by name, never passed over: training cuts it at the window, keeping the start.
+
 **Prices** (``--prices FILE``) are a JSON object ``{"MODEL": {"input": USD, "output": USD}}`` per million input
 (prompt) and output (completion) tokens; the key ``"*"`` prices every model not named. A run whose model has no
 price gets no cost (shown as ``-``), never a made-up one.
@@ -21,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,6 +103,8 @@ class EpisodeDigest:
     completion_tokens: int | None
     tool_calls: int
     tool_types: tuple[str, ...]
+    name: str | None = None  # names the episode in reports (a conversation's file:line or id)
+    length: int | None = None  # tokens of the whole conversation as one training sequence (conversations only)
 
     @property
     def tokens(self) -> int | None:
@@ -175,7 +185,10 @@ class Summary:
     tokens: float | None = None
     tool_calls: float | None = None
     tool_types: float | None = None
+    max_tokens: int | None = None  # the longest episode's tokens
     tools_used: list[str] = field(default_factory=list)
+    window: int | None = None  # the training window the conversations were measured against
+    over_window: list[tuple[str, int]] = field(default_factory=list)  # (name, tokens) of those longer than it
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float | None = None  # USD, when prices were given for this model
@@ -188,7 +201,9 @@ class Summary:
             "statuses": dict(self.statuses), "errors": dict(self.errors),
             "stats": {"episodes": self.ran, "rounds": self.rounds, "tokens": self.tokens,
                       "tool_calls": self.tool_calls, "tool_types": self.tool_types, "tools_used": self.tools_used,
-                      "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},
+                      "max_tokens": self.max_tokens, "prompt_tokens": self.prompt_tokens,
+                      "completion_tokens": self.completion_tokens, "window": self.window,
+                      "over_window": [{"name": n, "tokens": k} for n, k in self.over_window]},
             "cost": self.cost,
         }
 
@@ -198,10 +213,10 @@ def _mean(vals: list[float]) -> float | None:
 
 
 def summarize_digests(digests: list[EpisodeDigest], run: str | None = None,
-                      prices: dict[str, Price] | None = None) -> list[Summary]:
+                      prices: dict[str, Price] | None = None, window: int | None = None) -> list[Summary]:
     """One summary per agent and model (a base model and its fine-tuned student are two rows). Scores average
     over episodes with a verdict; infrastructure errors and skipped episodes are counted apart and never as a
-    model failure."""
+    model failure. With `window`, the conversations longer than it are listed (`Summary.over_window`)."""
     by_key: dict[tuple, Summary] = {}
     scores: dict[tuple, list[float]] = {}
     passes: dict[tuple, int] = {}
@@ -241,7 +256,11 @@ def summarize_digests(digests: list[EpisodeDigest], run: str | None = None,
         s.tokens = _mean([d.tokens for d in eps if d.tokens is not None])
         s.tool_calls = _mean([d.tool_calls for d in eps])
         s.tool_types = _mean([len(d.tool_types) for d in eps])
+        s.max_tokens = max((d.tokens for d in eps if d.tokens is not None), default=None)
         s.tools_used = sorted({n for d in eps for n in d.tool_types})
+        if window is not None:
+            s.window = window
+            s.over_window = [(d.name or "?", d.length) for d in eps if d.length is not None and d.length > window]
         s.prompt_tokens = sum(d.prompt_tokens or 0 for d in eps)
         s.completion_tokens = sum(d.completion_tokens or 0 for d in eps)
         price = price_for(prices, s.model)
@@ -295,8 +314,8 @@ def render_stats_table(summaries: list[Summary], title: str = "trajectory statis
 
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     runs = any(s.run for s in summaries)
-    for col in ("run",) * runs + ("agent", "model", "ran", "rounds", "tokens", "tool calls", "tool types",
-                                  "tools used"):
+    for col in ("run",) * runs + ("agent", "model", "ran", "rounds", "tokens", "max tokens", "tool calls",
+                                  "tool types", "tools used"):
         if col in ("run", "agent", "model", "tools used"):
             table.add_column(col, justify="left", overflow="fold")
         else:
@@ -304,6 +323,101 @@ def render_stats_table(summaries: list[Summary], title: str = "trajectory statis
     for s in summaries:
         table.add_row(
             *((s.run or "-",) if runs else ()), s.agent, s.model or "-", str(s.ran), _num(s.rounds),
-            _num(s.tokens, "{:,.0f}"), _num(s.tool_calls), _num(s.tool_types), ", ".join(s.tools_used) or "-",
+            _num(s.tokens, "{:,.0f}"), _num(s.max_tokens, "{:,.0f}"), _num(s.tool_calls), _num(s.tool_types),
+            ", ".join(s.tools_used) or "-",
         )
     return table
+
+
+# --------------------------------------------------------------------------------------------- conversations
+
+CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and code, when no tokenizer is given
+_TRAJECTORY_KEYS = {"id", "task_id", "agent", "sandbox", "status", "started_at"}
+
+
+@dataclass
+class TokenCounter:
+    """Counts the tokens of a conversation (messages, tools); `label` says how, for the report."""
+
+    count: Callable[[list[dict[str, Any]], list[dict[str, Any]]], int]
+    label: str
+
+
+def approximate_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
+    """Characters / CHARS_PER_TOKEN over the text a model reads: contents, tool calls and the tool schemas."""
+    from clawgym.serve.chat_format import content_text
+
+    chars = len(json.dumps(tools, ensure_ascii=False)) if tools else 0
+    for m in messages:
+        chars += len(content_text(m.get("content")))
+        for c in m.get("tool_calls") or []:
+            fn = c.get("function") or {}
+            args = fn.get("arguments", "")
+            chars += len(str(fn.get("name", ""))) + len(args if isinstance(args, str) else json.dumps(args))
+    return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+def token_counter(model: str | None) -> TokenCounter:
+    """The model's tokenizer rendering conversations as training does (an embedded model name or a model
+    directory), else the approximation."""
+    if model is None:
+        return TokenCounter(approximate_tokens, f"approximated as characters / {CHARS_PER_TOKEN} (no --tokenizer)")
+    from transformers import AutoTokenizer
+
+    from clawgym.llm.models import resolve_model_dir
+    from clawgym.train.masks import conversation_tokens
+
+    tokenizer = AutoTokenizer.from_pretrained(str(resolve_model_dir(model)))
+    return TokenCounter(lambda m, t: conversation_tokens(tokenizer, m, t), f"the tokenizer and chat template of {model}")
+
+
+def is_conversation_file(path: str | Path) -> bool:
+    """True when the first record of a JSONL file is a conversation (``messages``) rather than a Trajectory."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    return False
+                return isinstance(rec, dict) and "messages" in rec and not _TRAJECTORY_KEYS <= rec.keys()
+    return False
+
+
+def conversation_digest(rec: dict[str, Any], name: str, tokens: int) -> EpisodeDigest:
+    """A conversation's digest: one episode of `tokens` tokens, scored when the record carries a score."""
+    messages = rec["messages"]
+    names = [str((c.get("function") or {}).get("name") or "?") for m in messages if m.get("role") == "assistant"
+             for c in m.get("tool_calls") or [] if isinstance(c, dict)]
+    score = rec.get("score") if isinstance(rec.get("score"), (int, float)) and not isinstance(rec.get("score"), bool) \
+        else None
+    return EpisodeDigest(
+        agent=str(rec.get("agent") or "imported"), model=rec.get("model"), status="completed", error_kind=None,
+        verdict_status="scored" if score is not None else None, score=score,
+        passed=score is not None and score >= 1.0, rounds=sum(1 for m in messages if m.get("role") == "assistant"),
+        prompt_tokens=tokens, completion_tokens=0, tool_calls=len(names), tool_types=tuple(sorted(set(names))),
+        name=name, length=tokens,
+    )
+
+
+def read_conversations(path: str | Path, counter: TokenCounter) -> tuple[list[EpisodeDigest], list[str]]:
+    """The digest of every conversation of a file, and one error `FILE:LINE: field: problem` per bad line."""
+    from clawgym.core.errors import RecordError
+    from clawgym.train.openai_messages import conversation_lines
+
+    path = Path(path)
+    digests: list[EpisodeDigest] = []
+    errors: list[str] = []
+    for item in conversation_lines(path):
+        if item.error is not None:
+            errors.append(str(item.error))
+            continue
+        rec = item.record
+        try:
+            tokens = counter.count(rec["messages"], item.tools)
+        except Exception as exc:  # a chat template that cannot render the conversation
+            errors.append(str(RecordError(str(path), item.line, "messages", f"cannot be rendered: {exc}")))
+            continue
+        name = str(rec.get("trajectory_id") or rec.get("id") or f"{path.name}:{item.line}")
+        digests.append(conversation_digest(rec, name, tokens))
+    return digests, errors

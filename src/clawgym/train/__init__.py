@@ -1,7 +1,8 @@
-"""Training on verifier-filtered trajectories: `filter` (trajectories -> SFT conversations), `masks` (the server's
-rendering -> token ids and assistant-only labels, verified), `sft` (trl + peft training, export to a servable
-model directory), `attention` (padding-free attention without flash-attn), `rl_objective` and `rl_update` (the
-clipped policy-gradient loss on the pool's step rows, and one LoRA update from them).
+"""Training on verifier-filtered trajectories: `filter` (trajectories -> SFT conversations), `openai_messages`
+(trajectories in and out as OpenAI messages + tools), `masks` (the server's rendering -> token ids and
+assistant-only labels, verified), `sft` (trl + peft training, export to a servable model directory), `attention`
+(padding-free attention without flash-attn), `rl_objective` and `rl_update` (the clipped policy-gradient loss on
+the pool's step rows, and one LoRA update from them).
 
 Names are imported lazily, so that `import clawgym.train.filter` (the `clawgym filter` command) stays light;
 torch, transformers and trl are loaded only by the functions that train.
@@ -18,6 +19,7 @@ _NAMES = {
     "MaskError": "masks", "TokenizedExample": "masks", "tokenize_conversation": "masks", "tokenize_record": "masks",
     "DataStats": "sft", "SFTOptions": "sft", "SFTResult": "sft", "TrainError": "sft", "build_examples": "sft",
     "export_model": "sft", "train_sft": "sft",
+    "read_openai_messages": "openai_messages", "to_openai_messages": "openai_messages",
     "ObjectiveConfig": "rl_objective", "TokenBatch": "rl_objective", "build_batch": "rl_objective",
     "policy_loss": "rl_objective", "token_logps": "rl_objective", "UpdateResult": "rl_update",
     "rl_update": "rl_update",

@@ -334,16 +334,24 @@ def write_jsonl_atomic(path: str | os.PathLike, rows: Iterable[dict[str, Any]]) 
 
 
 def filter_to_file(paths: Sequence[str | os.PathLike], output: str | os.PathLike,
-                   options: FilterOptions | None = None) -> FilterReport:
-    """`clawgym filter`: write the kept conversations to `output` (atomically) and its report next to it."""
+                   options: FilterOptions | None = None, fmt: str = "clawgym") -> FilterReport:
+    """`clawgym filter`: write the kept conversations to `output` (atomically) and its report next to it.
+
+    `fmt` ``clawgym`` writes the SFT records (messages, tools, trajectory id, task, score, ...); ``openai-messages``
+    only their ``messages`` and ``tools``, as OpenRLHF and trl read them (:mod:`clawgym.train.openai_messages`)."""
+    from clawgym.train.openai_messages import FORMATS, to_openai_messages
+
+    if fmt != "clawgym" and fmt not in FORMATS:
+        raise FilterError(f"format: unknown {fmt!r}; choose clawgym or {', '.join(FORMATS)}")
     opts = options or FilterOptions()
     records, rep = filter_trajectories(paths, opts)
-    write_jsonl_atomic(output, records)
+    write_jsonl_atomic(output, records if fmt == "clawgym" else [to_openai_messages(r) for r in records])
     rep.output = str(output)
     report_path = Path(str(output) + ".report.json")
     settings = {"min_score": opts.min_score, "statuses": list(opts.statuses or ["any"]),
                 "max_per_task": opts.max_per_task, "token_ids": opts.token_ids, "scores": opts.scores,
-                "curation": opts.curation, "drop_quality": list(opts.drop_quality), "inputs": [str(p) for p in paths]}
+                "curation": opts.curation, "drop_quality": list(opts.drop_quality), "inputs": [str(p) for p in paths],
+                "format": fmt}
     write_json(report_path, {**rep.as_dict(), "options": settings})
     return rep
 

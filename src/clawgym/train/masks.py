@@ -108,6 +108,12 @@ def _render(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str
                                          tokenize=False)
 
 
+def conversation_tokens(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
+    """How many tokens the whole conversation is, rendered as training renders it (chat template, tools)."""
+    text = _render(tokenizer, messages, tools, generation_prompt=False)
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
 def _decode(tokenizer: Any, ids: list[int]) -> str:
     return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
