@@ -147,7 +147,9 @@ def transcript_to_messages(transcript: list[dict[str, Any]], system_prompt: str 
                         args_text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
                     calls.append({"id": str(item.get("id") or f"call_{len(calls) + 1}"), "type": "function",
                                   "function": {"name": str(item.get("name", "")), "arguments": args_text}})
-            out: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
+            # "" beside tool calls, never null: what the agent sends every engine (llama.cpp refuses null), so the
+            # conversation trained on is the one the model is served (a chat template renders both the same)
+            out: dict[str, Any] = {"role": "assistant", "content": text}
             if calls:
                 out["tool_calls"] = calls
             messages.append(out)
