@@ -36,6 +36,15 @@ def test_base_url_without_v1_is_handled_one_way_everywhere(given, used):
     assert LLMClient("m", given).base_url == used
 
 
+def _send_json(h: BaseHTTPRequestHandler, obj: dict) -> None:
+    body = json.dumps(obj).encode()
+    h.send_response(200)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    h.wfile.write(body)
+
+
 class _Upstream:
     """A real HTTP server on 127.0.0.1 that answers chat completions the way a test needs (`mode`), counting
     the requests it got."""
@@ -51,12 +60,7 @@ class _Upstream:
                 pass
 
             def do_GET(self):
-                body = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                _send_json(self, {"object": "list", "data": [{"id": "m", "object": "model"}]})
 
             def do_POST(self):
                 req = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
@@ -89,15 +93,10 @@ class _Upstream:
             h.wfile.flush()
             h.close_connection = True
             return
-        body = json.dumps({"id": "c1", "object": "chat.completion", "model": "m", "choices": [
+        _send_json(h, {"id": "c1", "object": "chat.completion", "model": "m", "choices": [
             {"index": 0, "message": {"role": "assistant", "content": "Red apple"}, "finish_reason": "stop"},
             {"index": 1, "message": {"role": "assistant", "content": "Blue sky"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}}).encode()
-        h.send_response(200)
-        h.send_header("Content-Type", "application/json")
-        h.send_header("Content-Length", str(len(body)))
-        h.end_headers()
-        h.wfile.write(body)
+            "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}})
 
     def close(self):
         self.httpd.shutdown()

@@ -439,12 +439,7 @@ def test_checker_timeout_of_1e999_or_1e9_refused_at_load(tmp_path):
 def test_non_finite_number_anywhere_in_a_task_refused_at_load(tmp_path, field, place, literal):
     bad = task("bad")
     place(bad)
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_bytes(raw_line(bad, x=literal) + line(task("good")))
-    read = read_records_lenient(tasks, Task)
-    assert [t.id for t in read.records] == ["good"]
-    assert len(read.errors) == 1 and str(read.errors[0]).startswith(f"{tasks}:1: {field}: "), read.errors
-    assert "finite" in str(read.errors[0])
+    _only_the_bad_line_refused(tmp_path, raw_line(bad, x=literal), field, "finite")
 
 
 # ----------------------------------------------------------------------------------------- 13: lone surrogates
@@ -486,12 +481,7 @@ CHECKS_VERIFIER = {"code": {"kind": "checks", "checklib": {"version": 1, "sha256
 def test_lone_surrogate_anywhere_in_a_task_refused_with_its_field_path(tmp_path, field, place):
     bad = task("bad")
     place(bad)
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_bytes(raw_line(bad, s='"x\\udc80y"') + line(task("good")))
-    read = read_records_lenient(tasks, Task)
-    assert [t.id for t in read.records] == ["good"]
-    assert len(read.errors) == 1 and str(read.errors[0]).startswith(f"{tasks}:1: {field}: "), read.errors
-    assert "U+DC80" in str(read.errors[0])
+    _only_the_bad_line_refused(tmp_path, raw_line(bad, s='"x\\udc80y"'), field, "U+DC80")
 
 
 # ----------------------------------------------------------------------------------------- 14: invisible ids
@@ -641,3 +631,14 @@ def test_tasks_file_5000_digit_number_is_a_file_line_error(tmp_path):
     assert r.returncode == 1
     assert_one_line_error(r.stderr, f"{tasks}:1: ")
     assert "1 valid task records, 1 bad lines" in r.stdout
+
+
+def _only_the_bad_line_refused(tmp_path, bad_line: bytes, field: str, says: str) -> None:
+    """A tasks file of `bad_line` then a good task: the good one loads, the bad one is one `file:1: field:` error
+    that says `says`."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_bytes(bad_line + line(task("good")))
+    read = read_records_lenient(tasks, Task)
+    assert [t.id for t in read.records] == ["good"]
+    assert len(read.errors) == 1 and str(read.errors[0]).startswith(f"{tasks}:1: {field}: "), read.errors
+    assert says in str(read.errors[0])
