@@ -177,30 +177,26 @@ def load_done(run_dir: Path) -> dict[str, Trajectory]:
 
     A file holding trajectories of a newer clawgym (a schema_version this one does not read) is refused: resuming
     would run those episodes again, and add records of an older form to it."""
+    return _earlier_run(run_dir)[0]
+
+
+def _earlier_run(run_dir: Path) -> tuple[dict[str, Trajectory], dict[str, int]]:
+    """(finished episodes, as :func:`load_done`; the last attempt number recorded for each episode), from one read
+    of trajectories.jsonl. A resumed episode continues its attempt count, so its model calls get a fresh trajectory
+    id in the pool (`<episode>~<attempt>`) instead of being written beside the dead attempt's error steps."""
     path = run_dir / TRAJECTORIES
     if not path.exists():
-        return {}
+        return {}, {}
     read = read_records_lenient(path, Trajectory)
     newer = next((e for e in read.errors if isinstance(e, RecordVersionError)), None)
     if newer is not None:
         raise ClawgymError(f"cannot resume this run: {newer}")
     latest: dict[str, Trajectory] = {}
+    attempts: dict[str, int] = {}
     for t in read.records:
         latest[t.id] = t
-    return {k: t for k, t in latest.items() if t.status != "infra_error"}
-
-
-def attempts_so_far(run_dir: Path) -> dict[str, int]:
-    """The last attempt number recorded for each episode of an earlier run. A resumed episode continues the
-    count, so its model calls get a fresh trajectory id in the pool (`<episode>~<attempt>`) instead of being
-    written beside the dead attempt's error steps under the same id."""
-    path = run_dir / TRAJECTORIES
-    if not path.exists():
-        return {}
-    seen: dict[str, int] = {}
-    for t in read_records_lenient(path, Trajectory).records:
-        seen[t.id] = max(seen.get(t.id, 0), t.attempts)
-    return seen
+        attempts[t.id] = max(attempts.get(t.id, 0), t.attempts)
+    return {k: t for k, t in latest.items() if t.status != "infra_error"}, attempts
 
 
 def run_episode(
@@ -430,7 +426,9 @@ def run_rollout(
         raise ClawgymError(f"a rubric judge during the rollout needs the local executor, not {executor.name!r} "
                            "(episodes are judged where they run); judge afterwards with `clawgym verify RUN_DIR`")
     run_dir.mkdir(parents=True, exist_ok=True)
-    done = load_done(run_dir)  # before run.json is rewritten: a run of a newer clawgym is refused untouched
+    # before run.json is rewritten: a run of a newer clawgym is refused untouched; episodes redone after an
+    # infrastructure error continue their attempt count
+    done, before = _earlier_run(run_dir)
     provenance = run_provenance(tasks_file)
     agent_name = agent_factory().name
     log = _Log(run_dir / "logs" / "run.log")
@@ -453,7 +451,6 @@ def run_rollout(
     write_run_info(run_dir, {**base_info, **({"episode_nodes": nodes_of} if ex_info else {})})
     last_info = time.monotonic()
     todo = [(t, s) for t in tasks for s in range(options.samples) if episode_id(t.id, s) not in done]
-    before = attempts_so_far(run_dir)  # episodes redone after an infrastructure error continue their count
     skipped = len(done)
     if on_start:
         on_start(len(todo), skipped)

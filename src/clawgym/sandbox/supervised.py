@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
+from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -121,9 +122,10 @@ class SupervisedSandbox(HostDirSandbox):
             except OSError:
                 pass
 
+    @abstractmethod
     def _launch(self) -> None:
-        """Start the supervisor (sets `_chan`); SandboxError when it cannot."""
-        raise NotImplementedError
+        """Start the supervisor (sets `_chan`); SandboxError when it cannot. Each backend starts its own (bwrap,
+        a container, a plain process), at start and again for :meth:`restart`."""
 
     def _end_all(self) -> None:
         """After `_shutdown()`: wait until no process of the sandbox is left; SandboxError if some are."""

@@ -177,7 +177,6 @@ class SupervisorChannel:
         self._demux = demux
         self._buf = b""
         self.junk_bytes = 0  # bytes read from the channel that were no answer (a command flooding it)
-        self._counted = 0
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         # poll, not select: select fails on fds past 1024, which a process running many sandboxes reaches
@@ -218,18 +217,12 @@ class SupervisorChannel:
                     line = self._buf[at + len(mark):end]
                     self._buf = self._buf[end + 1:]
                     return line
-                junk += at
-                self._buf = self._buf[at:]
-                if len(self._buf) > _MAX_LINE:  # no answer is this long: a forged start of one
-                    junk += len(self._buf)
-                    self._buf = b""
+                dropped = at if len(self._buf) - at <= _MAX_LINE else len(self._buf)  # no answer is this long
             else:
-                keep = len(mark) - 1  # the start of the mark may be at the end of what was read
-                if len(self._buf) > keep:
-                    junk += len(self._buf) - keep
-                    self._buf = self._buf[-keep:]
-            self.junk_bytes += 0 if junk <= self._counted else junk - self._counted
-            self._counted = junk
+                dropped = max(0, len(self._buf) - (len(mark) - 1))  # the mark's start may end what was read
+            self._buf = self._buf[dropped:]
+            junk += dropped
+            self.junk_bytes += dropped
             if junk > JUNK_FREE:
                 time.sleep(JUNK_PAUSE_S)
             self._fill(deadline)
@@ -300,7 +293,6 @@ class SupervisorChannel:
                 # only the answer carrying this request's token counts: a late answer of an earlier request
                 # has another token, and a command writing to the supervisor's stdout (/proc/PID/fd/1)
                 # cannot know the token, which never appears in any file of the sandbox
-                self._counted = 0
                 line = self._answer(token.encode() + b" ", t0 + timeout + 15.0)
                 elapsed = time.monotonic() - t0
                 nofork = False
