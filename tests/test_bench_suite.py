@@ -56,7 +56,7 @@ def test_the_suite_has_clawgym_bench_s_published_shape(suite):
     ids = [t.id for t in tasks]
     assert len(set(ids)) == 200 and all(i.startswith("cgb-") for i in ids)
     assert len({t.instruction for t in tasks}) == 200
-    from clawgym.synth.taxonomy import load_taxonomy
+    from clawgym.core.taxonomy import load_taxonomy
 
     assert set(SHAPE) <= {c.name for c in load_taxonomy(None).categories}  # the report's names are the taxonomy's
 

@@ -17,15 +17,10 @@ import dataclasses
 import pytest
 
 from clawgym.agent.transcript import TranscriptBuilder
+from clawgym.checks import UnknownCheckError, current_checklib, registered_checks, render_grade_source
+from clawgym.checks import library as checks_mod
 from clawgym.core.records import CheckCall, CodeCheck, Task, VerifierSpec
-from clawgym.synth import checks as checks_mod
-from clawgym.synth.checks import (
-    UnknownCheckError,
-    check_call,
-    current_checklib,
-    registered_checks,
-    render_grade_source,
-)
+from clawgym.synth.checks import check_call
 from clawgym.synth.ops.base import Check
 from clawgym.verify import verify_episode
 
@@ -82,10 +77,10 @@ def test_check_arguments_must_be_json_data():
 
 
 def test_registry_is_what_the_library_source_registers():
-    import clawgym.synth.checklib_data  # noqa: F401 (the extensions register on import)
-    import clawgym.synth.checklib_docs  # noqa: F401
-    import clawgym.synth.checklib_sys  # noqa: F401
-    from clawgym.synth.checklib import CHECKLIB_VERSION, REGISTRY
+    import clawgym.checks.checklib_data  # noqa: F401 (the extensions register on import)
+    import clawgym.checks.checklib_docs  # noqa: F401
+    import clawgym.checks.checklib_sys  # noqa: F401
+    from clawgym.checks.checklib import CHECKLIB_VERSION, REGISTRY
 
     assert set(REGISTRY) == set(registered_checks())
     assert current_checklib()[0].version == CHECKLIB_VERSION

@@ -15,10 +15,10 @@ import pytest
 
 import clawgym
 from clawgym import __version__
+from clawgym.checks import CHECKLIB_SOURCE
+from clawgym.checks.checklib import CHECKLIB_VERSION
 from clawgym.core.jsonl import read_records
 from clawgym.core.records import Task, Trajectory
-from clawgym.synth.checklib import CHECKLIB_VERSION
-from clawgym.synth.compose import CHECKLIB_SOURCE
 
 
 def cli(*args: str, cwd=None) -> subprocess.CompletedProcess:

@@ -11,6 +11,7 @@ import random
 import pytest
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
+from clawgym.core.taxonomy import load_taxonomy
 from clawgym.synth.compose import compose_task
 from clawgym.synth.ops import (
     aggregate_and_report,
@@ -25,7 +26,6 @@ from clawgym.synth.ops import (
 )
 from clawgym.synth.ops.base import CONFIG, MESSAGES, RECORDS, Artifact, Check, OpContext, StepPlan, write
 from clawgym.synth.personas import load_personas
-from clawgym.synth.taxonomy import load_taxonomy
 from clawgym.synth.validate import validate_candidate
 
 MODULES = [aggregate_and_report, reconcile_records, extract_structured_data, convert_format, organize_files,
@@ -247,7 +247,7 @@ def test_chain_from_hand_made_artifact(maker, op, tax, personas, bwrap_backend):
 
 
 def test_checklib_data_primitives(tmp_path):
-    from clawgym.synth import checklib_data as cd
+    from clawgym.checks import checklib_data as cd
 
     (tmp_path / "log.csv").write_text("old_path,new_path\n./inv.txt,invoices/inv.txt\ndl/a.jpg,dl/photos/a.jpg\n")
     rows = [["dl/inv.txt", "dl/invoices/inv.txt"], ["dl/a.jpg", "dl/photos/a.jpg"]]

@@ -10,11 +10,11 @@ import random
 
 import pytest
 
+from clawgym.core.taxonomy import load_taxonomy
 from clawgym.synth.compose import compose_task
 from clawgym.synth.ops import registry
 from clawgym.synth.ops.base import OpContext
 from clawgym.synth.personas import load_personas
-from clawgym.synth.taxonomy import load_taxonomy
 from clawgym.synth.validate import validate_candidate
 
 DOCS_OPS = ["edit_document", "summarize_documents", "generate_from_template", "triage_inbox", "draft_message",
@@ -126,7 +126,7 @@ def test_deterministic(op, world):
 
 
 def test_docs_checklib_primitives(tmp_path):
-    from clawgym.synth import checklib_docs as cl
+    from clawgym.checks import checklib_docs as cl
 
     (tmp_path / "a.md").write_text("# T\n\n## Budget\n\nSpent **$1,234.50** on Thursday 12 March at 2pm.\n\n"
                                    "## Team\n\n- [Note](sub/n.md)\n", encoding="utf-8")

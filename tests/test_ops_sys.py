@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from clawgym.checks import checklib_sys as cls
 from clawgym.core.records import WorkspaceFile
-from clawgym.synth import checklib_sys as cls
+from clawgym.core.taxonomy import load_taxonomy
 from clawgym.synth.compose import compose_task
 from clawgym.synth.ops import (
     analyze_logs,
@@ -29,7 +30,6 @@ from clawgym.synth.ops import (
 )
 from clawgym.synth.ops.base import RECORDS, TABLE, Artifact, OpContext
 from clawgym.synth.personas import load_personas
-from clawgym.synth.taxonomy import load_taxonomy
 from clawgym.synth.validate import validate_candidate
 
 OPS = {m.GENERATORS[0].id: m.GENERATORS[0] for m in (edit_config, analyze_logs, write_automation_script,

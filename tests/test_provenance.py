@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from clawgym import __version__
+from clawgym.checks import CHECKLIB_SOURCE
+from clawgym.checks.checklib import CHECKLIB_VERSION
 from clawgym.rollout.provenance import (
     checklib_info,
     file_sha256,
@@ -19,8 +21,6 @@ from clawgym.rollout.provenance import (
     run_provenance,
     source_revision,
 )
-from clawgym.synth.checklib import CHECKLIB_VERSION
-from clawgym.synth.compose import CHECKLIB_SOURCE
 
 
 def _git(repo: Path, *args: str) -> str:

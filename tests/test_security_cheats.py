@@ -35,7 +35,7 @@ CLAWGYM = Path(sys.executable).with_name("clawgym")
 def _grade_on_host(task: Task, ws: Path) -> float:
     """The task's grade() (rendered from its checks: our own stdlib-only source) run here on `ws`: the mean of its
     checks."""
-    from clawgym.synth.checks import render_grade_source
+    from clawgym.checks import render_grade_source
 
     ns: dict = {}
     exec(compile(render_grade_source(task), "grade.py", "exec"), ns)
@@ -123,9 +123,9 @@ def weak_then_sound(seed: int, index: int, attempt: int):
 
 
 def test_validation_rejects_task_a_cheat_passes(tmp_path, bwrap_backend):
+    from clawgym.core.taxonomy import load_taxonomy
     from clawgym.synth.compose import compose_task
     from clawgym.synth.personas import load_personas
-    from clawgym.synth.taxonomy import load_taxonomy
     from clawgym.synth.validate import cheat_score, validate_candidate, validate_candidate_episodes
 
     tax = load_taxonomy()
@@ -258,9 +258,9 @@ def test_kill_9_of_synth_leaves_no_worker_or_sandbox(tmp_path, bwrap_backend):
 def test_distractor_check_cannot_water_a_cheat_down_below_the_bar(bwrap_backend):
     """The distractors' own check pays a cheat nothing (it is gated by the task's work), so counted in the mean it
     would push a weak task's cheat payout (2 of 6 checks) under the 0.3 bar (2 of 7): the bar leaves it out."""
+    from clawgym.core.taxonomy import load_taxonomy
     from clawgym.synth.compose import compose_task
     from clawgym.synth.personas import load_personas
-    from clawgym.synth.taxonomy import load_taxonomy
     from clawgym.synth.validate import cheat_score, guard_checks, validate_candidate
 
     tax = load_taxonomy()
@@ -283,9 +283,9 @@ def test_process_a_check_left_in_the_grader_cannot_solve_the_next_batchs_noop_st
     behind, copying every task's reference state over its untouched one, would make the next batch's no-op look
     solved (or, turned around, a broken reference look right): validation must kill it before it makes the states
     of the next batch, in the grader's own workspace or not."""
+    from clawgym.core.taxonomy import load_taxonomy
     from clawgym.synth.compose import compose_task
     from clawgym.synth.personas import load_personas
-    from clawgym.synth.taxonomy import load_taxonomy
     from clawgym.synth.validate import start_grader, validate_batch
 
     tax = load_taxonomy()

@@ -14,6 +14,7 @@ import pytest
 
 from clawgym.core.jsonl import read_records
 from clawgym.core.records import Task
+from clawgym.core.taxonomy import load_taxonomy
 from clawgym.llm import LLMClient
 from clawgym.skills import (
     SkillError,
@@ -26,7 +27,6 @@ from clawgym.skills import (
 )
 from clawgym.skills.catalog import REPO_SKILLS_DIR
 from clawgym.synth.skill_route import SkillRouteConfig, eligible, make_skill_candidate, synthesize_skill_tasks
-from clawgym.synth.taxonomy import load_taxonomy
 from clawgym.synth.validate import validate_candidate, validate_candidate_episodes
 from scripted_llm import Fault, ScriptedLLM
 

@@ -10,12 +10,13 @@ import pytest
 
 from clawgym.core.jsonl import read_records
 from clawgym.core.records import Task
-from clawgym.synth.compose import compose_task, render_grade
+from clawgym.core.taxonomy import load_taxonomy
+from clawgym.synth.checks import render_grade
+from clawgym.synth.compose import compose_task
 from clawgym.synth.ops.base import TABLE, Artifact, Check, StepPlan, write
 from clawgym.synth.ops.clean_data import CleanData
 from clawgym.synth.personas import load_personas
 from clawgym.synth.pipeline import synthesize
-from clawgym.synth.taxonomy import load_taxonomy
 from clawgym.synth.validate import validate_candidate, validate_candidate_episodes
 
 

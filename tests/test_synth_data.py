@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from clawgym.core.errors import ClawgymError
+from clawgym.core.taxonomy import FILE_KINDS
 from clawgym.synth import (
     Persona,
     PersonaError,
@@ -19,7 +20,6 @@ from clawgym.synth import (
     persona_summary,
 )
 from clawgym.synth.personas import PERSONAS_ENV, REPO_PERSONAS_PATH
-from clawgym.synth.taxonomy import FILE_KINDS
 
 BENCH_CATEGORIES = {
     "Productivity & Collaboration",

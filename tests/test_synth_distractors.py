@@ -7,8 +7,8 @@ import random
 
 import pytest
 
+from clawgym.checks import CHECKLIB_SOURCE
 from clawgym.synth import distractors
-from clawgym.synth.checks import CHECKLIB_SOURCE
 from clawgym.synth.pipeline import make_candidates
 
 

@@ -9,13 +9,13 @@ import re
 
 import pytest
 
-from clawgym.synth import checklib, checklib_data, checklib_docs, checklib_sys, flavor
+from clawgym.checks import checklib, checklib_data, checklib_docs, checklib_sys, flavor
+from clawgym.core.taxonomy import load_taxonomy
 from clawgym.synth.compose import _article, _lowerfirst, first_person_goal
 from clawgym.synth.ops import registry
 from clawgym.synth.ops.base import DOCUMENT, Artifact, OpContext
 from clawgym.synth.personas import load_personas
 from clawgym.synth.pipeline import make_candidates, synthesize
-from clawgym.synth.taxonomy import load_taxonomy
 
 _LIBS = (checklib, checklib_docs, checklib_data, checklib_sys)
 

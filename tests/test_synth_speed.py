@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from clawgym.checks import CHECKLIB_SOURCE, checklib, checklib_docs
 from clawgym.core.records import WorkspaceSpec
-from clawgym.synth import checklib, checklib_docs
-from clawgym.synth.compose import CHECKLIB_SOURCE, compose_task
+from clawgym.core.taxonomy import load_taxonomy
+from clawgym.synth.compose import compose_task
 from clawgym.synth.ops import registry
 from clawgym.synth.personas import load_personas
-from clawgym.synth.taxonomy import load_taxonomy
 from clawgym.synth.validate import start_grader, start_replay_sandbox, validate_batch
 
 REPO_TESTS = {
@@ -169,7 +169,7 @@ def test_library_index_keeps_the_exact_source_segments():
                  [t.id for t in node.targets if isinstance(t, ast.Name)] if isinstance(node, ast.Assign) else [])
         for name in names:
             want[name] = ast.get_source_segment(CHECKLIB_SOURCE, node)
-    from clawgym.synth.checks import _library_index
+    from clawgym.checks.library import _library_index
 
     assert {k: v[1] for k, v in _library_index(CHECKLIB_SOURCE)[1].items()} == want
 
@@ -223,7 +223,7 @@ def test_a_shared_replay_sandbox_gives_what_fresh_sandboxes_give(bwrap_backend):
 
 def test_grade_sources_stay_self_contained_with_the_fork_helpers(tmp_path):
     """A task using the script check embeds the helpers it needs, and runs on the host too."""
-    from clawgym.synth.compose import library_subset
+    from clawgym.checks import library_subset
 
     src = library_subset({"sys_script_table", "pytest_passes", "sys_py_cases"})
     for name in ("_run_forked", "_forkable", "_run_command"):

@@ -217,8 +217,8 @@ def _synth(args) -> dict:
 
     from clawgym.core.jsonl import read_records
     from clawgym.core.records import Task
+    from clawgym.core.taxonomy import load_taxonomy
     from clawgym.synth.pipeline import synthesize
-    from clawgym.synth.taxonomy import load_taxonomy
 
     tax = load_taxonomy()
     own = _OwnCpu()

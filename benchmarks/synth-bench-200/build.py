@@ -292,7 +292,7 @@ def build(spec: SuiteSpec, output: Path, provenance: Path | None, jobs: int = 2,
           log=lambda msg: print(msg, file=sys.stderr)) -> list[Task]:
     """Synthesize the pools, select, add the rubrics, write `output` (and `provenance`). `keep_pools`: a folder
     to keep each route's whole pool in (`<category>.<route>.jsonl`, for reviewing candidates)."""
-    from clawgym.synth.taxonomy import load_taxonomy
+    from clawgym.core.taxonomy import load_taxonomy
 
     tax = load_taxonomy(None)
     names = {c.id: c.name for c in tax.categories}
@@ -400,7 +400,7 @@ def review(task: Task) -> str:
                 out += [f"--- workspace `{p.relative_to(tmp)}` ---", text[:3000], ""]
     code = task.verifier.code
     if code is not None and code.kind != "shell":
-        from clawgym.synth.checks import render_grade_source
+        from clawgym.checks import render_grade_source
 
         source = render_grade_source(task)  # checks as data, rendered as the lambdas they evaluate
         if "CHECKS = [" in source and "def grade(" in source:

@@ -147,7 +147,7 @@ def validate(
 
 def _unknown_checks(tasks: list) -> list[str]:
     """Tasks whose checks (as data) name a function this clawgym's check library does not register."""
-    from clawgym.synth.checks import UnknownCheckError, validate_call
+    from clawgym.checks import UnknownCheckError, validate_call
 
     bad = []
     for t in tasks:

@@ -371,9 +371,9 @@ def synth_persona(
         return
     from rich.table import Table
 
+    from clawgym.core.taxonomy import load_taxonomy
     from clawgym.synth.personas import load_personas
     from clawgym.synth.pipeline import synthesize
-    from clawgym.synth.taxonomy import load_taxonomy
 
     load_personas(personas, load_taxonomy(taxonomy))  # bad data files fail here, before any output
     progress = progress_bar("[bold]synth persona")

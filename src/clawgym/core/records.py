@@ -496,7 +496,7 @@ class WorkspaceSpec(CheckedTaskPart):
 
 
 class CheckCall(TaskPart):
-    """One check as data: the check-library function `fn` (registered with `clawgym.synth.checklib.check`)
+    """One check as data: the check-library function `fn` (registered with `clawgym.checks.checklib.check`)
     called as `fn(ws, **args)`, or, with `parts`, the combinator `fn` (all_of, min_of, mean_of, gated) over the
     parts' scores, each part evaluated only when the combinator needs it. `args` are JSON data, never code. A
     task's top-level checks carry a `name` (the sub-score's name); parts need none."""
@@ -523,7 +523,7 @@ class CheckCall(TaskPart):
 
 class CheckLibRef(TaskPart):
     """A version of the check library: its CHECKLIB_VERSION and the sha256 of its source
-    (`clawgym.synth.checks.current_checklib`)."""
+    (`clawgym.checks.current_checklib`)."""
 
     version: int = Field(ge=1)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")

@@ -485,12 +485,12 @@ def _fence(text: str) -> str:
 def export_task(task: Task) -> tuple[str, dict[str, bytes]]:
     """(the PinchBench task file, {asset path under assets/: bytes}) of a task: front matter, the prompt, a
     self-contained `grade()` (rendered from checks as data by
-    :func:`clawgym.synth.checks.render_grade_source`) and the rubric. Binary workspace files become assets
+    :func:`clawgym.checks.render_grade_source`) and the rubric. Binary workspace files become assets
     (`assets/<task id>/<path>`), generated ones made now; asset-linked files, shell checks and multi-session tasks
     are not exported (ValueError)."""
     import base64
 
-    from clawgym.synth.checks import render_grade_source
+    from clawgym.checks import render_grade_source
 
     v = task.verifier
     if task.sessions:

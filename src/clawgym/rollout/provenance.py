@@ -87,7 +87,7 @@ def checklib_info() -> dict[str, Any] | None:
     """The check library's version and the sha256 of its source (checklib.py and its extensions, as one file):
     the library that grades tasks whose checks are data."""
     try:
-        from clawgym.synth.checks import current_checklib
+        from clawgym.checks import current_checklib
 
         ref, _ = current_checklib()
     except Exception:  # never fail a run over its provenance

@@ -18,12 +18,12 @@ import jsonschema
 
 from clawgym.core.answer_json import AnswerJSONError, answer_json
 from clawgym.core.atomic import write_text
+from clawgym.core.taxonomy import Taxonomy, load_taxonomy
 from clawgym.llm.client import LLMClient, LLMError
 from clawgym.skills.catalog import load_catalog
 from clawgym.skills.parse import with_annotations
 from clawgym.skills.rules import MAX_OPERATIONS, rule_annotations
 from clawgym.skills.skill import Skill, SkillAnnotations, SkillError
-from clawgym.synth.taxonomy import Taxonomy, load_taxonomy
 
 MAX_SKILL_CHARS = 8000
 ANSWER_MAX_TOKENS = 300  # the JSON answer is about 120 tokens

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from clawgym.core.taxonomy import Taxonomy
 from clawgym.skills.parse import parse_skill_md
 from clawgym.skills.skill import SKILL_FILE_NAMES, Skill, SkillError
-from clawgym.synth.taxonomy import Taxonomy
 
 SKILLS_ENV = "CLAWGYM_SKILLS"
 REPO_SKILLS_DIR = Path(__file__).resolve().parents[3] / "skills"

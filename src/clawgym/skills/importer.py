@@ -16,12 +16,12 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from clawgym.core.taxonomy import Taxonomy, load_taxonomy
 from clawgym.llm.client import LLMClient
 from clawgym.skills.annotate import annotate_skill
 from clawgym.skills.catalog import IGNORED_DIRS, check_operations, find_skill_files, line_of_key
 from clawgym.skills.parse import parse_skill_md, with_annotations
 from clawgym.skills.skill import SKILL_FILE, Skill, SkillError
-from clawgym.synth.taxonomy import Taxonomy, load_taxonomy
 
 
 def slug(name: str) -> str:

@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from clawgym.core.taxonomy import YamlSource, format_loc
 from clawgym.skills.skill import ANNOTATION_KEY, Skill, SkillAnnotations, SkillError
-from clawgym.synth.taxonomy import YamlSource, format_loc
 
 MAX_SKILL_BYTES = 1_000_000
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from clawgym.core.taxonomy import Taxonomy
 from clawgym.skills.skill import Skill, SkillAnnotations
-from clawgym.synth.taxonomy import Taxonomy
 
 MAX_OPERATIONS = 4
 

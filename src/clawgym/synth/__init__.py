@@ -1,13 +1,6 @@
 """Persona-driven task synthesis: the scenario/operation taxonomy and the user personas it samples from."""
 
-from clawgym.synth.personas import (
-    Persona,
-    PersonaError,
-    default_personas_path,
-    load_personas,
-    persona_summary,
-)
-from clawgym.synth.taxonomy import (
+from clawgym.core.taxonomy import (
     Category,
     Operation,
     OperationCategory,
@@ -16,6 +9,13 @@ from clawgym.synth.taxonomy import (
     Taxonomy,
     TaxonomyError,
     load_taxonomy,
+)
+from clawgym.synth.personas import (
+    Persona,
+    PersonaError,
+    default_personas_path,
+    load_personas,
+    persona_summary,
 )
 
 __all__ = [

@@ -3,7 +3,7 @@
 Each step after the first consumes an artifact the previous step's reference produces (the cleaned table
 becomes the report's input, the report becomes the mail's attachment...), so the agent has to do the steps
 in order. The task's code check is the steps' named checks as data over the versioned check library
-(:mod:`clawgym.synth.checks`).
+(:mod:`clawgym.checks`, written by :mod:`clawgym.synth.checks`).
 """
 
 from __future__ import annotations
@@ -13,19 +13,12 @@ import random
 from dataclasses import dataclass
 
 from clawgym.core.records import ReferenceSolution, Task, VerifierSpec, WorkspaceSpec
-from clawgym.synth.checks import (  # noqa: F401 (the library and the grade() renderers, as they were found here)
-    CHECKLIB_SOURCE,
-    check_call,
-    checks_code_check,
-    library_subset,
-    render_grade,
-    render_grade_source,
-)
+from clawgym.core.taxonomy import Subcategory, Taxonomy
+from clawgym.synth.checks import check_call, checks_code_check
 from clawgym.synth.distractors import distractors, kept_check
 from clawgym.synth.grammar import HalfChoices
 from clawgym.synth.ops.base import OpContext, OperationGenerator, StepPlan
 from clawgym.synth.personas import Persona, persona_summary
-from clawgym.synth.taxonomy import Subcategory, Taxonomy
 from clawgym.synth.voice import article, compose_request, first_person, lowerfirst, register  # noqa: F401
 
 # --------------------------------------------------------------------------------------------- voice

@@ -336,7 +336,7 @@ def _grade_text(task: Task) -> str:
     code = task.verifier.code
     if code is None or code.kind == "shell":
         return ""
-    from clawgym.synth.checks import render_grade_source
+    from clawgym.checks import render_grade_source
 
     return render_grade_source(task)
 
@@ -750,8 +750,8 @@ def persona_briefs(n: int, seed: int, *, categories: list[str] | None = None, op
                    personas_path: Path | None = None) -> list[Brief]:
     """Briefs 0..n-1 of a seed for the persona route: subcategories in turn (every one is covered), a persona
     whose needs fit it, 1..max_ops (default 3) of its operations. The same seed gives the same briefs."""
+    from clawgym.core.taxonomy import load_taxonomy
     from clawgym.synth.personas import load_personas, persona_summary
-    from clawgym.synth.taxonomy import load_taxonomy
 
     tax = load_taxonomy(taxonomy_path)
     personas = load_personas(personas_path, tax)

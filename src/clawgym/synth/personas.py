@@ -2,7 +2,7 @@
 
 A personas file is YAML: either a list of persona mappings, or a mapping ``{version: 1, personas: [...]}``.
 Each persona is validated as :class:`Persona` (unknown fields are errors); ids must be unique, and so must
-the (occupation, domain, name) triple. Given a :class:`~clawgym.synth.taxonomy.Taxonomy`, every
+the (occupation, domain, name) triple. Given a :class:`~clawgym.core.taxonomy.Taxonomy`, every
 ``subcategories`` id must exist in it. A problem raises :class:`PersonaError` whose one-line message reads
 ``file:line: field: message`` with the line of the offending entry (for a missing field: the persona's
 first line). See ``personas/README.md`` for the schema and how to add your own.
@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from clawgym.synth.taxonomy import (
+from clawgym.core.taxonomy import (
     ID_PATTERN,
     SynthDataError,
     Taxonomy,

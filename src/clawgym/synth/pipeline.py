@@ -261,9 +261,9 @@ def _load_worker_state(taxonomy_path: str | None, personas_path: str | None, cat
     key = (taxonomy_path, personas_path, tuple(categories or ()), tuple(operations or ()), max_ops, solution,
            tuple(program_ops or ()))
     if _W.get("key") != key:
+        from clawgym.core.taxonomy import load_taxonomy
         from clawgym.synth.ops import registry
         from clawgym.synth.personas import load_personas
-        from clawgym.synth.taxonomy import load_taxonomy
 
         tax = load_taxonomy(taxonomy_path)
         personas = load_personas(personas_path, tax)

@@ -35,13 +35,13 @@ from clawgym.core.records import (
     WorkspaceFile,
     WorkspaceSpec,
 )
+from clawgym.core.taxonomy import Subcategory, Taxonomy
 from clawgym.synth.checks import checks_code_check
 from clawgym.synth.compose import Candidate
 from clawgym.synth.grammar import expand
 from clawgym.synth.ops.base import OpContext, OperationGenerator, StepPlan, read
 from clawgym.synth.personas import Persona, persona_summary
 from clawgym.synth.pipeline import SynthReport, synthesize
-from clawgym.synth.taxonomy import Subcategory, Taxonomy
 from clawgym.synth.voice import compose_request, lowerfirst, register
 
 ROUTE = "skill"
@@ -110,10 +110,10 @@ def load_state(config: SkillRouteConfig) -> _State:
     st = _STATE.get(config)
     if st is not None:
         return st
+    from clawgym.core.taxonomy import load_taxonomy
     from clawgym.skills.catalog import load_catalog
     from clawgym.synth.ops import registry
     from clawgym.synth.personas import load_personas
-    from clawgym.synth.taxonomy import load_taxonomy
 
     tax = load_taxonomy(config.taxonomy_path)
     personas = load_personas(config.personas_path, tax)

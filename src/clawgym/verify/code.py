@@ -6,7 +6,7 @@ Three kinds (see :class:`clawgym.core.records.CodeCheck`):
   runner and the transcript are written to the sandbox's control directory (never the workspace), and run with
   the sandbox's python3. The score is the mean of the returned values.
 * `checks`: the task's checks as data. The current check library (one versioned file,
-  :mod:`clawgym.synth.checks`) and the check list (JSON) are written to the control directory, after the agent has
+  :mod:`clawgym.checks`) and the check list (JSON) are written to the control directory, after the agent has
   ended, and the same runner evaluates each check against the library in a fresh namespace. A check returns its
   score, a missing or unparseable output being a 0 it returns on purpose; a check that raises (a bug, an argument
   of the wrong type, a function the library lacks) makes the grading `checker_failed` with the exception, never a
@@ -210,7 +210,7 @@ def library_mismatch(check: CodeCheck) -> tuple[str | None, list[str]]:
     """(why the task cannot be graded, notes) for a `checks` code check: a task written for a newer check library
     than this clawgym's cannot be (upgrade clawgym); one written for another version or source is graded with the
     current library, and the notes say so."""
-    from clawgym.synth.checks import current_checklib
+    from clawgym.checks import current_checklib
 
     ref, _ = current_checklib()
     wrote = check.checklib
@@ -230,7 +230,7 @@ def run_python_checks(
     if check.kind == "checks":
         why, notes = library_mismatch(check)
         if why is not None:
-            from clawgym.synth.checks import current_checklib
+            from clawgym.checks import current_checklib
 
             return [CodeResult(status="checker_failed", error=why, checklib=current_checklib()[0]) for _ in items]
     else:
@@ -264,7 +264,7 @@ def run_python_batch(
             key, name, text = grader, f"grade{len(sources)}.py", grader
         else:
             if library is None:
-                from clawgym.synth.checks import current_checklib
+                from clawgym.checks import current_checklib
 
                 ref, lib_source = current_checklib()
                 library = (ref, _control_file(sandbox, f"checklib_v{ref.version}.py", lib_source))

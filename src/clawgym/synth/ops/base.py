@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from clawgym.core.records import ToolCall, WorkspaceFile
+from clawgym.core.taxonomy import Subcategory
 from clawgym.synth.personas import Persona
-from clawgym.synth.taxonomy import Subcategory
 
 # Kinds of artifacts that flow from one step to the next.
 TABLE = "table"  # data: {"header": [...], "rows": [[...], ...]}

@@ -8,9 +8,9 @@ import datetime as dt
 import json
 import re
 
+from clawgym.checks.checklib_docs import _docs_has
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
-from clawgym.synth.checklib_docs import _docs_has
 from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops._docs_common import (
     add_workdays,

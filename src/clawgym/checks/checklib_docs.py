@@ -13,7 +13,7 @@ import re as _docs_re
 from pathlib import Path as _DocsPath
 
 try:  # on the host; inside a grade source these names are already defined by checklib.py
-    from clawgym.synth.checklib import (  # noqa: F401
+    from clawgym.checks.checklib import (  # noqa: F401
         _has_number,
         _has_term,
         _num,

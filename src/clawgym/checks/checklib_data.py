@@ -10,7 +10,7 @@ import re as _data_re
 from pathlib import Path as _DataPath
 
 if "same" not in globals():  # imported on the host, not concatenated after checklib.py
-    from clawgym.synth.checklib import (
+    from clawgym.checks.checklib import (
         _has_number,
         _has_term,
         _leaves,

@@ -9,7 +9,7 @@ A taxonomy file (YAML) has three lists:
 - ``categories``: scenario categories ``{id, name, description, subcategories}``; each subcategory is
   ``{id, name, description, operations}`` where ``operations`` are the atomic operation ids that fit it.
 
-The shipped file (``clawgym/synth/data/taxonomy.yaml``) has 9 scenario categories, 43 subcategories,
+The shipped file (``clawgym/core/data/taxonomy.yaml``) has 9 scenario categories, 43 subcategories,
 7 operation categories and 26 atomic operations, but those counts are not required of a user's own file.
 What is required: every id is snake_case and unique within its kind (subcategory ids across all categories),
 no list is empty, every reference resolves, every operation category holds an operation and every operation
@@ -327,7 +327,7 @@ def _check_references(src: YamlSource, tax: Taxonomy) -> None:
 
 
 def load_taxonomy(path: Path | str | None = None) -> Taxonomy:
-    """Load and validate a taxonomy file (default: the packaged ``clawgym/synth/data/taxonomy.yaml``)."""
+    """Load and validate a taxonomy file (default: the packaged ``clawgym/core/data/taxonomy.yaml``)."""
     path = DEFAULT_TAXONOMY_PATH if path is None else Path(path)
     src = read_yaml(path, TaxonomyError)
     if not isinstance(src.data, dict):

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 try:  # on the host; inside a grade() source these names come from checklib.py just above
-    from clawgym.synth.checklib import (
+    from clawgym.checks.checklib import (
         _forkable,
         _has_term,
         _read_table,

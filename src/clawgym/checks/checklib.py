@@ -6,7 +6,7 @@ The check library is this file followed by the checklib_*.py extensions, as ONE 
 and the library version it was written for; at grading time the library is copied into the sandbox's control
 directory (after the agent has ended) and the checks are evaluated against it (:mod:`clawgym.verify.code`), so a
 fix here reaches every task already written. A PinchBench export renders a self-contained `grade()` with the
-subset of the library a task uses (:func:`clawgym.synth.compose.render_grade_source`). The library is also
+subset of the library a task uses (:func:`clawgym.checks.render_grade_source`). The library is also
 importable on the host for tests.
 
 Every check function takes the workspace root `ws` (a pathlib.Path) first, returns a float in [0, 1] with
