@@ -216,12 +216,14 @@ def test_hub_unreachable_is_one_error_line(tmp_path):
     """The real huggingface_hub against a Hub that does not answer (a closed local port as HF_ENDPOINT, so the
     test means the same with or without internet) and an empty cache."""
     _needs_hub()
-    env = _env(HF_HUB_CACHE=str(tmp_path / "cache"), HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}")
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    env = _env(HF_HUB_CACHE=str(tmp_path / "cache"), HF_ENDPOINT=endpoint)
     done = _eval_cli("--bench", "clawgym-bench", "--agent", "noop", "-o", str(tmp_path / "run"), env=env)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
-        f"error: clawgym-bench: cannot reach the Hugging Face Hub for the dataset {HUB_REPO}, and it is not in the "
-        f"Hugging Face cache; {HUB_ERROR_TAIL}"]
+        f"error: clawgym-bench: cannot reach the Hugging Face Hub at {endpoint} for the dataset {HUB_REPO}, and it "
+        "is not in the Hugging Face cache (set HF_ENDPOINT to a reachable mirror, or HF_HOME to a cache that holds "
+        f"it); {HUB_ERROR_TAIL}"]
     assert not (tmp_path / "run").exists()
 
 
@@ -231,8 +233,8 @@ def test_hub_offline_mode_without_a_cached_copy_is_one_error_line(tmp_path):
     done = _eval_cli("--bench", "clawgym-bench", "--agent", "noop", "-o", str(tmp_path / "run"), env=env)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
-        f"error: clawgym-bench: the dataset {HUB_REPO} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; "
-        f"{HUB_ERROR_TAIL}"]
+        f"error: clawgym-bench: the dataset {HUB_REPO} is not in the Hugging Face cache and HF_HUB_OFFLINE is set "
+        f"(unset it where the Hub is reachable); {HUB_ERROR_TAIL}"]
 
 
 def test_the_old_variable_is_named_in_the_hub_error(tmp_path):

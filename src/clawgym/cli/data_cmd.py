@@ -150,7 +150,7 @@ def export_hf_dataset_cmd(
     out.print(f"wrote {rep.rows} {kind} rows -> {output} ({len(rep.errors)} bad lines); "
               f"load it with datasets.load_dataset({str(output)!r})", highlight=False, soft_wrap=True)
     if push_to_hub:
-        from clawgym.hf.hub import push_folder
+        from clawgym.core.hub import push_folder
 
         try:
             url = push_folder(output, push_to_hub, private=private, message=f"clawgym export hf-dataset --kind {kind}")

@@ -83,41 +83,12 @@ def _hub_hint() -> str:
 def hub_snapshot(repo_id: str = HUB_REPO, revision: str | None = None) -> Path:
     """The local folder of the dataset `repo_id` from the Hugging Face Hub (downloaded or taken from the cache by
     `snapshot_download`). Any failure is one ClawgymBenchError line naming the dataset, --data and the variable."""
-    try:
-        from huggingface_hub import snapshot_download
-    except ImportError:
-        raise ClawgymBenchError(
-            f"clawgym-bench: loading {repo_id} from the Hugging Face Hub needs huggingface_hub "
-            f"(pip install 'clawgym[hub]'); or {_hub_hint()}") from None
-    try:
-        return Path(snapshot_download(repo_id, repo_type="dataset", revision=revision))
-    except Exception as exc:  # every failure of the Hub or the cache becomes one line
-        raise ClawgymBenchError(f"clawgym-bench: {_hub_failure(repo_id, exc)}; {_hub_hint()}") from None
+    from clawgym.core.hub import HubError, snapshot_dataset
 
-
-def _hub_failure(repo_id: str, exc: Exception) -> str:
     try:
-        from huggingface_hub.errors import (
-            GatedRepoError,
-            LocalEntryNotFoundError,
-            RepositoryNotFoundError,
-            RevisionNotFoundError,
-        )
-    except ImportError:  # an older huggingface_hub: say what it raised
-        return f"cannot get the dataset {repo_id} from the Hugging Face Hub ({type(exc).__name__})"
-    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-    if isinstance(exc, LocalEntryNotFoundError):
-        if offline:
-            return f"the dataset {repo_id} is not in the Hugging Face cache and HF_HUB_OFFLINE is set"
-        return f"cannot reach the Hugging Face Hub for the dataset {repo_id}, and it is not in the Hugging Face cache"
-    if isinstance(exc, GatedRepoError):
-        return f"the dataset {repo_id} is gated on the Hugging Face Hub (log in with `hf auth login` or set HF_TOKEN)"
-    if isinstance(exc, RepositoryNotFoundError):
-        return f"the dataset {repo_id} was not found on the Hugging Face Hub (or needs a token: HF_TOKEN)"
-    if isinstance(exc, RevisionNotFoundError):
-        return f"the dataset {repo_id} has no such revision on the Hugging Face Hub"
-    first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-    return f"cannot get the dataset {repo_id} from the Hugging Face Hub ({type(exc).__name__}{': ' + first if first else ''})"
+        return snapshot_dataset(repo_id, revision)
+    except HubError as exc:
+        raise ClawgymBenchError(f"clawgym-bench: {exc}; {_hub_hint()}") from None
 
 
 def locate(data: Path | str | None = None) -> tuple[Path, str, list[str]]:

@@ -181,8 +181,8 @@ def import_clawgym_hub(path: Path) -> ImportResult:
 
 def download_corpus(repo_id: str = HUB_REPO, filename: str = HUB_FILENAME, revision: str | None = None) -> Path:
     """The local path of the corpus file, downloaded from the Hugging Face Hub or taken from its cache; a
-    :class:`clawgym.hf.hub.HubError` line (naming the dataset and what to set) when neither can give it."""
-    from clawgym.hf.hub import download_file
+    :class:`clawgym.core.hub.HubError` line (naming the dataset and what to set) when neither can give it."""
+    from clawgym.core.hub import download_file
 
     return download_file(repo_id, filename, revision=revision,
                          instead=f"give a downloaded {filename} as the FILE argument")

@@ -1,5 +1,5 @@
-"""The Hugging Face Hub, through `huggingface_hub` (the `hub` extra, imported lazily): download one file of a
-dataset (cached in the Hugging Face cache: `HF_HOME` / `HF_HUB_CACHE`; `HF_HUB_OFFLINE=1` reads the cache only;
+"""The Hugging Face Hub, through `huggingface_hub` (the `hub` extra, imported lazily): download one file or a whole
+snapshot of a dataset (cached in the Hugging Face cache: `HF_HOME` / `HF_HUB_CACHE`; `HF_HUB_OFFLINE=1` reads the cache only;
 `HF_ENDPOINT` points at a mirror) and upload a folder as a dataset repository.
 
 Every failure is one :class:`HubError` line that names the dataset and what to set or do, never a traceback nor
@@ -75,11 +75,12 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0][:200]}" if text else type(exc).__name__
 
 
-def download_failure(repo_id: str, filename: str, exc: BaseException) -> str:
-    """Why `filename` of the dataset `repo_id` could not be had, and what to set, in words."""
+def download_failure(repo_id: str, filename: str | None, exc: BaseException) -> str:
+    """Why `filename` of the dataset `repo_id` (None: the whole dataset) could not be had, and what to set, in
+    words."""
     from huggingface_hub import errors
 
-    what = f"the dataset {repo_id} ({filename})"
+    what = f"the dataset {repo_id} ({filename})" if filename else f"the dataset {repo_id}"
     if isinstance(exc, errors.LocalEntryNotFoundError):
         if hub_offline():
             return f"{what} is not in the Hugging Face cache and HF_HUB_OFFLINE is set (unset it where the Hub is reachable)"
@@ -108,6 +109,18 @@ def download_file(repo_id: str, filename: str, revision: str | None = None, inst
             return Path(download(repo_id, filename, repo_type="dataset", revision=revision))
     except Exception as exc:  # every failure of the Hub or the cache is one line
         raise HubError(download_failure(repo_id, filename, exc) + (f"; or {instead}" if instead else "")) from None
+
+
+def snapshot_dataset(repo_id: str, revision: str | None = None, instead: str | None = None) -> Path:
+    """The local folder of the dataset repository `repo_id` (`snapshot_download`: downloaded once, then from the
+    cache). `instead` says what the user can do without the Hub; it ends the error line."""
+    hub = _hub()
+    snapshot = hub.snapshot_download
+    try:
+        with _quiet():
+            return Path(snapshot(repo_id, repo_type="dataset", revision=revision))
+    except Exception as exc:  # every failure of the Hub or the cache is one line
+        raise HubError(download_failure(repo_id, None, exc) + (f"; or {instead}" if instead else "")) from None
 
 
 def push_folder(folder: str | os.PathLike, repo_id: str, private: bool = False,
