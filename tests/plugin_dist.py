@@ -13,8 +13,7 @@ import pytest
 def install_dist(site: Path, monkeypatch: pytest.MonkeyPatch, dist: str, modules: dict[str, str],
                  entry_points: dict[str, dict[str, str]]) -> Path:
     """Write `modules` ({dotted module name: source}) and `dist`'s dist-info with `entry_points` ({group: {name:
-    "module:attr"}}) under `site`, and prepend `site` to sys.path (undone after the test, with the modules
-    forgotten). Returns `site`."""
+    "module:attr"}}) under `site`, and prepend `site` to sys.path (undone after the test). Returns `site`."""
     for name, source in modules.items():
         parts = name.split(".")
         path = site.joinpath(*parts[:-1])
@@ -31,9 +30,10 @@ def install_dist(site: Path, monkeypatch: pytest.MonkeyPatch, dist: str, modules
         f"[{group}]\n" + "".join(f"{n} = {target}\n" for n, target in eps.items()) + "\n"
         for group, eps in entry_points.items()))
     monkeypatch.syspath_prepend(str(site))
+    # a module of the same name left by an earlier test (another site) must not stand in for this one; sys.modules
+    # itself is not replaced (modules imported for the first time during the test must stay importable after it)
     top = {m.split(".")[0] for m in modules}
-    monkeypatch.setattr(sys, "modules", dict(sys.modules))  # the test's imports are forgotten after it
     for name in list(sys.modules):
         if name.split(".")[0] in top:
-            del sys.modules[name]
+            monkeypatch.delitem(sys.modules, name)
     return site

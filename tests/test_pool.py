@@ -21,7 +21,16 @@ import typer
 from typer.testing import CliRunner
 
 from clawgym.cli.pool_cmd import pool_app
-from clawgym.pool import Pool, PoolError, StepRecord, export_rl, export_sft, grpo_advantages
+from clawgym.pool import (
+    Pool,
+    PoolError,
+    StepFilter,
+    StepRecord,
+    TrajectoryFilter,
+    export_rl,
+    export_sft,
+    grpo_advantages,
+)
 
 TOOLS = [
     {"type": "function", "function": {"name": "read", "description": "Read a file.", "parameters": {
@@ -176,6 +185,47 @@ def test_curation_flags_events_and_defaults(tmp_path: Path) -> None:
             pool.curate(trajectory_id="a", step_id="a/0", quality="bad")
     lines = (tmp_path / "pool" / "events.jsonl").read_text().splitlines()
     assert len(lines) == 7 and json.loads(lines[-1])["step_id"] == "b/1"
+
+
+def test_one_query_api_filters_sorts_and_pages(tmp_path: Path) -> None:
+    """TrajectoryFilter / StepFilter (clawgym.pool.index): the filters of Pool's listings and of the viewer's."""
+    with Pool(tmp_path / "pool") as pool:
+        for tid, gid, n, reward in (("a_1", "g", 3, 1.0), ("a%2", "g", 1, 0.0), ("b", "h", 2, None), ("c", "h", 1, 0.5)):
+            add_trajectory(pool, tid, gid, n)
+            if tid != "b":
+                pool.end_trajectory(tid, group_id=gid, task_id="task-1", status="completed", reward=reward)
+        pool.curate(trajectory_id="c", quality="good", add_tags=["keep"])
+        pool.curate(trajectory_id="a%2", trainable=False)
+
+        def ids(**kw) -> list[str]:
+            flt = TrajectoryFilter(**kw)
+            got = pool.trajectory_ids(flt)
+            assert pool.count_trajectories(flt) == len(got)
+            assert [t["id"] for t in pool.trajectories(where=flt)] == got
+            return got
+
+        assert ids() == ["a%2", "a_1", "b", "c"]
+        assert ids(q="_") == ["a_1"] and ids(q="%") == ["a%2"]  # LIKE's wildcards are escaped
+        assert ids(unrated=True) == ["a%2", "a_1", "b"] and ids(quality="good") == ["c"]
+        assert ids(trainable=True) == ["a_1", "c"] and ids(ended=False) == ["b"]
+        assert ids(min_reward=0.5) == ["a_1", "c"] and ids(max_reward=0.5, group_id="g") == ["a%2"]
+        assert ids(curated=True) == ["a%2", "c"] and ids(curated=False) == ["a_1", "b"]
+        assert ids(ids=("c", "b", "zz")) == ["b", "c"] and ids(tag="keep") == ["c"]
+        # sorted: NULLs last whatever the direction, ties by id; pages over the sorted ids
+        assert pool.trajectory_ids(sort="reward", desc=True) == ["a_1", "c", "a%2", "b"]
+        assert pool.trajectory_ids(sort="reward") == ["a%2", "c", "a_1", "b"]
+        assert pool.trajectory_ids(sort="steps", desc=True, offset=1, limit=2) == ["b", "a%2"]
+        assert pool.trajectory_ids(sort="no such column") == ["a%2", "a_1", "b", "c"]
+        assert [t["id"] for t in pool.trajectories(where=TrajectoryFilter(group_id="h"), ended=True)] == ["c"]
+        with pytest.raises(PoolError, match="'group_id' is given twice"):
+            pool.trajectories(where=TrajectoryFilter(group_id="h"), group_id="g")
+
+        flt = StepFilter(group_id="g", trainable=True)
+        assert [s.step_id for s in pool.steps(where=flt)] == ["a_1/0", "a_1/1", "a_1/2"]
+        assert [r.step_id for r in pool.iter_step_rows(where=flt, trajectory_id="a_1")] == ["a_1/0", "a_1/1", "a_1/2"]
+        assert [s.step_id for s in pool.steps(where=StepFilter(quality="good"))] == ["c/0"]
+        assert pool.groups(group_id="h") == [g for g in pool.groups() if g["id"] == "h"]
+        assert pool.groups(group_id="h")[0]["rewards"] == {"c": 0.5} and pool.groups(group_id="zz") == []
 
 
 def test_threads_append_concurrently(tmp_path: Path) -> None:

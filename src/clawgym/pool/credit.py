@@ -8,87 +8,54 @@ rewards r_i; ``mean`` and ``std`` are over the group (``std`` the sample standar
 **Outcome credit** (``credit="outcome"``): one advantage per trajectory, put on every response token of every
 step of it.
 
-* ``grpo`` (DeepSeekMath): A_i = (r_i - mean) / (std + eps); 0 when n < 2 or std = 0.
-* ``dr-grpo`` (Dr. GRPO, Liu et al. 2025): A_i = r_i - mean. No division by std, which over-weights groups
-  whose rewards barely differ (the length normalization Dr. GRPO also removes is the loss's business).
-* ``rloo`` (REINFORCE leave-one-out, Ahmadian et al. 2024): A_i = r_i - (sum_{j != i} r_j) / (n - 1)
-  = n / (n - 1) * (r_i - mean); 0 when n < 2.
-* ``reinforce++`` (REINFORCE++ with a group baseline, Hu et al. 2025): x_i = r_i - mean, then normalized over
-  the whole batch (every trajectory of every group given): A_i = (x_i - mean_B(x)) / (std_B(x) + eps).
+The advantage of a group's rewards is the preset's estimator (:mod:`clawgym.rl.advantages`: grpo, dr-grpo,
+rloo, reinforce++, or a registered third-party one; :func:`clawgym.rl.resolve_preset` maps ``algo`` to it); an
+estimator with a batch pass (reinforce++) then normalizes over every trajectory of every group given.
 
 **Step credit** (``credit="step"``, Agent-R1: each step a transition with its own advantage): trajectory i has
 steps t = 0..T_i - 1 with step rewards r_{i,t} (the outcome reward on its last step, 0 before, unless step
 rewards are given) and discounted returns G_{i,t} = sum_{k=t}^{T_i-1} gamma^(k-t) r_{i,k}. The returns are
-normalized *within the group, step by step*: at step t the preset's formula above is applied to
-{G_{i,t} : T_i > t}, the trajectories of the group that reached step t (reinforce++ then normalizes the
-baselined returns over every step of the batch). With gamma = 1 and outcome rewards every step of a
+normalized *within the group, step by step*: at step t the preset's estimator is applied to
+{G_{i,t} : T_i > t}, the trajectories of the group that reached step t (an estimator's batch pass, reinforce++'s,
+then runs over every step of the batch). With gamma = 1 and outcome rewards every step of a
 trajectory gets the trajectory's return, baselined against the trajectories still running at that step.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
-ALGOS = ("grpo", "dr-grpo", "rloo", "reinforce++")
+from clawgym.rl.advantages import EPS, Advantage, batch_normalize, get_advantage
+from clawgym.rl.presets import ALGOS, resolve_preset
+
 CREDITS = ("outcome", "step")
-EPS = 1e-6
+__all__ = ["ALGOS", "CREDITS", "EPS", "baseline", "batch_normalize", "discounted_returns", "estimator",
+           "outcome_advantages", "outcome_step_rewards", "step_advantages"]
 
 
-def _check(algo: str) -> None:
-    if algo not in ALGOS:
-        raise ValueError(f"unknown RL preset {algo!r}; choose one of {', '.join(ALGOS)}")
-
-
-def _std(values: Sequence[float], mean: float) -> float:
-    n = len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+def estimator(algo: str) -> Advantage:
+    """The advantage estimator of the preset (or advantage) `algo`; ValueError when there is none."""
+    return get_advantage(resolve_preset(algo).advantage)
 
 
 def baseline(values: Sequence[float], algo: str, eps: float = EPS) -> list[float]:
     """The preset's per-group advantages of `values` (for reinforce++: only the group-mean part; the batch
     normalization follows in :func:`batch_normalize`)."""
-    _check(algo)
-    n = len(values)
-    if n == 0:
-        return []
-    mean = sum(values) / n
-    if algo == "grpo":
-        std = _std(values, mean)
-        if n < 2 or std < 1e-12:
-            return [0.0] * n
-        return [(v - mean) / (std + eps) for v in values]
-    if algo == "rloo":
-        if n < 2:
-            return [0.0] * n
-        total = sum(values)
-        return [v - (total - v) / (n - 1) for v in values]
-    return [v - mean for v in values]  # dr-grpo, and reinforce++ before its batch normalization
-
-
-def batch_normalize(values: Sequence[float], eps: float = EPS) -> list[float]:
-    """(x - mean) / (std + eps) over the whole batch; 0 everywhere when std = 0 or fewer than two values."""
-    n = len(values)
-    if n < 2:
-        return [0.0] * n
-    mean = sum(values) / n
-    std = _std(values, mean)
-    if std < 1e-12:
-        return [0.0] * n
-    return [(v - mean) / (std + eps) for v in values]
+    est = estimator(algo)
+    return est(values, eps) if values else []
 
 
 def outcome_advantages(groups: Mapping[str, Mapping[str, float]], algo: str = "grpo",
                        eps: float = EPS) -> dict[str, float]:
     """Trajectory id -> advantage, for groups given as {group id: {trajectory id: reward}}."""
-    _check(algo)
+    est = estimator(algo)
     out: dict[str, float] = {}
     for rewards in groups.values():
         ids = list(rewards)
-        out.update(zip(ids, baseline([rewards[i] for i in ids], algo, eps), strict=True))
-    if algo == "reinforce++" and out:
+        out.update(zip(ids, est([rewards[i] for i in ids], eps) if ids else [], strict=True))
+    if est.batch is not None and out:
         ids = list(out)
-        out = dict(zip(ids, batch_normalize([out[i] for i in ids], eps), strict=True))
+        out = dict(zip(ids, est.batch([out[i] for i in ids], eps), strict=True))
     return out
 
 
@@ -111,7 +78,7 @@ def step_advantages(groups: Mapping[str, Mapping[str, Sequence[float]]], algo: s
                     gamma: float = 1.0, eps: float = EPS) -> dict[str, list[float]]:
     """Trajectory id -> one advantage per step, for groups given as {group id: {trajectory id: step rewards}}
     (see the module docstring)."""
-    _check(algo)
+    est = estimator(algo)
     if not 0.0 <= gamma <= 1.0:
         raise ValueError(f"gamma must be in [0, 1], got {gamma}")
     out: dict[str, list[float]] = {}
@@ -121,12 +88,12 @@ def step_advantages(groups: Mapping[str, Mapping[str, Sequence[float]]], algo: s
         longest = max((len(g) for g in returns.values()), default=0)
         for t in range(longest):
             alive = [tid for tid, g in returns.items() if len(g) > t]
-            for tid, a in zip(alive, baseline([returns[tid][t] for tid in alive], algo, eps), strict=True):
+            for tid, a in zip(alive, est([returns[tid][t] for tid in alive], eps), strict=True):
                 adv[tid][t] = a
         out.update(adv)
-    if algo == "reinforce++" and out:
+    if est.batch is not None and out:
         flat = [(tid, t) for tid, a in out.items() for t in range(len(a))]
-        normed = batch_normalize([out[tid][t] for tid, t in flat], eps)
+        normed = est.batch([out[tid][t] for tid, t in flat], eps)
         for (tid, t), v in zip(flat, normed, strict=True):
             out[tid][t] = v
     return out

@@ -38,9 +38,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from clawgym.pool.credit import ALGOS, CREDITS, outcome_advantages, outcome_step_rewards, step_advantages
+from clawgym.pool.credit import CREDITS, outcome_advantages, outcome_step_rewards, step_advantages
 from clawgym.pool.records import ERROR_STATUSES
 from clawgym.pool.store import Pool, StepRow
+from clawgym.rl.presets import resolve_preset
 
 GRPO_EPS = 1e-6
 
@@ -228,8 +229,7 @@ def export_rl(pool: Pool, path: str | os.PathLike, *, min_reward: float | None =
     """Write one row per kept step with the advantages of the RL preset `algo` and the credit mode `credit`
     (see the module docstring and :mod:`clawgym.pool.credit`); return the counts (`kept` and `dropped` count
     steps)."""
-    if algo not in ALGOS:
-        raise ValueError(f"unknown RL preset {algo!r}; choose one of {', '.join(ALGOS)}")
+    resolve_preset(algo)  # ValueError naming the presets
     if credit not in CREDITS:
         raise ValueError(f"unknown credit mode {credit!r}; choose one of {', '.join(CREDITS)}")
     drop_q = set(drop_quality)

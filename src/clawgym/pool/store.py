@@ -43,11 +43,16 @@ as a warning ``file:line: field: message``, kept in the index (:meth:`Pool.bad_l
 status not in :data:`ERROR_STATUSES`, ``False`` before it ends or when it ended in error. ``quality`` is free
 text, per step or per trajectory (a step's own wins); exports drop quality ``"bad"`` by default. Tags are
 sets; a step carries its own tags and its trajectory's.
+
+The pool is three modules: :mod:`clawgym.pool.segments` (the files records live in), :mod:`clawgym.pool.index`
+(the SQLite index: schema, applying records and events, and the one query API, :class:`StepFilter` and
+:class:`TrajectoryFilter`, the viewer uses too) and this one, the :class:`Pool` facade over both.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import logging
@@ -57,15 +62,31 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from clawgym.core.errors import ClawgymError, RecordError
 from clawgym.core.jsonl import parse_line, repair_torn_tail
+from clawgym.pool import index
+from clawgym.pool.index import (
+    GROUP_SELECT,
+    INDEX_SCHEMA_VERSION,
+    STEP_SELECT,
+    STEP_TRAINABLE_SQL,
+    TRAJ_TRAINABLE_SQL,
+    StepFilter,
+    StepRow,
+    TrajectoryFilter,
+    eff_step_trainable,
+    eff_trajectory_trainable,
+    group_dict,
+    json_list,
+    step_meta,
+    trajectory_order,
+)
 from clawgym.pool.records import (
     DERIVED_FIELDS,
-    ERROR_STATUSES,
     EVENT_ADAPTER,
     Curation,
     GroupExpected,
@@ -73,90 +94,18 @@ from clawgym.pool.records import (
     TrajectoryEnd,
     utc_now,
 )
+from clawgym.pool.segments import Segments, file_size, read_lines, seg_name, write_all
+
+__all__ = ["DEFAULT_SEGMENT_BYTES", "FORMAT", "FORMAT_VERSION", "INDEX_SCHEMA_VERSION", "STEP_TRAINABLE_SQL",
+           "TRAJ_TRAINABLE_SQL", "Pool", "PoolClosed", "PoolError", "StepFilter", "StepRow", "TrajectoryFilter",
+           "eff_step_trainable", "eff_trajectory_trainable"]
 
 log = logging.getLogger("clawgym.pool")
 
 FORMAT = "clawgym-pool"
 FORMAT_VERSION = 1
-INDEX_SCHEMA_VERSION = 1
 DEFAULT_SEGMENT_BYTES = 256 * 1024 * 1024
-_READ_CHUNK = 8 * 1024 * 1024
 _PAGE = 2000  # index rows fetched per page when streaming
-
-_ERR_SQL = "(" + ",".join(f"'{s}'" for s in sorted(ERROR_STATUSES)) + ")"
-# effective flags, the SQL twin of eff_trajectory_trainable / eff_step_trainable below
-TRAJ_TRAINABLE_SQL = (
-    f"COALESCE(t.trainable, CASE WHEN t.ended_at IS NOT NULL AND t.status NOT IN {_ERR_SQL} THEN 1 ELSE 0 END)"
-)
-STEP_TRAINABLE_SQL = f"COALESCE(s.trainable, CASE WHEN s.status = 'error' THEN 0 END, {TRAJ_TRAINABLE_SQL})"
-
-
-def eff_trajectory_trainable(flag: int | None, ended_at: str | None, status: str | None) -> bool:
-    if flag is not None:
-        return bool(flag)
-    return ended_at is not None and status not in ERROR_STATUSES
-
-
-def eff_step_trainable(step_flag: int | None, step_status: str, traj_flag: int | None, ended_at: str | None,
-                       traj_status: str | None) -> bool:
-    if step_flag is not None:
-        return bool(step_flag)
-    if step_status == "error":
-        return False
-    return eff_trajectory_trainable(traj_flag, ended_at, traj_status)
-
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS segments (seg INTEGER PRIMARY KEY, bytes INTEGER NOT NULL, lines INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS steps (
-    id INTEGER PRIMARY KEY,
-    step_id TEXT NOT NULL UNIQUE,
-    trajectory_id TEXT NOT NULL,
-    step_index INTEGER NOT NULL,
-    group_id TEXT NOT NULL,
-    task_id TEXT,
-    model TEXT NOT NULL,
-    policy_version TEXT,
-    token_source TEXT NOT NULL,
-    status TEXT NOT NULL,
-    has_ids INTEGER NOT NULL,
-    n_prompt INTEGER,
-    n_response INTEGER,
-    created_at TEXT NOT NULL,
-    seg INTEGER NOT NULL, off INTEGER NOT NULL, len INTEGER NOT NULL, line INTEGER NOT NULL,
-    quality TEXT, trainable INTEGER, tags TEXT, notes TEXT
-);
-CREATE INDEX IF NOT EXISTS steps_traj ON steps (trajectory_id, step_index);
-CREATE INDEX IF NOT EXISTS steps_model ON steps (model);
-CREATE INDEX IF NOT EXISTS steps_flagged ON steps (trainable) WHERE trainable IS NOT NULL;
-CREATE INDEX IF NOT EXISTS steps_quality ON steps (quality) WHERE quality IS NOT NULL;
-CREATE TABLE IF NOT EXISTS trajectories (
-    trajectory_id TEXT PRIMARY KEY,
-    group_id TEXT,
-    task_id TEXT,
-    n_steps INTEGER NOT NULL DEFAULT 0,
-    n_ok INTEGER NOT NULL DEFAULT 0,
-    n_ids INTEGER NOT NULL DEFAULT 0,
-    max_index INTEGER NOT NULL DEFAULT -1,
-    status TEXT, reward REAL, verdict TEXT, ended_at TEXT,
-    quality TEXT, trainable INTEGER, tags TEXT, notes TEXT
-);
-CREATE INDEX IF NOT EXISTS traj_group ON trajectories (group_id);
-CREATE INDEX IF NOT EXISTS traj_task ON trajectories (task_id);
-CREATE TABLE IF NOT EXISTS groups (group_id TEXT PRIMARY KEY, expected INTEGER);
-CREATE TABLE IF NOT EXISTS tags (tag TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,
-                                 PRIMARY KEY (tag, kind, key)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS counts (key TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS events (
-    seq INTEGER PRIMARY KEY, type TEXT NOT NULL, trajectory_id TEXT, step_id TEXT,
-    off INTEGER NOT NULL, len INTEGER NOT NULL, line INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS events_traj ON events (trajectory_id);
-CREATE TABLE IF NOT EXISTS bad_lines (file TEXT NOT NULL, line INTEGER NOT NULL, off INTEGER NOT NULL,
-                                      error TEXT NOT NULL, PRIMARY KEY (file, off));
-"""
-_TABLES = ("segments", "steps", "trajectories", "groups", "tags", "counts", "events", "bad_lines")
 
 
 class PoolError(ClawgymError):
@@ -165,75 +114,6 @@ class PoolError(ClawgymError):
 
 class PoolClosed(PoolError):
     """The pool was used after it was closed (a run stopping, e.g. on Ctrl-C, while calls still arrive)."""
-
-
-def _json_list(text: str | None) -> list:
-    return json.loads(text) if text else []
-
-
-def _seg_name(seg: int) -> str:
-    return f"{seg:06d}.jsonl"
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
-def _step_meta(step: StepRecord) -> tuple:
-    return (
-        step.step_id, step.trajectory_id, step.step_index, step.group_id, step.task_id, step.model,
-        step.policy_version, step.token_source, step.status, int(step.has_token_ids),
-        len(step.prompt_ids) if step.prompt_ids is not None else None,
-        len(step.response_ids) if step.response_ids is not None else None,
-        step.created_at,
-    )
-
-
-class StepRow(NamedTuple):
-    """One step's index row joined with its trajectory (what queries select before reading the file)."""
-
-    seg: int
-    off: int
-    len: int
-    line: int
-    step_index: int
-    s_quality: str | None
-    s_trainable: int | None
-    s_tags: str | None
-    s_status: str
-    t_status: str | None
-    reward: float | None
-    verdict: str | None
-    ended_at: str | None
-    max_index: int
-    t_quality: str | None
-    t_trainable: int | None
-    t_tags: str | None
-    step_id: str
-    trajectory_id: str
-    group_id: str | None
-    task_id: str | None
-    has_ids: int
-    n_response: int | None
-
-    @property
-    def trainable(self) -> bool:
-        return eff_step_trainable(self.s_trainable, self.s_status, self.t_trainable, self.ended_at, self.t_status)
-
-    @property
-    def quality(self) -> str | None:
-        return self.s_quality or self.t_quality
-
-    @property
-    def tags(self) -> list[str]:
-        return sorted(set(_json_list(self.s_tags)) | set(_json_list(self.t_tags)))
-
-    @property
-    def is_last(self) -> bool:
-        return self.ended_at is not None and self.step_index == self.max_index
 
 
 class Pool:
@@ -252,22 +132,17 @@ class Pool:
         self.fsync = fsync
         self.segment_bytes = int(segment_bytes)
         self.steps_dir = self.root / "steps"
-        self._steps_str = str(self.steps_dir)
+        self.segments = Segments(self.steps_dir, self.segment_bytes, fsync, error=PoolError)
         self.events_path = self.root / "events.jsonl"
         self.index_path = self.root / "index.sqlite"
         self._lock = threading.RLock()
-        self._read_fds: dict[int, int] = {}
         self._ev_read_fd = -1
-        self._seg_fd = -1
         self._ev_fd = -1
         self._lock_fd = -1
         self._conn: sqlite3.Connection | None = None
         self._closed = False
         # writer state, valid while data_version is unchanged (see _sync)
         self._dv: int | None = None
-        self._cur_seg = 0
-        self._cur_bytes = 0
-        self._cur_lines = 0
         self._ev_bytes = 0
         self._ev_lines = 0
         self._dirty = True
@@ -332,7 +207,7 @@ class Pool:
                 self._connect()
                 ok = False
             if not ok:
-                fresh = not self._segment_files() and not self.events_path.exists()
+                fresh = not self.segments.files() and not self.events_path.exists()
                 self.recovery = self._rebuild_locked(reason="new pool" if fresh else "index missing or outdated")
             else:
                 self.recovery = self._catch_up()
@@ -345,11 +220,7 @@ class Pool:
 
     def _schema_ok(self) -> bool:
         assert self._conn is not None
-        try:
-            row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-        except sqlite3.OperationalError:  # no such table: a new index
-            return False
-        return row is not None and int(row[0]) == INDEX_SCHEMA_VERSION
+        return index.schema_ok(self._conn)
 
     def _check_schema_readonly(self) -> None:
         if not self._schema_ok():
@@ -383,39 +254,32 @@ class Pool:
 
     # ------------------------------------------------------------------------------------------ catch-up
 
-    def _segment_files(self) -> list[int]:
-        segs = []
-        for p in self.steps_dir.glob("*.jsonl"):
-            if p.stem.isdigit():
-                segs.append(int(p.stem))
-        return sorted(segs)
-
     def _catch_up(self) -> dict[str, Any]:
         """Index every complete line beyond what the index recorded; cut torn tails. Caller holds both locks."""
         assert self._conn is not None
         report: dict[str, Any] = {"indexed_steps": 0, "indexed_events": 0, "torn_bytes": {}, "bad_lines": [],
                                   "rebuilt": False}
         known = {seg: (b, n) for seg, b, n in self._conn.execute("SELECT seg, bytes, lines FROM segments")}
-        files = self._segment_files()
-        behind = [s for s, (b, _) in known.items() if b > 0 and (s not in files or self._size(self._seg_path(s)) < b)]
+        files = self.segments.files()
+        behind = [s for s, (b, _) in known.items() if b > 0 and (s not in files or self.segments.size(s) < b)]
         ev_known = self._meta_int("events_bytes"), self._meta_int("events_lines")
-        ev_size = self._size(self.events_path)
+        ev_size = file_size(self.events_path)
         if behind or ev_size < ev_known[0]:
-            what = f"segment {_seg_name(behind[0])}" if behind else "events.jsonl"
+            what = f"segment {seg_name(behind[0])}" if behind else "events.jsonl"
             log.warning("%s: %s is shorter than the index recorded; rebuilding the index", self.root, what)
             return self._rebuild_locked(reason=f"{what} shorter than the index")
         with self._tx() as conn:
             for seg in files:
-                path = self._seg_path(seg)
+                path = self.segments.path(seg)
                 b, n = known.get(seg, (0, 0))
                 if seg not in known:  # (a writer may die between creating a segment and its first line)
                     conn.execute("INSERT INTO segments (seg, bytes, lines) VALUES (?, 0, 0)", (seg,))
-                if self._size(path) > b:
+                if file_size(path) > b:
                     torn = repair_torn_tail(path)
                     if torn:
                         report["torn_bytes"][str(path)] = torn
                         log.warning("%s: cut a torn last line of %d bytes (a writer was killed mid-append)", path, torn)
-                    if self._size(path) > b:
+                    if file_size(path) > b:
                         report["indexed_steps"] += self._scan_segment(conn, seg, b, n, report["bad_lines"])
             if ev_size > ev_known[0]:
                 torn = repair_torn_tail(self.events_path)
@@ -426,43 +290,9 @@ class Pool:
         self._load_state()
         return report
 
-    def _seg_path(self, seg: int) -> Path:
-        return Path(self._steps_str, _seg_name(seg))
-
-    @staticmethod
-    def _size(path: str | os.PathLike) -> int:
-        try:
-            return os.stat(path).st_size
-        except FileNotFoundError:
-            return 0
-
     def _meta_int(self, key: str) -> int:
         assert self._conn is not None
-        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return int(row[0]) if row else 0
-
-    @staticmethod
-    def _lines(path: Path, start: int) -> Iterator[tuple[int, bytes]]:
-        """(offset, line without newline) of every complete line from byte `start`."""
-        with open(path, "rb") as fh:
-            fh.seek(start)
-            pos = start
-            rest = b""
-            while True:
-                chunk = fh.read(_READ_CHUNK)
-                if not chunk:
-                    break
-                buf = rest + chunk
-                base = pos - len(rest)
-                i = 0
-                while True:
-                    j = buf.find(b"\n", i)
-                    if j < 0:
-                        break
-                    yield base + i, buf[i:j]
-                    i = j + 1
-                rest = buf[i:]
-                pos += len(chunk)
+        return index.meta_int(self._conn, key)
 
     def _bad(self, conn: sqlite3.Connection, path: Path, line: int, off: int, error: str, sink: list) -> None:
         msg = error if error.startswith(str(path)) else f"{path}:{line}: {error}"
@@ -474,11 +304,15 @@ class Pool:
     def _scan_segment(self, conn: sqlite3.Connection, seg: int, start: int, lines: int, bad: list) -> int:
         """Index the lines of a segment from byte `start` (line count `lines` before it), in the caller's
         transaction."""
-        path = self._seg_path(seg)
+        path = self.segments.path(seg)
         n = 0
         end = start
         batch: list[tuple[tuple, int, int, int, int]] = []
-        for off, raw in self._lines(path, start):
+
+        def skip(line: int, off: int, error: str) -> None:
+            self._bad(conn, path, line, off, error, bad)
+
+        for off, raw in read_lines(path, start):
             lines += 1
             end = off + len(raw) + 1
             if not raw.strip():
@@ -495,19 +329,19 @@ class Pool:
             if set_derived:
                 self._bad(conn, path, lines, off, f"{set_derived[0]}: is filled by the pool, not stored", bad)
                 continue
-            batch.append((_step_meta(step), seg, off, len(raw), lines))  # keep the small tuple, not the record
+            batch.append((step_meta(step), seg, off, len(raw), lines))  # keep the small tuple, not the record
             del step
             if len(batch) >= _PAGE:
-                n += self._index_steps(conn, batch, path, bad)
+                n += index.index_steps(conn, batch, skip)
                 batch = []
-        n += self._index_steps(conn, batch, path, bad)
+        n += index.index_steps(conn, batch, skip)
         conn.execute("INSERT OR REPLACE INTO segments (seg, bytes, lines) VALUES (?, ?, ?)", (seg, end, lines))
         return n
 
     def _scan_events(self, conn: sqlite3.Connection, start: int, lines: int, bad: list) -> int:
         n = 0
         end = start
-        for off, raw in self._lines(self.events_path, start):
+        for off, raw in read_lines(self.events_path, start):
             lines += 1
             end = off + len(raw) + 1
             if not raw.strip():
@@ -519,25 +353,17 @@ class Pool:
                 field = ".".join(str(p) for p in err.get("loc", ())) or "<record>"
                 self._bad(conn, self.events_path, lines, off, f"{field}: {err['msg']}", bad)
                 continue
-            self._apply_event(conn, ev, off, len(raw), lines)
+            index.apply_event(conn, ev, off, len(raw), lines)
             n += 1
-        self._set_meta(conn, "events_bytes", end)
-        self._set_meta(conn, "events_lines", lines)
+        index.set_meta(conn, "events_bytes", end)
+        index.set_meta(conn, "events_lines", lines)
         return n
-
-    @staticmethod
-    def _set_meta(conn: sqlite3.Connection, key: str, value: Any) -> None:
-        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, str(value)))
 
     def _load_state(self) -> None:
         """Reload the writer's view (current segment, event log end) from the index."""
         assert self._conn is not None
         row = self._conn.execute("SELECT seg, bytes, lines FROM segments ORDER BY seg DESC LIMIT 1").fetchone()
-        seg, b, n = row if row else (1, 0, 0)
-        if seg != self._cur_seg and self._seg_fd >= 0:
-            os.close(self._seg_fd)
-            self._seg_fd = -1
-        self._cur_seg, self._cur_bytes, self._cur_lines = seg, b, n
+        self.segments.position(*(row if row else (1, 0, 0)))
         self._ev_bytes, self._ev_lines = self._meta_int("events_bytes"), self._meta_int("events_lines")
         self._dv = self._conn.execute("PRAGMA data_version").fetchone()[0]
         self._dirty = False
@@ -547,10 +373,8 @@ class Pool:
         assert self._conn is not None
         if not self._dirty and self._conn.execute("PRAGMA data_version").fetchone()[0] == self._dv:
             # plain os calls: this runs before every write
-            seg_size = os.fstat(self._seg_fd).st_size if self._seg_fd >= 0 else self._size(self._seg_path(self._cur_seg))
-            ev_size = os.fstat(self._ev_fd).st_size if self._ev_fd >= 0 else self._size(self.events_path)
-            if (seg_size == self._cur_bytes and ev_size == self._ev_bytes
-                    and not os.path.exists(os.path.join(self._steps_str, _seg_name(self._cur_seg + 1)))):
+            ev_size = os.fstat(self._ev_fd).st_size if self._ev_fd >= 0 else file_size(self.events_path)
+            if ev_size == self._ev_bytes and self.segments.unchanged():
                 return
         report = self._catch_up()
         if report.get("indexed_steps") or report.get("indexed_events") or report.get("torn_bytes"):
@@ -568,11 +392,11 @@ class Pool:
         report: dict[str, Any] = {"indexed_steps": 0, "indexed_events": 0, "torn_bytes": {}, "bad_lines": [],
                                   "rebuilt": True, "reason": reason}
         with self._tx() as conn:
-            for table in (*_TABLES, "meta"):  # drop and recreate, so an outdated schema is replaced too
+            for table in (*index.TABLES, "meta"):  # drop and recreate, so an outdated schema is replaced too
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
-            self._create_schema()
-            for seg in self._segment_files():
-                path = self._seg_path(seg)
+            index.create_schema(conn)
+            for seg in self.segments.files():
+                path = self.segments.path(seg)
                 torn = repair_torn_tail(path)
                 if torn:
                     report["torn_bytes"][str(path)] = torn
@@ -586,131 +410,7 @@ class Pool:
         report["seconds"] = round(time.perf_counter() - t0, 3)
         return report
 
-    def _create_schema(self) -> None:
-        assert self._conn is not None
-        for stmt in SCHEMA.split(";"):
-            if stmt.strip():
-                self._conn.execute(stmt)
-        self._conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)", (str(INDEX_SCHEMA_VERSION),))
-
-    # ------------------------------------------------------------------------------------------ indexing
-
-    def _index_steps(self, conn: sqlite3.Connection, batch: Sequence[tuple[tuple, int, int, int, int]],
-                     path: Path | None = None, bad: list | None = None) -> int:
-        """Index (step meta (see _step_meta), seg, off, len, line) entries inside an open transaction. With
-        `bad`, duplicates are reported and skipped (catch-up); without, the caller has already checked."""
-        if not batch:
-            return 0
-        rows = []
-        trajs: dict[str, list] = {}
-        sources: dict[str, int] = {}
-        for meta, seg, off, length, line in batch:
-            step_id, tid, index, group, task = meta[:5]
-            if bad is not None:
-                try:
-                    conn.execute(_INSERT_STEP, (*meta, seg, off, length, line))
-                except sqlite3.IntegrityError:
-                    first = conn.execute("SELECT seg, line FROM steps WHERE step_id = ?", (step_id,)).fetchone()
-                    where = f" (first at steps/{_seg_name(first[0])}:{first[1]})" if first else ""
-                    assert path is not None
-                    self._bad(conn, path, line, off, f"step_id: duplicate step {step_id!r}{where}", bad)
-                    continue
-            else:
-                rows.append((*meta, seg, off, length, line))
-            agg = trajs.get(tid)
-            if agg is None:
-                agg = trajs[tid] = [group, task, 0, 0, 0, -1]
-            agg[2] += 1
-            agg[3] += meta[8] == "ok"
-            agg[4] += meta[9]
-            agg[5] = max(agg[5], index)
-            if agg[1] is None:
-                agg[1] = task
-            sources[meta[7]] = sources.get(meta[7], 0) + 1
-        if rows:
-            conn.executemany(_INSERT_STEP, rows)
-        conn.executemany(_UPSERT_TRAJ, [(tid, *agg) for tid, agg in trajs.items()])
-        conn.executemany("INSERT INTO groups (group_id) VALUES (?) ON CONFLICT DO NOTHING",
-                         [(g,) for g in {agg[0] for agg in trajs.values()}])
-        n = sum(sources.values())
-        conn.executemany(_BUMP_COUNT, [(f"source:{k}", v) for k, v in sources.items()] + [("steps", n)])
-        return n
-
-    def _apply_event(self, conn: sqlite3.Connection, ev: Any, off: int, length: int, line: int) -> None:
-        traj = getattr(ev, "trajectory_id", None)
-        step_id = None
-        if isinstance(ev, GroupExpected):
-            conn.execute("INSERT INTO groups (group_id, expected) VALUES (?, ?) "
-                         "ON CONFLICT (group_id) DO UPDATE SET expected = excluded.expected", (ev.group_id, ev.samples))
-        elif isinstance(ev, TrajectoryEnd):
-            conn.execute(
-                "INSERT INTO trajectories (trajectory_id, group_id, task_id, status, reward, verdict, ended_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (trajectory_id) DO UPDATE SET "
-                "group_id = excluded.group_id, task_id = COALESCE(excluded.task_id, task_id), "
-                "status = excluded.status, reward = excluded.reward, verdict = excluded.verdict, "
-                "ended_at = excluded.ended_at",
-                (ev.trajectory_id, ev.group_id, ev.task_id, ev.status, ev.reward,
-                 json.dumps(ev.verdict) if ev.verdict is not None else None, ev.ended_at))
-            conn.execute("INSERT INTO groups (group_id) VALUES (?) ON CONFLICT DO NOTHING", (ev.group_id,))
-        elif isinstance(ev, Curation):
-            if ev.step_id is not None:
-                step_id = ev.step_id
-                row = conn.execute("SELECT trajectory_id FROM steps WHERE step_id = ?", (step_id,)).fetchone()
-                traj = row[0] if row else None
-                self._apply_curation(conn, "steps", "step_id", step_id, "s", ev)
-            else:
-                self._apply_curation(conn, "trajectories", "trajectory_id", ev.trajectory_id, "t", ev)
-        conn.execute("INSERT INTO events (type, trajectory_id, step_id, off, len, line) VALUES (?, ?, ?, ?, ?, ?)",
-                     (ev.type, traj, step_id, off, length, line))
-
-    @staticmethod
-    def _apply_curation(conn: sqlite3.Connection, table: str, key_col: str, key: str, kind: str, ev: Curation) -> None:
-        row = conn.execute(f"SELECT tags, notes FROM {table} WHERE {key_col} = ?", (key,)).fetchone()
-        if row is None:
-            return
-        tags = set(_json_list(row[0]))
-        notes = _json_list(row[1])
-        sets: dict[str, Any] = {}
-        if ev.quality is not None:
-            sets["quality"] = ev.quality or None
-        if ev.trainable is not None:
-            sets["trainable"] = int(ev.trainable)
-        if ev.add_tags or ev.remove_tags:
-            tags = (tags | set(ev.add_tags)) - set(ev.remove_tags)
-            sets["tags"] = json.dumps(sorted(tags))
-            conn.executemany("INSERT OR IGNORE INTO tags (tag, kind, key) VALUES (?, ?, ?)",
-                             [(t, kind, key) for t in ev.add_tags if t not in ev.remove_tags])
-            conn.executemany("DELETE FROM tags WHERE tag = ? AND kind = ? AND key = ?",
-                             [(t, kind, key) for t in ev.remove_tags])
-        if ev.note:
-            notes.append({"note": ev.note, "by": ev.by, "at": ev.at})
-            sets["notes"] = json.dumps(notes)
-        if sets:
-            assign = ", ".join(f"{k} = ?" for k in sets)
-            conn.execute(f"UPDATE {table} SET {assign} WHERE {key_col} = ?", (*sets.values(), key))
-
     # ------------------------------------------------------------------------------------------ writing
-
-    def _segment_for(self, nbytes: int) -> None:
-        """Make the current segment the one the next `nbytes` go to (roll when full); open its descriptor."""
-        if self._cur_bytes > 0 and self._cur_bytes + nbytes > self.segment_bytes:
-            if self._seg_fd >= 0:
-                os.close(self._seg_fd)
-                self._seg_fd = -1
-            self._cur_seg += 1
-            self._cur_bytes = self._cur_lines = 0
-        if self._seg_fd < 0:
-            self._seg_fd = os.open(self._seg_path(self._cur_seg), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def _write_segment(self, data: bytes, nlines: int) -> int:
-        """Append whole lines to the current segment; returns the offset they start at."""
-        off = self._cur_bytes
-        _write_all(self._seg_fd, data)
-        if self.fsync:
-            os.fsync(self._seg_fd)
-        self._cur_bytes += len(data)
-        self._cur_lines += nlines
-        return off
 
     def _check_new_ids(self, steps: Sequence[StepRecord]) -> None:
         assert self._conn is not None
@@ -746,32 +446,32 @@ class Pool:
             self._sync()
             self._check_new_ids(steps)
             entries: list[tuple[tuple, int, int, int, int]] = []
+            segs = self.segments
             i = 0
             try:
                 while i < len(lines):
-                    self._segment_for(len(lines[i]))
+                    segs.make_room(len(lines[i]))
                     # take as many lines as fit in this segment (at least one)
-                    j, size = i, self._cur_bytes
+                    j, size = i, segs.bytes
                     while j < len(lines) and (j == i or size + len(lines[j]) <= self.segment_bytes):
                         size += len(lines[j])
                         j += 1
-                    first_line = self._cur_lines
-                    off = self._write_segment(b"".join(lines[i:j]), j - i)
+                    first_line = segs.lines
+                    off = segs.append(b"".join(lines[i:j]), j - i)
                     for k in range(i, j):
-                        entries.append((_step_meta(steps[k]), self._cur_seg, off, len(lines[k]) - 1,
+                        entries.append((step_meta(steps[k]), segs.seg, off, len(lines[k]) - 1,
                                         first_line + k - i + 1))
                         off += len(lines[k])
                     i = j
                 with self._tx() as conn:
-                    self._index_steps(conn, entries)
-                    segs = {e[1] for e in entries}
-                    for seg in segs:
-                        if seg == self._cur_seg:
+                    index.index_steps(conn, entries)
+                    for seg in {e[1] for e in entries}:
+                        if seg == segs.seg:
                             conn.execute("INSERT OR REPLACE INTO segments (seg, bytes, lines) VALUES (?, ?, ?)",
-                                         (seg, self._cur_bytes, self._cur_lines))
+                                         (seg, segs.bytes, segs.lines))
                         else:  # a segment filled by this batch
                             conn.execute("INSERT OR REPLACE INTO segments (seg, bytes, lines) VALUES (?, ?, ?)",
-                                         (seg, self._size(self._seg_path(seg)),
+                                         (seg, segs.size(seg),
                                           max(e[4] for e in entries if e[1] == seg)))
             except BaseException:
                 self._dirty = True  # the files may hold lines the index has not taken: catch up next time
@@ -788,15 +488,15 @@ class Pool:
                 self._ev_fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 off = self._ev_bytes
-                _write_all(self._ev_fd, data)
+                write_all(self._ev_fd, data)
                 if self.fsync:
                     os.fsync(self._ev_fd)
                 self._ev_bytes += len(data)
                 self._ev_lines += 1
                 with self._tx() as conn:
-                    self._apply_event(conn, ev, off, len(data) - 1, self._ev_lines)
-                    self._set_meta(conn, "events_bytes", self._ev_bytes)
-                    self._set_meta(conn, "events_lines", self._ev_lines)
+                    index.apply_event(conn, ev, off, len(data) - 1, self._ev_lines)
+                    index.set_meta(conn, "events_bytes", self._ev_bytes)
+                    index.set_meta(conn, "events_lines", self._ev_lines)
             except BaseException:
                 self._dirty = True
                 raise
@@ -864,30 +564,15 @@ class Pool:
 
     # ------------------------------------------------------------------------------------------ reading
 
-    def _read_fd(self, seg: int) -> int:
-        fd = self._read_fds.get(seg)
-        if fd is None:
-            fd = self._read_fds[seg] = os.open(self._seg_path(seg), os.O_RDONLY)
-        return fd
-
-    def _read_raw(self, seg: int, off: int, length: int) -> bytes:
-        with self._lock:
-            fd = self._read_fd(seg)
-        data = os.pread(fd, length, off)
-        if len(data) != length:
-            raise PoolError(f"{self._seg_path(seg)}: short read at byte {off} (the file was truncated; "
-                            f"rebuild the index)")
-        return data
-
     def _materialize(self, row: tuple) -> StepRecord:
         r = row if isinstance(row, StepRow) else StepRow._make(row)
         seg, off, length, line = r.seg, r.off, r.len, r.line
-        raw = self._read_raw(seg, off, length)
+        raw = self.segments.read(seg, off, length)
         try:
             step = StepRecord.model_validate_json(raw)
         except ValidationError as exc:
             err = exc.errors()[0]
-            raise RecordError(str(self._seg_path(seg)), line, ".".join(map(str, err["loc"])) or None,
+            raise RecordError(str(self.segments.path(seg)), line, ".".join(map(str, err["loc"])) or None,
                               f"{err['msg']} (the file changed under the index; rebuild it)") from None
         step.reward = r.reward
         step.verdict = json.loads(r.verdict) if r.verdict else None
@@ -898,49 +583,18 @@ class Pool:
         step.tags = r.tags
         return step
 
-    _STEP_SELECT = (
-        "SELECT s.seg, s.off, s.len, s.line, s.step_index, s.quality, s.trainable, s.tags, s.status, "
-        "t.status, t.reward, t.verdict, t.ended_at, t.max_index, t.quality, t.trainable, t.tags, "
-        "s.step_id, s.trajectory_id, t.group_id, t.task_id, s.has_ids, s.n_response "
-        "FROM steps s JOIN trajectories t ON t.trajectory_id = s.trajectory_id"
-    )
-
-    @staticmethod
-    def _step_where(trajectory_id: str | None, group_id: str | None, task_id: str | None, trainable: bool | None,
-                    tag: str | None, model: str | None = None, quality: str | None = None) -> tuple[str, list]:
-        where, args = [], []
-        if trajectory_id is not None:
-            where.append("s.trajectory_id = ?")
-            args.append(trajectory_id)
-        if group_id is not None:
-            where.append("t.group_id = ?")
-            args.append(group_id)
-        if task_id is not None:
-            where.append("t.task_id = ?")
-            args.append(task_id)
-        if model is not None:
-            where.append("s.model = ?")
-            args.append(model)
-        if quality is not None:
-            where.append("COALESCE(s.quality, t.quality) = ?")
-            args.append(quality)
-        if trainable is not None:
-            where.append(f"{STEP_TRAINABLE_SQL} = ?")
-            args.append(int(trainable))
-        if tag is not None:
-            where.append("EXISTS (SELECT 1 FROM tags g WHERE g.tag = ? AND "
-                         "((g.kind = 't' AND g.key = s.trajectory_id) OR (g.kind = 's' AND g.key = s.step_id)))")
-            args.append(tag)
-        return (" WHERE " + " AND ".join(where)) if where else "", args
-
     def steps(self, *, trajectory_id: str | None = None, group_id: str | None = None, task_id: str | None = None,
               trainable: bool | None = None, tag: str | None = None, limit: int | None = None, offset: int = 0,
-              model: str | None = None, quality: str | None = None) -> list[StepRecord]:
-        """Steps matching every filter given, ordered by trajectory id then step index, with the pool's
-        fields (reward, verdict, trajectory_status, is_last, trainable, quality, tags) filled in."""
+              model: str | None = None, quality: str | None = None,
+              where: StepFilter | None = None) -> list[StepRecord]:
+        """Steps matching every filter given (those of `where` and the keywords), ordered by trajectory id then
+        step index, with the pool's fields (reward, verdict, trajectory_status, is_last, trainable, quality,
+        tags) filled in."""
         self._check_open()
-        where, args = self._step_where(trajectory_id, group_id, task_id, trainable, tag, model, quality)
-        sql = f"{self._STEP_SELECT}{where} ORDER BY s.trajectory_id, s.step_index LIMIT ? OFFSET ?"
+        flt = _merged(where or StepFilter(), trajectory_id=trajectory_id, group_id=group_id, task_id=task_id,
+                      trainable=trainable, tag=tag, model=model, quality=quality)
+        where_sql, args = flt.where()
+        sql = f"{STEP_SELECT}{where_sql} ORDER BY s.trajectory_id, s.step_index LIMIT ? OFFSET ?"
         with self._lock:
             assert self._conn is not None
             rows = self._conn.execute(sql, (*args, -1 if limit is None else int(limit), int(offset))).fetchall()
@@ -953,17 +607,20 @@ class Pool:
 
     def iter_step_rows(self, *, trajectory_id: str | None = None, group_id: str | None = None,
                        task_id: str | None = None, trainable: bool | None = None, tag: str | None = None,
-                       model: str | None = None, quality: str | None = None) -> Iterator[StepRow]:
+                       model: str | None = None, quality: str | None = None,
+                       where: StepFilter | None = None) -> Iterator[StepRow]:
         """The index rows of matching steps (no file reads), in steps() order, by keyset pages (low memory)."""
         self._check_open()
-        where, args = self._step_where(trajectory_id, group_id, task_id, trainable, tag, model, quality)
+        flt = _merged(where or StepFilter(), trajectory_id=trajectory_id, group_id=group_id, task_id=task_id,
+                      trainable=trainable, tag=tag, model=model, quality=quality)
+        cond, args = flt.where()
         last: tuple[str, int] | None = None
         while True:
-            page_where, page_args = where, list(args)
+            page_where, page_args = cond, list(args)
             if last is not None:
-                page_where += (" AND " if where else " WHERE ") + "(s.trajectory_id, s.step_index) > (?, ?)"
+                page_where += (" AND " if cond else " WHERE ") + "(s.trajectory_id, s.step_index) > (?, ?)"
                 page_args += list(last)
-            sql = f"{self._STEP_SELECT}{page_where} ORDER BY s.trajectory_id, s.step_index LIMIT {_PAGE}"
+            sql = f"{STEP_SELECT}{page_where} ORDER BY s.trajectory_id, s.step_index LIMIT {_PAGE}"
             with self._lock:
                 assert self._conn is not None
                 rows = self._conn.execute(sql, page_args).fetchall()
@@ -975,13 +632,13 @@ class Pool:
 
     def read_stored(self, row: StepRow) -> bytes:
         """The stored JSON line of a step (as appended, without the pool's fields)."""
-        return self._read_raw(row.seg, row.off, row.len)
+        return self.segments.read(row.seg, row.off, row.len)
 
     def get_step(self, step_id: str) -> StepRecord:
         self._check_open()
         with self._lock:
             assert self._conn is not None
-            row = self._conn.execute(f"{self._STEP_SELECT} WHERE s.step_id = ?", (step_id,)).fetchone()
+            row = self._conn.execute(f"{STEP_SELECT} WHERE s.step_id = ?", (step_id,)).fetchone()
         if row is None:
             raise PoolError(f"no step {step_id!r} in {self.root}")
         return self._materialize(row)
@@ -989,63 +646,63 @@ class Pool:
     def trajectories(self, *, trajectory_id: str | None = None, group_id: str | None = None,
                      task_id: str | None = None, ended: bool | None = None, trainable: bool | None = None,
                      tag: str | None = None, quality: str | None = None, limit: int | None = None,
-                     offset: int = 0) -> list[dict]:
-        """One dict per trajectory (ordered by id): id, group, task, status, reward, verdict, quality,
-        trainable (effective), tags, notes, n_steps, ended, ended_at, plus n_ok and n_with_ids."""
+                     offset: int = 0, where: TrajectoryFilter | None = None, sort: str = "id",
+                     desc: bool = False) -> list[dict]:
+        """One dict per trajectory (ordered by id, or by `sort`: see :data:`clawgym.pool.index.TRAJECTORY_SORTS`):
+        id, group, task, status, reward, verdict, quality, trainable (effective), tags, notes, n_steps, ended,
+        ended_at, plus n_ok and n_with_ids. The filters are those of `where` and the keywords together."""
+        flt = _merged(where or TrajectoryFilter(), trajectory_id=trajectory_id, group_id=group_id, task_id=task_id,
+                                      ended=ended, trainable=trainable, tag=tag, quality=quality)
         self._check_open()
-        where, args = [], []
-        for col, val in (("t.trajectory_id", trajectory_id), ("t.group_id", group_id), ("t.task_id", task_id),
-                         ("t.quality", quality)):
-            if val is not None:
-                where.append(f"{col} = ?")
-                args.append(val)
-        if ended is not None:
-            where.append("t.ended_at IS NOT NULL" if ended else "t.ended_at IS NULL")
-        if trainable is not None:
-            where.append(f"{TRAJ_TRAINABLE_SQL} = ?")
-            args.append(int(trainable))
-        if tag is not None:
-            where.append("EXISTS (SELECT 1 FROM tags g WHERE g.tag = ? AND g.kind = 't' AND g.key = t.trajectory_id)")
-            args.append(tag)
+        cond, args = flt.where()
         sql = ("SELECT t.trajectory_id, t.group_id, t.task_id, t.status, t.reward, t.verdict, t.quality, "
                "t.trainable, t.tags, t.notes, t.n_steps, t.ended_at, t.n_ok, t.n_ids FROM trajectories t"
-               + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY t.trajectory_id LIMIT ? OFFSET ?")
+               f"{cond} ORDER BY {trajectory_order(sort, desc)} LIMIT ? OFFSET ?")
         with self._lock:
             assert self._conn is not None
             rows = self._conn.execute(sql, (*args, -1 if limit is None else int(limit), int(offset))).fetchall()
         return [
             {"id": r[0], "group": r[1], "task": r[2], "status": r[3], "reward": r[4],
              "verdict": json.loads(r[5]) if r[5] else None, "quality": r[6],
-             "trainable": eff_trajectory_trainable(r[7], r[11], r[3]), "tags": _json_list(r[8]),
-             "notes": _json_list(r[9]), "n_steps": r[10], "ended": r[11] is not None, "ended_at": r[11],
+             "trainable": eff_trajectory_trainable(r[7], r[11], r[3]), "tags": json_list(r[8]),
+             "notes": json_list(r[9]), "n_steps": r[10], "ended": r[11] is not None, "ended_at": r[11],
              "n_ok": r[12], "n_with_ids": r[13]}
             for r in rows
         ]
 
-    def groups(self, ready_only: bool = False) -> list[dict]:
-        """One dict per group (ordered by id): id, expected, n_trajectories, n_ended, ready, rewards (of the
-        ended trajectories that have one, by trajectory id), mean_reward.
+    def trajectory_ids(self, where: TrajectoryFilter | None = None, *, sort: str = "id", desc: bool = False,
+                       offset: int = 0, limit: int | None = None) -> list[str]:
+        """The ids of one page of the matching trajectories, in the listing's order. Only the narrow id rows are
+        sorted and skipped: a page of a big pool's listing is its ids first, then only their columns."""
+        self._check_open()
+        cond, args = (where or TrajectoryFilter()).where()
+        sql = (f"SELECT t.trajectory_id FROM trajectories t{cond} ORDER BY {trajectory_order(sort, desc)} "
+               "LIMIT ? OFFSET ?")
+        with self._lock:
+            assert self._conn is not None
+            rows = self._conn.execute(sql, (*args, -1 if limit is None else int(limit), int(offset))).fetchall()
+        return [r[0] for r in rows]
+
+    def count_trajectories(self, where: TrajectoryFilter | None = None) -> int:
+        """How many trajectories match."""
+        self._check_open()
+        cond, args = (where or TrajectoryFilter()).where()
+        with self._lock:
+            assert self._conn is not None
+            return int(self._conn.execute(f"SELECT COUNT(*) FROM trajectories t{cond}", args).fetchone()[0])
+
+    def groups(self, ready_only: bool = False, group_id: str | None = None) -> list[dict]:
+        """One dict per group (ordered by id; only `group_id`'s when given): id, expected, n_trajectories, n_ended,
+        ready, rewards (of the ended trajectories that have one, by trajectory id), mean_reward.
 
         A group is ready when `expected` (expect_group) trajectories have ended; without expect_group, when
         every trajectory seen in it has ended."""
         self._check_open()
-        sql = ("SELECT g.group_id, g.expected, COUNT(t.trajectory_id), COALESCE(SUM(t.ended_at IS NOT NULL), 0), "
-               "json_group_object(t.trajectory_id, t.reward) FILTER (WHERE t.ended_at IS NOT NULL AND "
-               "t.reward IS NOT NULL) "
-               "FROM groups g LEFT JOIN trajectories t ON t.group_id = g.group_id GROUP BY g.group_id "
-               "ORDER BY g.group_id")
+        cond, args = (" WHERE g.group_id = ?", (group_id,)) if group_id is not None else ("", ())
         with self._lock:
             assert self._conn is not None
-            rows = self._conn.execute(sql).fetchall()
-        out = []
-        for gid, expected, n, n_ended, rewards in rows:
-            ready = n_ended >= expected if expected is not None else (n > 0 and n_ended == n)
-            if ready_only and not ready:
-                continue
-            rw = json.loads(rewards) if rewards else {}
-            out.append({"id": gid, "expected": expected, "n_trajectories": n, "n_ended": n_ended, "ready": ready,
-                        "rewards": rw, "mean_reward": (sum(rw.values()) / len(rw)) if rw else None})
-        return out
+            rows = self._conn.execute(f"{GROUP_SELECT}{cond} GROUP BY g.group_id ORDER BY g.group_id", args).fetchall()
+        return [g for g in map(group_dict, rows) if g["ready"] or not ready_only]
 
     def events(self, limit: int | None = None, *, trajectory_id: str | None = None,
                type: str | None = None) -> list[dict]:
@@ -1108,7 +765,7 @@ class Pool:
             n_events = c.execute("SELECT COUNT(*) FROM events").fetchone()[0]
             n_bad = c.execute("SELECT COUNT(*) FROM bad_lines").fetchone()[0]
             segs = c.execute("SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM segments").fetchone()
-        index_bytes = sum(self._size(self.root / n) for n in ("index.sqlite", "index.sqlite-wal"))
+        index_bytes = sum(file_size(self.root / n) for n in ("index.sqlite", "index.sqlite-wal"))
         return {
             "root": str(self.root),
             "steps": counts.get("steps", 0),
@@ -1123,7 +780,7 @@ class Pool:
             "events": n_events,
             "bad_lines": n_bad,
             "segments": segs[0],
-            "bytes": {"steps": segs[1], "events": self._size(self.events_path), "index": index_bytes},
+            "bytes": {"steps": segs[1], "events": file_size(self.events_path), "index": index_bytes},
         }
 
     # ------------------------------------------------------------------------------------------ closing
@@ -1133,11 +790,11 @@ class Pool:
             if self._closed:
                 return
             self._closed = True
-            for fd in (*self._read_fds.values(), self._seg_fd, self._ev_fd, self._ev_read_fd):
+            self.segments.close()
+            for fd in (self._ev_fd, self._ev_read_fd):
                 if fd >= 0:
                     os.close(fd)
-            self._read_fds.clear()
-            self._seg_fd = self._ev_fd = self._ev_read_fd = -1
+            self._ev_fd = self._ev_read_fd = -1
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
@@ -1155,16 +812,13 @@ class Pool:
         return f"Pool({str(self.root)!r}{', readonly=True' if self.readonly else ''})"
 
 
-_INSERT_STEP = (
-    "INSERT INTO steps (step_id, trajectory_id, step_index, group_id, task_id, model, policy_version, token_source, "
-    "status, has_ids, n_prompt, n_response, created_at, seg, off, len, line) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_UPSERT_TRAJ = (
-    "INSERT INTO trajectories (trajectory_id, group_id, task_id, n_steps, n_ok, n_ids, max_index) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (trajectory_id) DO UPDATE SET "
-    "n_steps = n_steps + excluded.n_steps, n_ok = n_ok + excluded.n_ok, n_ids = n_ids + excluded.n_ids, "
-    "max_index = MAX(max_index, excluded.max_index), group_id = COALESCE(group_id, excluded.group_id), "
-    "task_id = COALESCE(task_id, excluded.task_id)"
-)
-_BUMP_COUNT = "INSERT INTO counts (key, n) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET n = n + excluded.n"
+Filter = TypeVar("Filter", StepFilter, TrajectoryFilter)
+
+
+def _merged(base: Filter, **fields: Any) -> Filter:
+    """`base` with the keyword filters given (not None) added; one given both ways is refused."""
+    given = {k: v for k, v in fields.items() if v is not None}
+    clash = [k for k in given if getattr(base, k) is not None]
+    if clash:
+        raise PoolError(f"the filter {clash[0]!r} is given twice (in `where` and as a keyword)")
+    return dataclasses.replace(base, **given)

@@ -16,11 +16,9 @@ policy's (the engine's, when the row has it; else the policy's own at the start 
 with k3 = exp(ref - logp) - (ref - logp) - 1 (Schulman's estimator, as TRL's GRPO) against the initial policy.
 This is TRL's GRPO token loss (``GRPOTrainer._compute_loss``); TRL keeps it inside its trainer, which generates
 its own completions, so clawgym computes the same formula here on the pool's rows. How the token losses are
-aggregated follows the preset, as in TRL:
-
-* ``grpo``: the mean over each sequence's tokens, then over sequences;
-* ``dr-grpo``: the sum over all tokens divided by (sequences x ``max_response_len``), no length bias;
-* ``rloo``, ``reinforce++``: the mean over all tokens of the batch (TRL's ``bnpo``).
+aggregated is the preset's loss (:mod:`clawgym.rl.losses`, chosen by :func:`clawgym.rl.resolve_preset`), as in
+TRL: ``grpo`` the mean over each sequence's tokens then over sequences, ``dr-grpo`` the sum over all tokens
+divided by (sequences x ``max_response_len``), ``rloo`` and ``reinforce++`` the mean over all tokens of the batch.
 
 :func:`policy_loss` also returns the statistics the loop reports: clip fraction, ratio mean and max, KL,
 entropy, and the gap between the logprobs the trainer computes and the engine's for the same ids.
@@ -33,21 +31,27 @@ from typing import Any
 
 import torch
 
+from clawgym.rl.losses import get_loss
+from clawgym.rl.presets import resolve_preset
 from clawgym.train.prefix_tree import TreeLayout, build_tree, tree_attention
-
-AGGREGATIONS = {"grpo": "seq-mean-token-mean", "dr-grpo": "token-sum-norm", "rloo": "token-mean",
-                "reinforce++": "token-mean"}
 
 
 @dataclass
 class ObjectiveConfig:
-    """How the token losses are formed and aggregated."""
+    """How the token losses are formed and aggregated. `algo`: the preset (or advantage) whose loss aggregates
+    them; `loss`: a registered loss that replaces it."""
 
     algo: str = "grpo"
     clip_low: float = 0.2
     clip_high: float = 0.2
     kl_coef: float = 0.0
     max_response_len: int = 1024  # dr-grpo's constant normalizer
+    loss: str | None = None
+
+    @property
+    def loss_name(self) -> str:
+        """The loss that aggregates the token losses (ValueError for an unknown preset)."""
+        return self.loss or resolve_preset(self.algo).loss
 
 
 @dataclass
@@ -213,8 +217,7 @@ def policy_loss(logps: torch.Tensor, batch: TokenBatch, cfg: ObjectiveConfig,
     """The loss of the module docstring and its statistics. `start_logps`: the policy's own logprobs at the start
     of the update, used as logp_old for rows without engine logprobs. `norm`: the denominators of the whole
     update this batch is a part of (default: this batch's own)."""
-    if cfg.algo not in AGGREGATIONS:
-        raise ValueError(f"unknown RL preset {cfg.algo!r}; choose one of {', '.join(AGGREGATIONS)}")
+    aggregate = get_loss(cfg.loss_name)
     mask = batch.response_mask
     has = batch.has_old_logps[:, None]
     fallback = start_logps if start_logps is not None else logps.detach()
@@ -233,14 +236,7 @@ def policy_loss(logps: torch.Tensor, batch: TokenBatch, cfg: ObjectiveConfig,
     n_tokens = mask.sum().clamp(min=1.0)
     steps = float(batch.steps or mask.shape[0])
     norm = norm or Norm(steps=steps, tokens=float(n_tokens))
-    agg = AGGREGATIONS[cfg.algo]
-    if agg == "seq-mean-token-mean":  # each step's mean over its tokens, then the mean over steps
-        weights = batch.step_weights if batch.step_weights is not None else mask / mask.sum(-1, keepdim=True).clamp(min=1.0)
-        loss = (per_token * weights).sum() / max(norm.steps, 1.0)
-    elif agg == "token-sum-norm":
-        loss = (per_token * mask).sum() / (max(norm.steps, 1.0) * max(1, cfg.max_response_len))
-    else:
-        loss = (per_token * mask).sum() / max(norm.tokens, 1.0)
+    loss = aggregate(per_token, batch, norm, cfg)
     with torch.no_grad():
         on = mask.bool()
         r = ratio[on]

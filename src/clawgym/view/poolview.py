@@ -2,11 +2,11 @@
 steps as turns, groups, policy versions, and curation and exports through the pool's own functions.
 
 Reads go through :class:`clawgym.pool.Pool` opened read-only (WAL: the gateway keeps writing while the page
-reads), plus a read-only SQLite connection of our own for the list, whose filters and sort orders the store API
-does not offer; those queries use the index's tables as :mod:`clawgym.pool.store` defines them (same effective
-``trainable`` expression). Curation opens the pool for writing just for the call, so the event is exactly the one
-``clawgym pool curate`` writes (``by`` says it came from the viewer). Exports are :func:`clawgym.pool.export_sft`
-and :func:`clawgym.pool.export_rl`.
+reads); the list's filters are the pool's one query API (:class:`clawgym.pool.index.TrajectoryFilter`, its
+sorts and paging). A read-only SQLite connection of our own reads what the store API does not offer: a page's
+columns with its first step's policy version, and the per-version tally below. Curation opens the pool for
+writing just for the call, so the event is exactly the one ``clawgym pool curate`` writes (``by`` says it came
+from the viewer). Exports are :func:`clawgym.pool.export_sft` and :func:`clawgym.pool.export_rl`.
 
 What keeps a page fast on a pool of a million steps (``benchmarks/perf/view.py``):
 
@@ -31,13 +31,15 @@ from typing import Any
 
 from clawgym.core.errors import ClawgymError
 from clawgym.pool import Pool, PoolError, export_rl, export_sft
-from clawgym.pool.credit import ALGOS, outcome_advantages
-from clawgym.pool.store import INDEX_SCHEMA_VERSION, TRAJ_TRAINABLE_SQL
+from clawgym.pool.credit import outcome_advantages
+from clawgym.pool.index import (
+    INDEX_SCHEMA_VERSION,
+    TrajectoryFilter,
+    eff_trajectory_trainable,
+)
+from clawgym.rl.presets import ALGOS
 from clawgym.view.tokens import token_text
 from clawgym.view.turns import step_turns
-
-SORTS = {"id": "t.trajectory_id", "reward": "t.reward", "steps": "t.n_steps", "status": "t.status",
-         "task": "t.task_id", "group": "t.group_id", "ended": "t.ended_at", "quality": "t.quality"}
 
 
 class PoolView:
@@ -131,77 +133,35 @@ class PoolView:
                      policy: str | None = None, min_reward: float | None = None, max_reward: float | None = None,
                      ended: bool | None = None, curated: bool | None = None, q: str | None = None,
                      sort: str = "id", desc: bool = False, offset: int = 0, limit: int = 50) -> dict[str, Any]:
-        where, args = [], []
-        for col, val in (("t.group_id", group), ("t.task_id", task), ("t.status", status)):
-            if val:
-                where.append(f"{col} = ?")
-                args.append(val)
-        if quality:
-            where.append("t.quality IS NULL" if quality == "(none)" else "t.quality = ?")
-            args += [] if quality == "(none)" else [quality]
-        if trainable is not None:
-            where.append(f"{TRAJ_TRAINABLE_SQL} = ?")
-            args.append(int(trainable))
-        if tag:
-            where.append("EXISTS (SELECT 1 FROM tags g WHERE g.tag = ? AND g.kind = 't' AND g.key = t.trajectory_id)")
-            args.append(tag)
+        ids = None
         if policy:  # trajectories with a step of this version: from the tally (the index has no such column)
-            where.append("t.trajectory_id IN (SELECT value FROM json_each(?))")
-            args.append(json.dumps(list(self._refresh_tally().steps.get(policy, {}))))
-        if min_reward is not None:
-            where.append("t.reward >= ?")
-            args.append(min_reward)
-        if max_reward is not None:
-            where.append("t.reward <= ?")
-            args.append(max_reward)
-        if ended is not None:
-            where.append("t.ended_at IS NOT NULL" if ended else "t.ended_at IS NULL")
-        if curated is not None:
-            expr = "(t.quality IS NOT NULL OR t.trainable IS NOT NULL OR t.tags IS NOT NULL OR t.notes IS NOT NULL)"
-            where.append(expr if curated else f"NOT {expr}")
-        if q:
-            where.append("t.trajectory_id LIKE ? ESCAPE '\\'")
-            args.append("%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
-        cond = (" WHERE " + " AND ".join(where)) if where else ""
-        col = SORTS.get(sort, "t.trajectory_id")
-        direction = "DESC" if desc else "ASC"
-        # ids are never NULL and unique: sorted by id, the page is a walk of the primary key's index
-        order = f"t.trajectory_id {direction}" if col == "t.trajectory_id" else \
-            f"{col} {direction} NULLS LAST, t.trajectory_id"
-        total = self._query(f"SELECT COUNT(*) FROM trajectories t{cond}", args)[0][0]
+            ids = tuple(self._refresh_tally().steps.get(policy, {}))
+        flt = TrajectoryFilter(group_id=group or None, task_id=task or None, status=status or None,
+                               quality=quality if quality and quality != "(none)" else None,
+                               unrated=quality == "(none)", trainable=trainable, tag=tag or None, ids=ids,
+                               min_reward=min_reward, max_reward=max_reward, ended=ended, curated=curated, q=q or None)
+        pool = self.pool()
+        total = pool.count_trajectories(flt)
         # the page's ids first (sorting and skipping narrow rows), then their columns: a deep page never
         # computes the columns (nor the first step's policy version) of the rows it skips
-        page = [r[0] for r in self._query(f"SELECT t.trajectory_id FROM trajectories t{cond} ORDER BY {order} "
-                                          "LIMIT ? OFFSET ?", [*args, int(limit), int(offset)])]
+        page = pool.trajectory_ids(flt, sort=sort, desc=desc, offset=offset, limit=limit)
         found = {r[0]: r for r in self._query(
-            "SELECT t.trajectory_id, t.group_id, t.task_id, t.status, t.reward, t.quality, "
-            f"{TRAJ_TRAINABLE_SQL}, t.tags, t.notes, t.n_steps, t.ended_at, t.trainable, "
-            "(SELECT s.policy_version FROM steps s WHERE s.trajectory_id = t.trajectory_id ORDER BY s.step_index "
-            "LIMIT 1) FROM trajectories t WHERE t.trajectory_id IN (SELECT value FROM json_each(?))",
-            [json.dumps(page)])}
+            "SELECT t.trajectory_id, t.group_id, t.task_id, t.status, t.reward, t.quality, t.ended_at, t.tags, "
+            "t.notes, t.n_steps, t.trainable, (SELECT s.policy_version FROM steps s WHERE s.trajectory_id = "
+            "t.trajectory_id ORDER BY s.step_index LIMIT 1) FROM trajectories t "
+            "WHERE t.trajectory_id IN (SELECT value FROM json_each(?))", [json.dumps(page)])}
         rows = [found[tid] for tid in page if tid in found]
         items = [{"id": r[0], "group": r[1], "task": r[2], "status": r[3], "reward": r[4], "quality": r[5],
-                  "trainable": bool(r[6]), "tags": json.loads(r[7]) if r[7] else [],
-                  "notes": len(json.loads(r[8])) if r[8] else 0, "n_steps": r[9], "ended": r[10] is not None,
-                  "curated": r[5] is not None or r[11] is not None or bool(r[7]) or bool(r[8]),
-                  "policy_version": r[12]} for r in rows]
+                  "trainable": eff_trajectory_trainable(r[10], r[6], r[3]), "tags": json.loads(r[7]) if r[7] else [],
+                  "notes": len(json.loads(r[8])) if r[8] else 0, "n_steps": r[9], "ended": r[6] is not None,
+                  "curated": r[5] is not None or r[10] is not None or bool(r[7]) or bool(r[8]),
+                  "policy_version": r[11]} for r in rows]
         return {"total": total, "offset": offset, "limit": limit, "items": items}
 
     def group(self, group_id: str) -> dict[str, Any] | None:
-        """One group as :meth:`Pool.groups` describes it (same readiness rule), by one indexed query."""
-        self.pool()
-        rows = self._query(
-            "SELECT g.group_id, g.expected, COUNT(t.trajectory_id), COALESCE(SUM(t.ended_at IS NOT NULL), 0), "
-            "json_group_object(t.trajectory_id, t.reward) FILTER (WHERE t.ended_at IS NOT NULL AND "
-            "t.reward IS NOT NULL) FROM groups g LEFT JOIN trajectories t ON t.group_id = g.group_id "
-            "WHERE g.group_id = ? GROUP BY g.group_id", (group_id,))
-        if not rows:
-            return None
-        gid, expected, n, n_ended, rewards = rows[0]
-        rw = json.loads(rewards) if rewards else {}
-        return {"id": gid, "expected": expected, "n_trajectories": n, "n_ended": n_ended,
-                "ready": n_ended >= expected if expected is not None else (n > 0 and n_ended == n),
-                "rewards": rw, "mean_reward": (sum(rw.values()) / len(rw)) if rw else None}
+        """One group as :meth:`Pool.groups` describes it, by one indexed query."""
+        found = self.pool().groups(group_id=group_id)
+        return found[0] if found else None
 
     def groups(self, offset: int = 0, limit: int = 50, ready: bool | None = None) -> dict[str, Any]:
         gs = self.pool().groups()
