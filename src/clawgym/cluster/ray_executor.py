@@ -16,6 +16,9 @@
 * **Interrupt**: Ctrl-C cancels every attempt in flight (a KeyboardInterrupt in the worker stops its sandbox),
   then, if they have not ended a few seconds later, kills their worker processes (their sandboxes die with them:
   bwrap `--die-with-parent`, Docker containers end with their owner's attach).
+* **Work handed over** (synthesis validation): actors running an importable `init` once and then the calls sent
+  to them (:class:`RayWorkerPool`), and single calls with the node's sandbox backend (:class:`RaySandboxCalls`),
+  on the same sandbox slots. What the work is, this module never knows (it imports nothing of synthesis).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any
 from clawgym.cluster import SLOT_RESOURCE
 from clawgym.core.errors import ClawgymError
 from clawgym.core.records import Task
-from clawgym.rollout.executor import Attempt, EpisodeRun, Executor
+from clawgym.rollout.executor import Attempt, EpisodeRun, Executor, Work, WorkLost, work_spec
 
 try:
     import ray
@@ -50,7 +53,7 @@ LOCAL_OBJECT_STORE = 256 * 1024**2  # object store of a local instance started f
 
 _check = ray.remote(worker.check_node)
 _attempt = ray.remote(worker.run_attempt)
-_validate_llm = ray.remote(worker.validate_llm_candidate)
+_call_with_backend = ray.remote(worker.call_with_backend)
 
 
 @dataclass
@@ -73,6 +76,11 @@ class NodeState:
 
 class RayExecutor(Executor):
     name = "ray"
+    workers_here = False  # its workers are actors on the cluster's nodes
+
+    @classmethod
+    def create(cls, *, jobs: int = 1, address: str | None = None, sandbox: str | None = None) -> RayExecutor:
+        return cls(address=address, local_slots=jobs, sandbox=sandbox or "auto")
 
     def __init__(self, address: str | None = None, local_slots: int = 1, sandbox: str = "auto"):
         self.address = address
@@ -310,46 +318,48 @@ class RayExecutor(Executor):
         self._run = None
         self._inflight.clear()
 
-    # -- synthesis -------------------------------------------------------------------------------------------
-    def validator(self, sandbox: str) -> RayValidator:
-        """The LLM synthesis route's sandbox validation on the nodes (see RayValidator)."""
+    # -- work handed over --------------------------------------------------------------------------------------
+    def sandbox_calls(self, fn: Work, sandbox: str, what: str = "call") -> RaySandboxCalls:
+        """`fn(*args, backend)` as Ray tasks on the nodes, one sandbox slot each (see RaySandboxCalls)."""
         if not ray.is_initialized():
             self.connect()
         if sandbox != self.sandbox and self.sandbox != "auto":
-            raise ClawgymError(f"the executor checked nodes for {self.sandbox} sandboxes, synthesis uses {sandbox}")
-        return RayValidator(self, sandbox)
+            raise ClawgymError(f"the executor checked nodes for {self.sandbox} sandboxes, the {what} uses {sandbox}")
+        return RaySandboxCalls(self, work_spec(fn), sandbox, what)
 
-    def worker_pool(self, init: tuple) -> RayWorkerPool:
-        """Validation workers for `clawgym synth` (one per sandbox slot of every usable node): the stand-in for
-        the local run's process pool."""
+    def worker_pool(self, init: Work, initargs: tuple = (), stop: Work | None = None, *,
+                    jobs: int = 1) -> RayWorkerPool:  # noqa: ARG002 - one worker per slot, whatever `jobs`
+        """One worker actor per sandbox slot of every usable node: the stand-in for a local process pool."""
         if not ray.is_initialized():
             self.connect()
-        return RayWorkerPool([n for n in self.nodes.values() if n.usable], init)
+        return RayWorkerPool([n for n in self.nodes.values() if n.usable], work_spec(init), initargs,
+                             work_spec(stop) if stop is not None else None)
 
 
-_validation_worker = ray.remote(worker.ValidationWorker)
+_worker = ray.remote(worker.Worker)
 
 
 class RayWorkerPool:
-    """Synthesis validation on Ray actors, with what `synthesize` uses of a `ProcessPoolExecutor`: a context
-    manager whose `submit(work, seed, chunk, validate, make)` returns a Future of `work`'s result.
+    """Worker actors (:class:`clawgym.cluster.worker.Worker`) with what a `ProcessPoolExecutor` offers its user:
+    a context manager whose `submit(fn, *args)` returns a Future of `fn(*args)` run by the least loaded worker.
 
-    A chunk gives the same result wherever it runs (candidates come from their own seeded RNGs), so a chunk whose
-    worker is lost (its node died) is simply run again on another worker; the driver writes the tasks in index
-    order either way, and the file is the same bytes as a local run's."""
+    A call whose worker is lost (its node died) is run again on another worker: the work handed over must give
+    the same result wherever it runs (synthesis chunks do: candidates come from their own seeded RNGs, and the
+    driver writes the tasks in index order, so the file is the same bytes as a local run's)."""
 
-    def __init__(self, nodes: list[NodeState], init: tuple):
+    def __init__(self, nodes: list[NodeState], init: str, initargs: tuple, stop: str | None = None):
         self._lock = threading.Lock()
-        self._load: dict[Any, int] = {}  # actor -> chunks outstanding
+        self._load: dict[Any, int] = {}  # actor -> calls outstanding
         self.nodes: dict[Any, str] = {}
         for node in nodes:
             strategy = NodeAffinitySchedulingStrategy(node.node_id, soft=False)
             for _ in range(node.slots):
-                actor = _validation_worker.options(num_cpus=0, resources={SLOT_RESOURCE: 1}, max_restarts=0,
-                                                   max_task_retries=0, scheduling_strategy=strategy).remote(init)
+                actor = _worker.options(num_cpus=0, resources={SLOT_RESOURCE: 1}, max_restarts=0,
+                                        max_task_retries=0, scheduling_strategy=strategy).remote(init, initargs)
                 self._load[actor] = 0
                 self.nodes[actor] = node.name
         self.size = len(self._load)
+        self._stop = stop
         self.lost: list[str] = []  # errors of the workers lost during the run
 
     def __enter__(self) -> RayWorkerPool:
@@ -359,28 +369,24 @@ class RayWorkerPool:
         actors = list(self._load)
         if exc_type is None:  # a normal end: each worker stops its sandboxes and removes its temp dir
             with contextlib.suppress(Exception):
-                ray.get([a.stop.remote() for a in actors], timeout=60)
+                ray.get([a.stop.remote(self._stop) for a in actors], timeout=60)
         for a in actors:  # Ctrl-C or a failure: end them now (their sandboxes die with their processes)
             with contextlib.suppress(Exception):
                 ray.kill(a)
 
-    def submit(self, fn: Any, seed: int, chunk: list[tuple[int, int]], validate: bool, make: Any) -> Future:
-        from clawgym.synth import pipeline
-
-        if fn is not pipeline.work:
-            raise ClawgymError("the Ray worker pool runs clawgym.synth.pipeline.work only")
+    def submit(self, fn: Work, *args: Any) -> Future:
         out: Future = Future()
-        self._send(out, seed, chunk, validate, make)
+        self._send(out, work_spec(fn), args)
         return out
 
-    def _send(self, out: Future, seed: int, chunk: list[tuple[int, int]], validate: bool, make: Any) -> None:
+    def _send(self, out: Future, fn: str, args: tuple) -> None:
         with self._lock:
             if not self._load:
-                out.set_exception(ClawgymError("every Ray validation worker was lost: " + "; ".join(self.lost[-3:])))
+                out.set_exception(WorkLost("every Ray worker was lost: " + "; ".join(self.lost[-3:])))
                 return
             actor = min(self._load, key=self._load.__getitem__)
             self._load[actor] += 1
-        ref = actor.work.remote(seed, chunk, validate, make)
+        ref = actor.work.remote(fn, args)
 
         def done(fut: Future) -> None:
             with self._lock:
@@ -388,47 +394,47 @@ class RayWorkerPool:
                     self._load[actor] -= 1
             try:
                 out.set_result(fut.result())
-            except ray.exceptions.RayTaskError as exc:  # the chunk's own error, as a local worker would raise it
+            except ray.exceptions.RayTaskError as exc:  # the call's own error, as a local worker would raise it
                 out.set_exception(exc.as_instanceof_cause())
-            except BaseException as exc:  # noqa: BLE001 - the worker (or its node) is gone: run the chunk elsewhere
+            except BaseException as exc:  # noqa: BLE001 - the worker (or its node) is gone: run the call elsewhere
                 with self._lock:
                     self._load.pop(actor, None)
                     self.lost.append(f"{self.nodes.get(actor)}: {type(exc).__name__}: {str(exc)[:200]}")
-                self._send(out, seed, chunk, validate, make)
+                self._send(out, fn, args)
 
         ref.future().add_done_callback(done)
 
 
-class RayValidator:
-    """`validator(candidate) -> Validation` for clawgym.synth.llm_route: one Ray task per candidate, pinned to a
-    usable node with a free sandbox slot (as episode attempts are). Called from the driver's generation threads,
-    each waiting for its own candidate. A validation gives the same verdict wherever it runs, so one whose node
-    or worker is lost runs again on another node (up to MAX_LOST times, then it is an `infra_error`)."""
+class RaySandboxCalls:
+    """`calls(*args)`: `fn(*args, backend)` as one Ray task pinned to a usable node with a free sandbox slot (as
+    episode attempts are), `backend` the node's own. Called from the driver's threads, each waiting for its own
+    call. The work must give the same result wherever it runs: a call whose node or worker is lost runs again on
+    another node, up to MAX_LOST times, then (or when no usable node is left) it raises WorkLost."""
 
     MAX_LOST = 3
 
-    def __init__(self, executor: RayExecutor, sandbox: str):
+    def __init__(self, executor: RayExecutor, fn: str, sandbox: str, what: str = "call"):
         self.executor = executor
+        self.fn = fn
         self.sandbox = sandbox
+        self.what = what
         self.lost: list[str] = []
-        self.by_node: dict[str, int] = {}  # node -> validations it ran
+        self.by_node: dict[str, int] = {}  # node -> calls it ran
         self._cancelled = False
 
-    def __call__(self, cand: Any) -> Any:
-        from clawgym.synth.validate import Validation
-
+    def __call__(self, *args: Any) -> Any:
         ex = self.executor
         for _ in range(self.MAX_LOST + 1):
             if self._cancelled:
-                raise KeyboardInterrupt("synthesis interrupted")
+                raise KeyboardInterrupt(f"{self.what} interrupted")
             ex.capacity()  # takes in nodes that joined or died
             try:
                 node = ex._pick()
             except ClawgymError as exc:  # no usable node left: infrastructure, as a broken local sandbox is
-                return Validation(False, "infra_error", str(exc))
+                raise WorkLost(str(exc)) from None
             strategy = NodeAffinitySchedulingStrategy(node.node_id, soft=False)
-            ref = _validate_llm.options(num_cpus=0, resources={SLOT_RESOURCE: 1}, scheduling_strategy=strategy,
-                                        max_retries=0, retry_exceptions=False).remote(cand, self.sandbox)
+            ref = _call_with_backend.options(num_cpus=0, resources={SLOT_RESOURCE: 1}, scheduling_strategy=strategy,
+                                             max_retries=0, retry_exceptions=False).remote(self.fn, args, self.sandbox)
             with ex._lock:
                 ex._inflight[ref] = node.node_id
             try:
@@ -436,28 +442,30 @@ class RayValidator:
                 with ex._lock:
                     self.by_node[node.name] = self.by_node.get(node.name, 0) + 1
                 return v
-            except ray.exceptions.RayTaskError as exc:  # the validation's own error, as it would be raised here
+            except ray.exceptions.RayTaskError as exc:  # the call's own error, as it would be raised here
                 if self._cancelled:
-                    raise KeyboardInterrupt("synthesis interrupted") from exc
+                    raise KeyboardInterrupt(f"{self.what} interrupted") from exc
                 raise exc.as_instanceof_cause() from None
-            except Exception as exc:  # noqa: BLE001 - the node or its worker is gone: validate elsewhere
+            except Exception as exc:  # noqa: BLE001 - the node or its worker is gone: run it elsewhere
                 ex._refresh_now = True
                 self.lost.append(f"{node.name}: {type(exc).__name__}: {str(exc)[:200]}")
             finally:
                 with ex._lock:
                     node.running -= 1
                     ex._inflight.pop(ref, None)
-        return Validation(False, "infra_error", "the validation's node was lost " + f"{self.MAX_LOST + 1} times: "
-                          + "; ".join(self.lost[-2:]))
+        raise WorkLost(f"the {self.what}'s node was lost {self.MAX_LOST + 1} times: " + "; ".join(self.lost[-2:]))
 
     def describe(self) -> dict[str, Any]:
-        """For the yield report: the executor, its nodes' checks, validations per node, nodes lost."""
-        return {**self.executor.describe(), "validations_by_node": dict(sorted(self.by_node.items())),
-                "lost": list(self.lost)}
+        """The executor, its nodes' checks, calls per node, nodes lost."""
+        return {**self.executor.describe(), "by_node": dict(sorted(self.by_node.items())), "lost": list(self.lost)}
 
     def cancel(self) -> None:
-        """Ctrl-C: stop every validation in flight (their sandboxes die with their workers)."""
+        """Ctrl-C: stop every call in flight (their sandboxes die with their workers)."""
         self._cancelled = True
         for ref in list(self.executor._inflight):
             with contextlib.suppress(Exception):
                 ray.cancel(ref, force=True)
+
+    def close(self) -> None:
+        """Nothing to release: the nodes' backends live as long as their workers."""
+        return None

@@ -1,5 +1,6 @@
-"""What runs on a Ray node: a node's own check, one episode attempt, a synthesis validation worker, and one
-validation of the LLM synthesis route.
+"""What runs on a Ray node: a node's own check, one episode attempt, and work the driver hands over without this
+package knowing what it is (a worker actor running an importable `init` once and then the calls sent to it; one
+call that needs the node's sandbox backend) -- synthesis validation, for one.
 
 Nothing here writes to the run directory or to the pool: an attempt returns its trajectory, its log lines and
 its kept workspace to the driver, which writes them (one writer); model calls go through the driver's gateway,
@@ -16,6 +17,8 @@ import tempfile
 import threading
 from pathlib import Path
 from typing import Any
+
+from clawgym.core.registry import load_object
 
 _BACKENDS: dict[str, Any] = {}
 _LOCK = threading.Lock()
@@ -110,33 +113,27 @@ def run_attempt(payload: dict[str, Any]) -> dict[str, Any]:
     return {"trajectory": traj.model_dump_json(), "node": node_name(), "log": lines, "files": files}
 
 
-class ValidationWorker:
-    """A synthesis worker on a node (a Ray actor): the state a local synth worker process holds (taxonomy,
-    personas, generators, its long-lived grader and replay sandboxes), kept between chunks."""
+class Worker:
+    """A worker on a node (a Ray actor) for :meth:`clawgym.rollout.executor.Executor.worker_pool`: it runs
+    `init(*initargs)` once, keeping the state that leaves in its process between calls (a synthesis worker's
+    taxonomy, generators, grader and replay sandboxes), then each `fn(*args)` it is sent."""
 
-    def __init__(self, init: tuple) -> None:
-        from clawgym.synth import pipeline
-
-        # the local worker's own initializer, without the parent watch (the actor dies with its node or the job)
-        pipeline._init_worker(*init[:9], None, None)
+    def __init__(self, init: str, initargs: tuple) -> None:
+        load_object(init)(*initargs)
         self.node = node_name()
 
-    def work(self, seed: int, chunk: list[tuple[int, int]], validate: bool, make: Any) -> list[tuple]:
-        from clawgym.synth import pipeline
+    def work(self, fn: str, args: tuple) -> Any:
+        return load_object(fn)(*args)
 
-        return pipeline.work(seed, chunk, validate, make)
-
-    def stop(self) -> str:
-        """Stop this worker's sandboxes and remove its temp dir (the driver then ends the actor)."""
-        from clawgym.synth import pipeline
-
-        pipeline._stop_everything()
+    def stop(self, fn: str | None) -> str:
+        """Run the pool's `stop` here (stop this worker's sandboxes, remove its temp dir); the driver then ends
+        the actor."""
+        if fn is not None:
+            load_object(fn)()
         return self.node
 
 
-def validate_llm_candidate(cand: Any, sandbox: str) -> Any:
-    """The LLM synthesis route's sandbox validation of one candidate on this node (the driver keeps the model
-    calls and the other checks): :func:`clawgym.synth.llm_route.validate_here` with the node's backend."""
-    from clawgym.synth.llm_route import validate_here
-
-    return validate_here(cand, _backend(sandbox))
+def call_with_backend(fn: str, args: tuple, sandbox: str) -> Any:
+    """One call of :meth:`clawgym.rollout.executor.Executor.sandbox_calls` on this node: `fn(*args, backend)`
+    with the node's own backend of `sandbox`."""
+    return load_object(fn)(*args, _backend(sandbox))

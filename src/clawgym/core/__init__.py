@@ -1,4 +1,5 @@
-"""Core records and their JSONL files."""
+"""The ground floor: core records and their JSONL files, errors, the taxonomy, the plug-in registry
+(:mod:`clawgym.core.registry`), the Hub client. Imports nothing of clawgym's other packages."""
 
 from clawgym.core.errors import ClawgymError, RecordError, RecordVersionError, TaskImportError
 from clawgym.core.jsonl import (

@@ -1,8 +1,11 @@
-"""The LLM layer: one OpenAI-compatible client for every model call, local models, endpoints."""
+"""The LLM layer: one OpenAI-compatible client for every model call, endpoints (`model_endpoint` starts the
+embedded server of :mod:`clawgym.serve` for a local model, so llm sits above serve; the local models themselves
+live in :mod:`clawgym.serve.models`, re-exported here), and conversation files checked
+(:mod:`clawgym.llm.messages`)."""
 
 from clawgym.llm.client import ChatResult, LLMClient, LLMError, Usage
 from clawgym.llm.endpoint import model_endpoint
-from clawgym.llm.models import (
+from clawgym.serve.models import (
     DEFAULT_MODEL,
     EMBEDDED,
     ModelError,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from clawgym.llm.models import is_local_model
+from clawgym.serve.models import is_local_model
 
 
 @contextmanager

@@ -1,4 +1,6 @@
-"""Rollouts: many sandboxed episodes, concurrently, resumable."""
+"""Rollouts: many sandboxed episodes, concurrently, resumable; the executor seam (:mod:`clawgym.rollout.executor`:
+where attempts and handed-over work run, executors found by name in a registry, entry point group
+``clawgym.executors``). Nothing here imports cluster (the `ray` executor is a lazy registry entry) or train."""
 
 from clawgym.rollout.runner import (
     TRAJECTORIES,

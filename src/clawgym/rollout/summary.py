@@ -364,8 +364,8 @@ def token_counter(model: str | None) -> TokenCounter:
         return TokenCounter(approximate_tokens, f"approximated as characters / {CHARS_PER_TOKEN} (no --tokenizer)")
     from transformers import AutoTokenizer
 
-    from clawgym.llm.models import resolve_model_dir
-    from clawgym.train.masks import conversation_tokens
+    from clawgym.serve.chat_format import conversation_tokens
+    from clawgym.serve.models import resolve_model_dir
 
     tokenizer = AutoTokenizer.from_pretrained(str(resolve_model_dir(model)))
     return TokenCounter(lambda m, t: conversation_tokens(tokenizer, m, t), f"the tokenizer and chat template of {model}")
@@ -403,7 +403,7 @@ def conversation_digest(rec: dict[str, Any], name: str, tokens: int) -> EpisodeD
 def read_conversations(path: str | Path, counter: TokenCounter) -> tuple[list[EpisodeDigest], list[str]]:
     """The digest of every conversation of a file, and one error `FILE:LINE: field: problem` per bad line."""
     from clawgym.core.errors import RecordError
-    from clawgym.train.openai_messages import conversation_lines
+    from clawgym.llm.messages import conversation_lines
 
     path = Path(path)
     digests: list[EpisodeDigest] = []

@@ -99,6 +99,27 @@ def render_prompt(tokenizer: Any, messages: list[dict[str, Any]], tools: list[di
     return list(ids)
 
 
+def render_conversation(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                        generation_prompt: bool, template_kwargs: dict[str, Any] | None = None) -> str:
+    """The text of `messages` (+ `tools`) rendered as :func:`render_prompt` renders a prompt -- what training
+    tokenizes (`clawgym.train.masks`) and `summary --stats` counts (`template_kwargs`, e.g. Qwen3's
+    `enable_thinking`, go to the chat template as extra variables)."""
+    kw = template_kwargs or {}
+    if template_supports_tools(tokenizer):
+        msgs = [{**m, "content": content_text(m.get("content"))} for m in messages]
+        return tokenizer.apply_chat_template(msgs, tools=tools or None, add_generation_prompt=generation_prompt,
+                                             tokenize=False, **kw)
+    return tokenizer.apply_chat_template(_hermes_messages(messages, tools), add_generation_prompt=generation_prompt,
+                                         tokenize=False, **kw)
+
+
+def conversation_tokens(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                        template_kwargs: dict[str, Any] | None = None) -> int:
+    """How many tokens the whole conversation is, rendered as training renders it (chat template, tools)."""
+    text = render_conversation(tokenizer, messages, tools, generation_prompt=False, template_kwargs=template_kwargs)
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
 @dataclass
 class ParsedOutput:
     content: str

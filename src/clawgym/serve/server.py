@@ -16,7 +16,7 @@ import httpx
 
 from clawgym.core.errors import ClawgymError
 from clawgym.httpguard import DEFAULT_MAX_BODY_BYTES
-from clawgym.llm.models import resolve_model_dir
+from clawgym.serve.models import resolve_model_dir
 
 
 class ServerError(ClawgymError):

@@ -453,6 +453,38 @@ def validate_here(cand: Any, backend: SandboxBackend) -> Any:
         return Validation(False, "infra_error", str(exc))
 
 
+class ExecutorValidator:
+    """`validator(candidate) -> Validation` where an executor runs work (a Ray cluster's nodes, one sandbox slot
+    each): :func:`validate_here` with the backend of that place; a validation the executor could not run anywhere
+    (its nodes lost) is an `infra_error`. `describe()` is the yield report's `executor` section."""
+
+    def __init__(self, executor: Any, sandbox: str):
+        self.calls = executor.sandbox_calls(validate_here, sandbox, what="validation")
+
+    def __call__(self, cand: Any) -> Any:
+        from clawgym.rollout.executor import WorkLost
+        from clawgym.synth.validate import Validation
+
+        try:
+            return self.calls(cand)
+        except WorkLost as exc:
+            return Validation(False, "infra_error", str(exc))
+
+    def describe(self) -> dict[str, Any]:
+        """The executor, its nodes' checks, validations per node, nodes lost."""
+        info = dict(self.calls.describe())
+        by_node, lost = info.pop("by_node", {}), info.pop("lost", [])
+        return {**info, "validations_by_node": by_node, "lost": lost}
+
+    def cancel(self) -> None:
+        """Ctrl-C: stop every validation in flight."""
+        self.calls.cancel()
+
+    def close(self) -> None:
+        """Release what the calls hold (a backend made for them)."""
+        self.calls.close()
+
+
 class Generator:
     """Turns briefs into kept tasks or rejections (thread-safe; one instance per run)."""
 
@@ -460,7 +492,7 @@ class Generator:
                  review_client: LLMClient | None = None, dedup=None, embedder=None,
                  validator: Callable[[Any], Any] | None = None):
         """`validator(candidate) -> Validation`: where the sandbox validation runs (default: here, with
-        `backend`; a Ray cluster's nodes with clawgym.cluster.ray_executor.RayValidator)."""
+        `backend`; an executor's nodes with :class:`ExecutorValidator`)."""
         self.validator = validator or (lambda cand: validate_here(cand, backend))
         self.client = client
         self.review_client = review_client or client
@@ -806,7 +838,7 @@ def synthesize_llm(
 ) -> YieldReport:
     """:func:`generate_tasks` with its parts set up: the model's endpoint (`base_url`, else the embedded server
     for a local model, logged to `<output>.server.log`), the client and the sandbox backend. `executor`: an
-    entered Ray executor to validate on its nodes (None: here)."""
+    entered executor (Ray's) to validate on its nodes (None: here)."""
     from clawgym.llm.endpoint import model_endpoint
     from clawgym.sandbox import get_backend
 
@@ -820,12 +852,15 @@ def synthesize_llm(
         with model_endpoint(settings.model, base_url, log_path=output.with_name(output.name + ".server.log"),
                             on_start=announce) as url:
             client = LLMClient(settings.model, url, max_concurrency=max(1, jobs), timeout=request_timeout)
+            validator = None
             try:
-                validator = executor.validator(backend.name) if executor is not None else None
+                validator = ExecutorValidator(executor, backend.name) if executor is not None else None
                 return generate_tasks(briefs, output, client, backend, settings, jobs=jobs, dedup=dedup,
                                       dedup_against=dedup_against, threshold=threshold, route=route,
                                       on_progress=on_progress, validator=validator)
             finally:
+                if validator is not None:
+                    validator.close()
                 client.close()
     finally:
         backend.close()

@@ -22,7 +22,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +31,7 @@ from clawgym.core.atomic import write_json
 from clawgym.core.errors import ClawgymError
 from clawgym.core.jsonl import JsonlAppender, read_records_lenient
 from clawgym.core.records import Task
+from clawgym.rollout.executor import LocalExecutor
 
 if TYPE_CHECKING:
     from clawgym.rollout.executor import Executor
@@ -611,8 +612,10 @@ def synthesize(
     `solution` ("direct" or "program") picks the reference solutions (see :func:`compose_task`); it changes
     the references only, never the tasks; `program_ops` limits programs to those operations.
 
-    `executor` (a RayExecutor, entered) validates the chunks on a cluster's nodes, one worker per sandbox slot,
-    instead of `jobs` local processes; the file is the same bytes either way.
+    `executor` (an entered :class:`clawgym.rollout.executor.Executor`, default `local`; Ray's: one worker per
+    sandbox slot of a cluster's nodes) runs the validation workers (:func:`_init_worker`, then :func:`work` per
+    chunk, :func:`_stop_everything` at the end) instead of `jobs` local processes; the file is the same bytes
+    either way.
 
     `dedup` drops near-duplicates as they come (:class:`RunDedup`: MiniLM cosine >= `dedup_threshold`, 0.90 by
     default, to a task kept before it in its category) and makes the next attempt of the index instead, so the
@@ -699,11 +702,11 @@ def synthesize(
     queue = list(todo)
     pending: set[Future] = set()
     try:
-        if executor is None or executor.name == "local":
-            pool_cm = ProcessPoolExecutor(max_workers=max(1, jobs), initializer=_init_worker, initargs=init)
-        else:
-            pool_cm = executor.worker_pool(init)
-            jobs = pool_cm.size  # chunk sizes follow the workers; the tasks do not depend on them
+        ex = executor if executor is not None else LocalExecutor(jobs)  # local: `jobs` processes of this host
+        # workers elsewhere neither watch this process nor use its run directory
+        initargs = init if ex.workers_here else (*init[:9], None, None)
+        pool_cm = ex.worker_pool(_init_worker, initargs, _stop_everything, jobs=jobs)
+        jobs = pool_cm.size  # chunk sizes follow the workers; the tasks do not depend on them
         with pool_cm as pool:
             try:
                 def submit(chunk: list[tuple[int, int]]) -> None:

@@ -25,7 +25,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clawgym.core.errors import ClawgymError
-from clawgym.serve.chat_format import _hermes_messages, content_text, render_prompt, template_supports_tools
+from clawgym.serve.chat_format import (  # noqa: F401 - conversation_tokens: re-exported (train.windows)
+    _hermes_messages,
+    content_text,
+    conversation_tokens,
+    render_prompt,
+    template_supports_tools,
+)
+from clawgym.serve.chat_format import render_conversation as _render
 
 IGNORE = -100
 _EOT_STRINGS = ("<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<end_of_turn>", "<|end|>")
@@ -97,23 +104,6 @@ def _tools_of(record: dict[str, Any]) -> list[dict[str, Any]] | None:
     return tools or None
 
 
-def _render(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-            generation_prompt: bool) -> str:
-    """The prompt text, rendered as :func:`clawgym.serve.chat_format.render_prompt` renders it."""
-    if template_supports_tools(tokenizer):
-        msgs = [{**m, "content": content_text(m.get("content"))} for m in messages]
-        return tokenizer.apply_chat_template(msgs, tools=tools or None, add_generation_prompt=generation_prompt,
-                                             tokenize=False)
-    return tokenizer.apply_chat_template(_hermes_messages(messages, tools), add_generation_prompt=generation_prompt,
-                                         tokenize=False)
-
-
-def conversation_tokens(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
-    """How many tokens the whole conversation is, rendered as training renders it (chat template, tools)."""
-    text = _render(tokenizer, messages, tools, generation_prompt=False)
-    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-
 def _decode(tokenizer: Any, ids: list[int]) -> str:
     return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
@@ -125,15 +115,27 @@ def _assistant_expected(tokenizer: Any, message: dict[str, Any], eot_text: str) 
     return _hermes_messages([message], None)[0]["content"] + eot_text
 
 
+HISTORIES = ("exact", "final")
+
+
 def tokenize_conversation(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-                          record: str = "<record>", verify_prompts: bool = True) -> list[TokenizedExample]:
+                          record: str = "<record>", verify_prompts: bool = True, history: str = "exact",
+                          template_kwargs: dict[str, Any] | None = None) -> list[TokenizedExample]:
     """Token ids and assistant-only labels of one conversation, verified.
 
     One example for the whole conversation when the chat template renders history the same way as the turn it
-    prompts (every Hermes-style template, ChatML, Llama 3...); else one example per assistant turn, so that each
-    turn is trained in exactly the context the server gives it. `verify_prompts` also checks, turn by turn, that
-    the context tokens equal the server's prompt ids (one extra tokenization per turn).
+    prompts (every Hermes-style template, ChatML, Llama 3...). A template that renders earlier turns differently
+    (Qwen3 drops the reasoning of turns before the last user query) gets, with `history="exact"`, one example per
+    assistant turn, each in exactly the context the server gives it (about turns x the tokens); with
+    `history="final"`, one example: the whole conversation as its final render shows it, every assistant turn
+    trained where it stands there (its context is the final render's history, not the server's prompt for it).
+    `verify_prompts` also checks, turn by turn, that the context tokens equal the server's prompt ids (one extra
+    tokenization per turn; not done with `template_kwargs`, which the embedded server does not take).
     """
+    if history not in HISTORIES:
+        raise ValueError(f"unknown history {history!r}; use {' or '.join(HISTORIES)}")
+    if template_kwargs:
+        verify_prompts = False
     if not messages:
         raise MaskError(record, "no messages")
     turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
@@ -141,16 +143,20 @@ def tokenize_conversation(tokenizer: Any, messages: list[dict[str, Any]], tools:
         raise MaskError(record, "no assistant turn to train on")
     eot = end_of_turn_ids(tokenizer)
     try:
-        full = _render(tokenizer, messages[: turns[-1] + 1], tools, generation_prompt=False)
-        prefixes = [_render(tokenizer, messages[:i], tools, generation_prompt=True) for i in turns]
+        full = _render(tokenizer, messages[: turns[-1] + 1], tools, False, template_kwargs)
+        prefixes = [_render(tokenizer, messages[:i], tools, True, template_kwargs) for i in turns]
         # each turn as it renders when it is the last message, i.e. when the model writes it
-        throughs = [_render(tokenizer, messages[: i + 1], tools, generation_prompt=False) for i in turns[:-1]]
+        throughs = [_render(tokenizer, messages[: i + 1], tools, False, template_kwargs) for i in turns[:-1]]
     except Exception as exc:  # jinja's TemplateError, or a template that rejects the conversation
         raise MaskError(record, f"the chat template cannot render this conversation: {exc}") from exc
     if not all(full.startswith(p) for p in prefixes + throughs):
         # The template renders history differently from the turn being written (e.g. Qwen3 drops the reasoning
-        # block from earlier turns): one example per turn, each in exactly the server's context.
-        return [_turn_example(tokenizer, messages, tools, i, record, eot, verify_prompts) for i in turns]
+        # block from earlier turns).
+        if history == "final":
+            return [_final_render_example(tokenizer, messages, tools, turns, full, prefixes, record, eot,
+                                          template_kwargs)]
+        return [_turn_example(tokenizer, messages, tools, i, record, eot, verify_prompts, template_kwargs)
+                for i in turns]
     enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = list(enc["input_ids"]), list(enc["offset_mapping"])
     starts: dict[int, int] = {}
@@ -185,10 +191,72 @@ def tokenize_conversation(tokenizer: Any, messages: list[dict[str, Any]], tools:
     return [example]
 
 
+def _header_candidates(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                       turn: int, prompt: str, template_kwargs: dict[str, Any] | None) -> list[str]:
+    """The generation prompt's text (what the template appends to prompt the assistant), and its shorter
+    line-prefixes: the first line is the assistant header every turn of the final render starts with; the rest
+    (Qwen3's empty reasoning block with `enable_thinking=False`) is there only where that render writes it."""
+    bare = _render(tokenizer, messages[:turn], tools, False, template_kwargs)
+    gen = prompt[len(bare):] if prompt.startswith(bare) else ""
+    cands = [gen[: k + 1] for k, ch in enumerate(gen) if ch == "\n"] + [gen]
+    return sorted({c for c in cands if c}, key=len, reverse=True)
+
+
+def _final_render_example(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                          turns: list[int], full: str, prefixes: list[str], record: str, eot: set[int],
+                          template_kwargs: dict[str, Any] | None) -> TokenizedExample:
+    """One example of the whole final render, every assistant turn trained where it stands in it.
+
+    A turn starts after its assistant header, found in order in the render (the first line of the generation
+    prompt, then as much of the rest as the render writes there), and ends at its end-of-turn token; the turn's
+    own content must be inside its span (a check that the right turn was found)."""
+    enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = list(enc["input_ids"]), list(enc["offset_mapping"])
+    starts: dict[int, int] = {}
+    for k, (a, _) in enumerate(offsets):
+        starts.setdefault(int(a), k)
+    labels = [IGNORE] * len(ids)
+    spans: list[tuple[int, int]] = []
+    expected: list[str] = []
+    cursor = 0
+    for turn, prompt in zip(turns, prefixes, strict=True):
+        cands = _header_candidates(tokenizer, messages, tools, turn, prompt, template_kwargs)
+        if not cands:
+            raise MaskError(record, f"assistant turn at message {turn}: the template's generation prompt is empty")
+        at = full.find(cands[-1], cursor)
+        if at < 0:
+            raise MaskError(record, f"assistant turn at message {turn}: its header {cands[-1]!r} is not in the render")
+        head = next(c for c in cands if full.startswith(c, at))
+        s = starts.get(at + len(head))
+        if s is None:
+            raise MaskError(record, f"assistant turn at message {turn}: no token starts where the turn starts")
+        t = next((k for k in range(s, len(ids)) if ids[k] in eot), None)
+        end = len(ids) if t is None else t + 1
+        labels[s:end] = ids[s:end]
+        spans.append((s, end))
+        text = full[offsets[s][0]: offsets[end - 1][1]]
+        own = content_text(messages[turn].get("content")) or ""
+        own = own.split("</think>")[-1].strip()
+        if own and own[-40:] not in text:
+            raise MaskError(record, f"assistant turn at message {turn}: its content is not in the span found for it "
+                                    f"({text[:80]!r}...)")
+        want = _assistant_expected(tokenizer, messages[turn], _decode(tokenizer, [ids[t]]) if t is not None else "")
+        expected.append(want if want is not None else text)
+        cursor = offsets[end - 1][1]
+    example = TokenizedExample(ids, labels, record, spans, expected)
+    verify_example(tokenizer, example)
+    return example
+
+
 def _turn_example(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, turn: int,
-                  record: str, eot: set[int], verify_prompts: bool) -> TokenizedExample:
-    prompt = render_prompt(tokenizer, messages[:turn], tools)
-    full = _render(tokenizer, messages[: turn + 1], tools, generation_prompt=False)
+                  record: str, eot: set[int], verify_prompts: bool,
+                  template_kwargs: dict[str, Any] | None = None) -> TokenizedExample:
+    if template_kwargs:
+        text = _render(tokenizer, messages[:turn], tools, True, template_kwargs)
+        prompt = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    else:
+        prompt = render_prompt(tokenizer, messages[:turn], tools)
+    full = _render(tokenizer, messages[: turn + 1], tools, False, template_kwargs)
     ids = list(tokenizer(full, add_special_tokens=False)["input_ids"])
     if ids[: len(prompt)] != prompt:
         raise MaskError(record, f"assistant turn at message {turn}: the rendered turn does not extend the server's "
@@ -288,10 +356,22 @@ def _pool_step_messages(record: dict[str, Any]) -> tuple[list[dict[str, Any]], A
     return list(req["messages"]) + [reply], req.get("tools")
 
 
-def tokenize_record(tokenizer: Any, record: dict[str, Any], verify_prompts: bool = True,
-                    prefer_token_ids: bool = True) -> list[TokenizedExample]:
-    """Training examples of one SFT record: token-exact steps when it carries them (and `prefer_token_ids`), else
-    its messages (one example per session), else a data-pool step's request and response."""
+@dataclass
+class RecordSource:
+    """What one SFT record trains on: the engine's token steps, or its conversation's sessions (+ tools)."""
+
+    name: str
+    steps: list[dict[str, Any]] | None
+    sessions: list[list[dict[str, Any]]]
+    tools: list[dict[str, Any]] | None
+
+    def session_name(self, k: int) -> str:
+        return self.name if len(self.sessions) == 1 else f"{self.name} session {k + 1}"
+
+
+def record_source(record: dict[str, Any], prefer_token_ids: bool = True) -> RecordSource:
+    """Token-exact steps when the record carries them (and `prefer_token_ids`), else its messages (one session per
+    fresh system prompt), else a data-pool step's request and response."""
     name = record_name(record)
     steps = record.get("steps")
     if steps is None and record.get("prompt_ids") is not None and record.get("response_ids") is not None:
@@ -301,14 +381,25 @@ def tokenize_record(tokenizer: Any, record: dict[str, Any], verify_prompts: bool
     if not messages and (pool := _pool_step_messages(record)) is not None:
         messages, tools = pool[0], pool[1] or None
     if steps and (prefer_token_ids or not messages):
-        return tokenize_token_steps(steps, name, vocab_size=len(tokenizer))
+        return RecordSource(name, steps, [], tools)
     if not messages:
         raise MaskError(name, "neither messages nor token ids")
     parts = [p for p in sessions_of(messages) if any(m.get("role") == "assistant" for m in p)]
     if not parts:
         raise MaskError(name, "no assistant turn to train on")
+    return RecordSource(name, None, parts, tools)
+
+
+def tokenize_record(tokenizer: Any, record: dict[str, Any], verify_prompts: bool = True,
+                    prefer_token_ids: bool = True, history: str = "exact",
+                    template_kwargs: dict[str, Any] | None = None) -> list[TokenizedExample]:
+    """Training examples of one SFT record (:func:`record_source`): its token steps, else one example per session
+    (:func:`tokenize_conversation`)."""
+    src = record_source(record, prefer_token_ids)
+    if src.steps:
+        return tokenize_token_steps(src.steps, src.name, vocab_size=len(tokenizer))
     out: list[TokenizedExample] = []
-    for k, part in enumerate(parts):
-        label = name if len(parts) == 1 else f"{name} session {k + 1}"
-        out += tokenize_conversation(tokenizer, part, tools, label, verify_prompts=verify_prompts)
+    for k, part in enumerate(src.sessions):
+        out += tokenize_conversation(tokenizer, part, src.tools, src.session_name(k), verify_prompts=verify_prompts,
+                                     history=history, template_kwargs=template_kwargs)
     return out
