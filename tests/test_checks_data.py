@@ -170,7 +170,7 @@ def test_a_suite_that_passes_only_on_its_second_run_is_not_paid_by_a_check_repea
 
 
 def test_a_library_fix_reaches_a_task_already_written(run, monkeypatch):
-    """A task written for library v2 is graded with whatever library is current: patch the library (a 'fix' to
+    """A task written for a library version is graded with whatever library is current: patch the library (a 'fix' to
     text_equals: compare case-insensitively) and bump its version; the same task gets the fixed behaviour and its
     verdict records the library that graded it."""
     task = checks_task([{"name": "eq", "fn": "text_equals", "args": {"path": "out.txt", "expected": "Hello"}}])

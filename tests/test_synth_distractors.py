@@ -37,7 +37,9 @@ def test_every_task_has_one_to_three_distractors_the_request_never_names(cands):
                                 assert not (path.startswith(blocked + "/")), (t.id, path, blocked)
         kept = t.verifier.code.checks[-1]
         assert kept.name == "distractors_kept" and kept.fn == "gated"
-        assert kept.parts[0].fn == "docs_texts_equal" and sorted(kept.parts[0].args["specs"]) == sorted(extra)
+        assert kept.parts[0].fn == "docs_digests_equal" and sorted(kept.parts[0].args["digests"]) == sorted(extra)
+        # the gate names the task's checks that run no program (refs), it holds no copy of them
+        assert kept.parts[1:] and all(p.ref in {c.name for c in t.verifier.code.checks[:-1]} for p in kept.parts[1:])
 
 
 def test_distractors_are_seeded_and_vary(cands):
@@ -50,19 +52,20 @@ def test_distractors_are_seeded_and_vary(cands):
 
 def test_deleting_or_rewriting_a_distractor_fails_the_check(tmp_path, cands):
     c = next(c for c in cands if len(c.task.metadata.get("distractors", [])) >= 2)
-    specs = c.task.verifier.code.checks[-1].parts[0].args["specs"]
+    digests = c.task.verifier.code.checks[-1].parts[0].args["digests"]
     lib: dict = {}
     exec(compile(CHECKLIB_SOURCE, "checklib.py", "exec"), lib)  # the library graders run, on the host
-    texts_equal = lib["docs_texts_equal"]
-    for path, text in specs.items():
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_text(text)
-    assert texts_equal(tmp_path, specs) == 1.0
-    first = sorted(specs)[0]
+    digests_equal = lib["docs_digests_equal"]
+    for f in c.task.workspace.files:
+        if f.path in digests:
+            (tmp_path / f.path).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / f.path).write_text(f.content)
+    assert digests_equal(tmp_path, digests) == 1.0
+    first = sorted(digests)[0]
     (tmp_path / first).write_text("overwritten\n")
-    assert texts_equal(tmp_path, specs) < 1.0
+    assert digests_equal(tmp_path, digests) < 1.0
     (tmp_path / first).unlink()
-    assert texts_equal(tmp_path, specs) < 1.0
+    assert digests_equal(tmp_path, digests) < 1.0
 
 
 def test_no_distractor_where_the_task_has_no_room():

@@ -33,18 +33,33 @@ from pathlib import Path
 
 # The version of the check library (this file and the checklib_*.py extensions), recorded with the sha256 of their
 # source in run.json, in each task written with checks as data (the version it was written for) and in each
-# verdict graded with it. Bump it when a check can score the same workspace differently. Version 2: checks as data
-# (the registry below), and a check's own errors propagate instead of scoring 0.
-CHECKLIB_VERSION = 2
+# verdict graded with it. Bump it when a check can score the same workspace differently, or when a grader of the
+# previous version cannot evaluate what tasks written for this one hold. Version 2: checks as data (the registry
+# below), and a check's own errors propagate instead of scoring 0. Version 3: a part may name another check of the
+# task (`{"ref": name}`, its score, evaluated once) instead of repeating it; text_digest_equals and
+# docs_digests_equal compare a file with the sha256 of its expected text instead of carrying the text.
+CHECKLIB_VERSION = 3
 
 REGISTRY = {}
 """The check functions a task's checks may name (`fn`), by name: registered with @check."""
 
+RUNS_PROGRAM = set()
+"""The check functions registered with @check(runs_program=True): they run a program (a test suite, a script, a
+query), the costly checks, which a cheap gate leaves out. The host reads the same set from the decorators in the
+source (clawgym.checks.library.program_checks), without importing it."""
 
-def check(fn):
-    """Register `fn` as a check function (or a combinator over parts) that a task's checks may name."""
-    REGISTRY[fn.__name__] = fn
-    return fn
+
+def check(fn=None, *, runs_program=False):
+    """Register `fn` as a check function (or a combinator over parts) that a task's checks may name. Written
+    `@check`, or `@check(runs_program=True)` for a check that runs a program."""
+
+    def register(f):
+        REGISTRY[f.__name__] = f
+        if runs_program:
+            RUNS_PROGRAM.add(f.__name__)
+        return f
+
+    return register(fn) if fn is not None else register
 
 
 _NUM = re.compile(r"^[-+]?[$€£]?\s*[-+]?\d[\d,]*(\.\d+)?%?$")
@@ -180,6 +195,22 @@ def text_equals(ws, path, expected, strip=True):
     if strip:
         return 1.0 if text.strip() == expected.strip() else 0.0
     return 1.0 if text == expected else 0.0
+
+
+def _sha256(text):
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@check
+def text_digest_equals(ws, path, sha256, strip=True):
+    """text_equals against the sha256 (hex, of the UTF-8 text) of the expected text, stripped as text_equals
+    strips it: the same score, without the text in the task (a file that must stay as it was)."""
+    text = _text(ws, path)
+    if text is None:
+        return 0.0
+    return 1.0 if _sha256(text.strip() if strip else text) == sha256 else 0.0
 
 
 def _read_table(ws, path):
@@ -446,7 +477,7 @@ def eml_message(ws, path, to=None, subject_has=(), body_has=()):
     return ok / parts if parts else 1.0
 
 
-@check
+@check(runs_program=True)
 def sqlite_rows(ws, path, sql, expected, tol=0.01):
     """Fraction of expected result rows that a query on the database returns."""
     import sqlite3
@@ -471,7 +502,7 @@ def sqlite_rows(ws, path, sql, expected, tol=0.01):
     return ok / len(expected)
 
 
-@check
+@check(runs_program=True)
 def command_ok(ws, argv, cwd=".", timeout=60):
     """1 when the command exits 0 (e.g. a test suite), else 0."""
     import subprocess
@@ -644,7 +675,7 @@ def _run_command(argv, cwd, timeout):
         return None, b""
 
 
-@check
+@check(runs_program=True)
 def pytest_passes(ws, cwd=".", args=(), timeout=60):
     """1 when `python3 -m pytest ARGS` exits 0 in `cwd` (the test suite passes), else 0.
 
@@ -687,7 +718,7 @@ def pytest_passes(ws, cwd=".", args=(), timeout=60):
     return 1.0 if code == 0 else 0.0
 
 
-@check
+@check(runs_program=True)
 def command_output_has(ws, argv, needles, cwd=".", timeout=60):
     """Fraction of `needles` in the stdout of a command (e.g. a script the agent wrote)."""
     import subprocess
@@ -702,7 +733,7 @@ def command_output_has(ws, argv, needles, cwd=".", timeout=60):
     return sum(1 for n in needles if _has_term(out, str(n).casefold())) / len(needles)
 
 
-@check
+@check(runs_program=True)
 def git_commits_since(ws, repo, base_count, message_has=()):
     """1 when the repository has more commits than `base_count` (and the newest mentions message_has)."""
     import subprocess

@@ -19,6 +19,7 @@ try:  # on the host; inside a grade source these names are already defined by ch
         _num,
         _numbers_in,
         _read_table,
+        _sha256,
         _text,
         _unfold_ics,
         check,
@@ -725,6 +726,20 @@ def docs_texts_equal(ws, specs):
         if text is not None and _docs_norm(text) == _docs_norm(want):
             ok += 1
     return ok / len(specs)
+
+
+@check
+def docs_digests_equal(ws, digests):
+    """docs_texts_equal against digests ({path: sha256 of the expected text as _docs_norm normalises it}): the
+    same score, without the texts in the task."""
+    if not digests:
+        return 0.0
+    ok = 0
+    for p, want in digests.items():
+        text = _text(ws, p)
+        if text is not None and _sha256(_docs_norm(text)) == want:
+            ok += 1
+    return ok / len(digests)
 
 
 @check

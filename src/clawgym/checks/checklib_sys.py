@@ -152,7 +152,7 @@ def sys_table_rows(ws, path, header, rows, ordered=False, tol=0.01):
     return match_rows(table[0], table[1], header, rows, ordered, tol, norm=_sys_norm)
 
 
-@check
+@check(runs_program=True)
 def sys_script_table(ws, argv, header, rows, ordered=False, cwd=".", timeout=60, tol=0.01, stage=None):
     """Run a command whose argv holds '{out}' (a fresh temporary CSV path); score the table it writes there
     like csv_rows. `stage`: a workspace folder copied to a temporary place first, named by '{stage}' in argv (so
@@ -297,7 +297,7 @@ print(json.dumps(out))
 _SYS_CASES_SEEN = {}  # (workspace, cwd, setup, cases) -> score: checks of one grading that run the same cases
 
 
-@check
+@check(runs_program=True)
 def sys_py_cases(ws, cwd, setup, cases, timeout=60):
     """Run `setup` (e.g. 'from pkg.mod import f') then each case [call expr, expected expr] in one fresh python3
     (cwd on sys.path); the fraction of cases whose result equals the expected value (same type). The same
@@ -337,7 +337,7 @@ def _sys_py_cases(ws, cwd, setup, cases, timeout):
         return 0.0
 
 
-@check
+@check(runs_program=True)
 def sys_git_clean(ws, repo):
     """1 when the repository's working tree has no uncommitted changes to tracked files (untracked ignored)."""
     try:

@@ -499,26 +499,79 @@ class CheckCall(TaskPart):
     """One check as data: the check-library function `fn` (registered with `clawgym.checks.checklib.check`)
     called as `fn(ws, **args)`, or, with `parts`, the combinator `fn` (all_of, min_of, mean_of, gated) over the
     parts' scores, each part evaluated only when the combinator needs it. `args` are JSON data, never code. A
-    task's top-level checks carry a `name` (the sub-score's name); parts need none."""
+    task's top-level checks carry a `name` (the sub-score's name); parts need none.
+
+    A part may instead be `{"ref": NAME}` alone: the score of the task's top-level check NAME (evaluated once per
+    grading, whichever names it first), instead of a copy of that check (check library v3). A ref to a name the
+    task lacks, to the check it is part of, or in a cycle is refused with the task (:class:`CodeCheck`). `ref`
+    is a minor addition (clawgym.core.versions)."""
 
     name: str | None = Field(default=None, min_length=1, max_length=200)
-    fn: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    fn: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     args: dict[str, Any] = Field(default_factory=dict)
     parts: list[CheckCall] = Field(default_factory=list)
+    ref: str | None = Field(default=None, min_length=1, max_length=200)
 
-    @field_validator("name")
+    @field_validator("name", "ref")
     @classmethod
     def _printable_name(cls, v: str | None) -> str | None:
         return None if v is None else _check_id(v)
+
+    @model_validator(mode="after")
+    def _fn_or_ref(self) -> CheckCall:
+        if self.ref is not None:
+            if self.fn is not None or self.args or self.parts or self.name is not None:
+                raise ValueError(f"a part naming another check (ref {self.ref!r}) holds nothing else: no name, fn, "
+                                 "args or parts")
+        elif self.fn is None:
+            raise ValueError("a check needs `fn` (a check-library function), or, as a part, `ref` (the name of "
+                             "another check of the task)")
+        return self
+
+    def refs(self) -> set[str]:
+        """The names of the checks this one names (its parts' refs, at any depth)."""
+        return {self.ref} if self.ref is not None else set().union(*(p.refs() for p in self.parts))
 
     @model_serializer(mode="wrap")
     def _compact(self, handler: SerializerFunctionWrapHandler):
         # written without the fields at their defaults: a task holds many checks
         data = handler(self)
-        for key in ("name", "args", "parts"):
+        for key in ("name", "fn", "args", "parts", "ref"):
             if key in data and not data[key]:
                 del data[key]
         return data
+
+
+def _check_refs(checks: list[CheckCall]) -> None:
+    """ValueError for a ref (a part naming another check) to a name no check of the list has, to the check it is
+    part of, or in a cycle: each would have no score to give."""
+    names = {c.name for c in checks}
+    graph = {c.name: c.refs() for c in checks}
+    for name, targets in graph.items():
+        for target in sorted(targets):
+            if target == name:
+                raise ValueError(f"check {name!r} refers to itself (ref {target!r})")
+            if target not in names:
+                raise ValueError(f"check {name!r} refers to {target!r}, which is no check of this task")
+    done: set[str | None] = set()
+    for start in graph:  # depth first from each check: a name met again on the current path closes a cycle
+        if start in done:
+            continue
+        path: list[str | None] = [start]
+        stack: list[tuple[str | None, Iterator[str]]] = [(start, iter(sorted(graph[start])))]
+        while stack:
+            node, todo = stack[-1]
+            nxt = next(todo, None)
+            if nxt is None:
+                stack.pop()
+                path.pop()
+                done.add(node)
+            elif nxt in path:
+                cycle = path[path.index(nxt):] + [nxt]
+                raise ValueError("checks refer to each other in a cycle: " + " -> ".join(map(repr, cycle)))
+            elif nxt not in done:
+                stack.append((nxt, iter(sorted(graph[nxt]))))
+                path.append(nxt)
 
 
 class CheckLibRef(TaskPart):
@@ -573,6 +626,7 @@ class CodeCheck(TaskPart):
             dup = sorted({n for n in names if names.count(n) > 1})
             if dup:
                 raise ValueError(f"check names must be unique: {', '.join(map(repr, dup[:5]))}")
+            _check_refs(self.checks)
         elif self.checks or self.checklib is not None:
             raise ValueError(f"`checks` and `checklib` belong to a code check of kind `checks`, not {self.kind!r}")
         return self

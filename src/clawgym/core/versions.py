@@ -39,6 +39,8 @@ Minor additions in version 2 (no bump; an older clawgym reads every record that 
 * Task: a code check of kind `checks` (the checks as data, `checks` and `checklib`, written only for that kind),
   which an older clawgym refuses as an unknown kind and unknown fields rather than misgrading it. Tasks with a
   `python` grade() source keep their form and bytes.
+* Task: a part of such a check may name another check (`{"ref": name}`, :class:`clawgym.core.records.CheckCall`,
+  written for check library v3); a clawgym from before refuses it as an unknown field (and its library as newer).
 * Verdict: `checklib`, the check library that graded a task whose checks are data.
 """
 

@@ -8,7 +8,8 @@ projects and people. The request never mentions them.
 
 Where they go. A distractor must not change what the request asks, so it never goes where a step treats a
 folder as a whole ("sort every file in `scans/`", "a manifest of everything under `pipeline/`", a git
-repository, a rename script's DIR): the folders of the steps of :data:`FOLDER_OPS` (and everything under them)
+repository, a rename script's DIR): the folders of the steps of operations that declare ``folder_scoped`` (and
+everything under them)
 are off limits. It goes next to the input files of the other steps (the same folder), in a neighbouring
 folder (``reports_old/``, ``reports/archive/`` where ``reports/`` is not off limits), in one of the persona's
 own folders, or at the top level; its path collides with no path the task names, reads or writes.
@@ -30,22 +31,20 @@ import random
 import re
 from collections.abc import Iterable
 
+from clawgym.checks.library import program_checks
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor, world
+from clawgym.synth.checks import Ref, docs_digest, named_checks
+from clawgym.synth.ops import OPERATIONS, folder_scoped
 from clawgym.synth.ops.base import Check, StepPlan, to_csv
 from clawgym.synth.personas import Persona
 
-FOLDER_OPS = frozenset({
-    "audit_environment", "batch_rename", "deduplicate_files", "extract_structured_data", "fix_failing_tests",
-    "implement_feature", "inventory_and_archive", "manage_contacts", "organize_files", "organize_notes",
-    "review_repository", "summarize_documents", "triage_inbox", "write_automation_script",
-})
-"""Operations whose steps address a folder as a whole (its every file, a repository, a script's DIR): no
-distractor goes in or under their folders."""
 
-# checks that run a program: too slow to evaluate twice, so not used as the gate of distractors_kept
-_SLOW = frozenset({"pytest_passes", "command_ok", "command_output_has", "sys_script_table", "sys_py_cases",
-                   "sys_git_clean", "git_commits_since", "sqlite_rows"})
+def __getattr__(name: str) -> frozenset[str]:
+    if name == "FOLDER_OPS":  # the operations that declare folder_scoped, as one set (computed when asked for)
+        return frozenset(op for op, cls in OPERATIONS.items() if cls.folder_scoped)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _PATHISH = re.compile(r"[A-Za-z0-9_.<>-]+(?:/[A-Za-z0-9_. <>-]+)+|[A-Za-z0-9_-]+\.[A-Za-z0-9]{1,5}\b")
 
@@ -112,7 +111,7 @@ class _Layout:
         for plan in plans:
             named = _mentioned(plan)
             every |= named
-            if plan.operation in FOLDER_OPS:
+            if folder_scoped(plan.operation):
                 for p in named | {f.path for f in plan.files}:
                     # the path itself may be a folder (a repository, DIR); its folder is the one the step scans
                     self.blocked.add(p)
@@ -120,7 +119,7 @@ class _Layout:
                     if d:
                         self.blocked.add(d)
         for plan in plans:
-            if plan.operation not in FOLDER_OPS:
+            if not folder_scoped(plan.operation):
                 for f in plan.files:
                     d = posixpath.dirname(f.path)
                     if d and d not in self.inputs:
@@ -303,20 +302,24 @@ def distractors(persona: Persona, plans: list[StepPlan], instruction: str, rng: 
 def kept_check(files: list[WorkspaceFile], plans: list[StepPlan], taken: Iterable[str]) -> tuple[str, Check] | None:
     """The check that the distractors are as they were: (a name no check of the task has, the check), or None
     without distractors. Gated by the task's own checks that run no program (or its first check), so it pays
-    nothing on the untouched workspace, the partial or the cheats' states unless the task's work is there."""
+    nothing on the untouched workspace, the partial or the cheats' states unless the task's work is there. The
+    gate names those checks (refs: each is evaluated once, and the task does not hold a second copy of them) and
+    compares the distractors' text by digest (docs_digests_equal: the text is in the workspace already)."""
     if not files:
         return None
-    checks = [c for p in plans for c in p.checks]
-    cheap = [c for c in checks if not _runs_program(c)] or checks[:1]
+    checks = named_checks(plans)
+    cheap = [(n, c) for n, c in checks if not _runs_program(c)] or checks[:1]
     name = "distractors_kept"
     taken = set(taken)
     k = 2
     while name in taken:
         name = f"distractors_kept_{k}"
         k += 1
-    gate = Check("untouched", "docs_texts_equal", {"specs": {f.path: f.content for f in files}})
-    return name, Check(name, "gated", parts=[gate] + [Check(c.name, c.fn, c.args, c.parts) for c in cheap])
+    gate = Check("untouched", "docs_digests_equal", {"digests": {f.path: docs_digest(f.content or "")
+                                                                 for f in files}})
+    return name, Check(name, "gated", parts=[gate] + [Ref(n) for n, _ in cheap])
 
 
 def _runs_program(c: Check) -> bool:
-    return c.fn in _SLOW or any(_runs_program(p) for p in c.parts)
+    """`c` (or a part of it) calls a check function that runs a program (@check(runs_program=True))."""
+    return c.fn in program_checks() or any(_runs_program(p) for p in c.parts)

@@ -7,7 +7,8 @@ Three kinds (see :class:`clawgym.core.records.CodeCheck`):
   the sandbox's python3. The score is the mean of the returned values.
 * `checks`: the task's checks as data. The current check library (one versioned file,
   :mod:`clawgym.checks`) and the check list (JSON) are written to the control directory, after the agent has
-  ended, and the same runner evaluates each check against the library in a fresh namespace. A check returns its
+  ended, and the same runner evaluates each check against the library in a fresh namespace, once: a part that
+  names another check (`ref`) gets the score that check got (raw, before the clamping here). A check returns its
   score, a missing or unparseable output being a 0 it returns on purpose; a check that raises (a bug, an argument
   of the wrong type, a function the library lacks) makes the grading `checker_failed` with the exception, never a
   silent 0. The result records the library version that graded it.
@@ -55,14 +56,35 @@ def _number(v):
         return float(v)
     return None
 
-def _evaluate(registry, call, ws, memo):
+_BUSY = object()
+
+def _named(registry, tops, name, ws, memo):
+    # a top-level check's score, evaluated once per grading: when it comes, or when a part names it first (ref)
+    key = "\1" + name
+    value = memo.get(key)
+    if value is _BUSY:
+        raise RecursionError("checks refer to each other in a cycle through " + repr(name))
+    if key not in memo:
+        if name not in tops:
+            raise LookupError("no check is named " + repr(name))
+        memo[key] = _BUSY
+        try:
+            memo[key] = _evaluate(registry, tops[name], ws, memo, tops)
+        except BaseException:
+            del memo[key]
+            raise
+    return memo[key]
+
+def _evaluate(registry, call, ws, memo, tops):
+    if call.get("ref") is not None:  # a part naming another check: the score that check gets
+        return _named(registry, tops, call["ref"], ws, memo)
     fn = registry.get(call.get("fn"))
     if fn is None:
         raise LookupError("the check library has no check function " + repr(call.get("fn")))
     args = call.get("args") or {}
     parts = call.get("parts") or []
     if parts:  # a combinator: each part as a function, evaluated only when the combinator needs it
-        return fn(*[(lambda p=p: _evaluate(registry, p, ws, memo)) for p in parts], **args)
+        return fn(*[(lambda p=p: _evaluate(registry, p, ws, memo, tops)) for p in parts], **args)
     # a check is a function of the workspace it grades: the same call twice on one workspace (a step's check
     # repeated as another check's gate, e.g. a test suite run) is evaluated once, and both see the same value
     key = call.get("fn") + "\0" + json.dumps(args, sort_keys=True)
@@ -87,10 +109,11 @@ def run_checks(spec_path, workspace):
     ws = pathlib.Path(workspace)
     scores = {}
     memo = {}
+    tops = {str(call.get("name")): call for call in spec["checks"]}
     for call in spec["checks"]:
         name = str(call.get("name"))
         try:
-            value = _evaluate(registry, call, ws, memo)
+            value = _named(registry, tops, name, ws, memo)
         except BaseException as exc:
             tb = traceback.format_exc().strip().splitlines()
             return {"error": "check " + repr(name) + " (" + str(call.get("fn")) + ") raised " + type(exc).__name__
