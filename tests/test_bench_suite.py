@@ -125,7 +125,7 @@ def test_oracle_scores_1_and_noop_scores_0_on_the_whole_suite(suite, bwrap_backe
     from clawgym.workspace import extract_snapshot
 
     hybrid = {t.id: t for t in suite.tasks if _hybrid(t)}
-    oracle = run_eval(suite, AgentSpec("oracle"), bwrap_backend, tmp_path / "oracle", RolloutOptions(jobs=4),
+    oracle = run_eval(suite, AgentSpec(name="oracle"), bwrap_backend, tmp_path / "oracle", RolloutOptions(jobs=4),
                       chart=False)
     o = oracle["overall"]
     assert o["tasks"] == 200 and o["scored"] == 200 and o["infra_errors"] == 0 and o["skipped"] == 0
@@ -146,7 +146,7 @@ def test_oracle_scores_1_and_noop_scores_0_on_the_whole_suite(suite, bwrap_backe
         for rule in task.verifier.rubric.rules:  # the judge will find the file it is pointed at
             assert (ws / rule.file_path).is_file(), (task.id, rule.file_path)
 
-    noop = run_eval(suite, AgentSpec("noop"), bwrap_backend, tmp_path / "noop", RolloutOptions(jobs=4), chart=False)
+    noop = run_eval(suite, AgentSpec(name="noop"), bwrap_backend, tmp_path / "noop", RolloutOptions(jobs=4), chart=False)
     n = noop["overall"]
     assert n["scored"] == 200 and n["infra_errors"] == 0 and n["mean_score"] == 0.0 and n["pass_rate"] == 0.0
     for line in (tmp_path / "noop" / "trajectories.jsonl").read_text().splitlines():
@@ -166,7 +166,7 @@ def test_a_hybrid_task_is_judged_end_to_end(suite, bwrap_backend, tmp_path):
     one = Suite("synth-bench-200", [task], suite.source, suite.base_dir)
     with ScriptedLLM(responder=lambda body: '{"score": 0.75, "reason": "courteous but a little terse"}') as llm:
         judge = Judge(LLMClient(llm.model, llm.base_url), cache_dir=tmp_path / "cache")
-        report = run_eval(one, AgentSpec("oracle"), bwrap_backend, tmp_path / "run", RolloutOptions(jobs=2),
+        report = run_eval(one, AgentSpec(name="oracle"), bwrap_backend, tmp_path / "run", RolloutOptions(jobs=2),
                           judge=judge, chart=False)
         prompts = [json.dumps(b["messages"]) for b in llm.requests]
     rules = task.verifier.rubric.rules

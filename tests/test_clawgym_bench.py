@@ -337,7 +337,7 @@ def test_noop_on_all_200_tasks_every_checker_runs(bench, backend_name, request, 
     from clawgym.rollout.setup import AgentSpec
 
     backend = request.getfixturevalue(f"{backend_name}_backend")
-    report = run_eval(bench, AgentSpec("noop"), backend, tmp_path / "run", RolloutOptions(jobs=4), chart=False)
+    report = run_eval(bench, AgentSpec(name="noop"), backend, tmp_path / "run", RolloutOptions(jobs=4), chart=False)
     o = report["overall"]
     assert o["tasks"] == 200 and o["scored"] == 200 and o["infra_errors"] == 0 and o["unscored"] == 0
     verdicts = [json.loads(x)["verdict"] for x in (tmp_path / "run" / "trajectories.jsonl").read_text().splitlines()]

@@ -58,7 +58,7 @@ def test_unknown_suite_is_a_clear_error():
 
 def test_eval_oracle_on_the_examples_writes_the_report(bwrap_backend, tmp_path):
     suite = load_suite(str(REPO / "examples" / "tasks.jsonl"))
-    report = run_eval(suite, AgentSpec("oracle"), bwrap_backend, tmp_path / "run", RolloutOptions(samples=2, jobs=4))
+    report = run_eval(suite, AgentSpec(name="oracle"), bwrap_backend, tmp_path / "run", RolloutOptions(samples=2, jobs=4))
     o = report["overall"]
     assert o["scored"] == 2 * len(suite.tasks) and o["mean_score"] == 1.0 and o["pass_at"]["pass@2"] == 1.0
     assert report["settings"]["versions"]["clawgym"] and report["settings"]["samples"] == 2
@@ -99,7 +99,7 @@ def test_eval_with_a_judge_rescores_the_hybrid_tasks(bwrap_backend, tmp_path):
     assert hybrid, "the examples must hold hybrid tasks"
     with ScriptedLLM(responder=lambda body: '{"score": 0.5, "reason": "half of it"}') as llm:
         judge = Judge(LLMClient(llm.model, llm.base_url), cache_dir=tmp_path / "cache")
-        report = run_eval(suite, AgentSpec("oracle"), bwrap_backend, tmp_path / "run", RolloutOptions(jobs=4),
+        report = run_eval(suite, AgentSpec(name="oracle"), bwrap_backend, tmp_path / "run", RolloutOptions(jobs=4),
                           judge=judge)
         assert llm.requests  # the judge was asked
     assert report["settings"]["judge"]["episodes_judged"] == len(hybrid)
@@ -169,7 +169,7 @@ def test_eval_with_a_judge_writes_the_judged_verdicts_into_trajectories(bwrap_ba
     hybrid = {t.id for t in suite.tasks if t.verifier.rubric is not None}
     with ScriptedLLM(responder=lambda body: '{"score": 0.5, "reason": "half of it"}') as llm:
         judge = Judge(LLMClient(llm.model, llm.base_url), cache_dir=tmp_path / "cache")
-        run_eval(suite, AgentSpec("oracle"), bwrap_backend, tmp_path / "run", RolloutOptions(jobs=4), judge=judge)
+        run_eval(suite, AgentSpec(name="oracle"), bwrap_backend, tmp_path / "run", RolloutOptions(jobs=4), judge=judge)
     latest = {t.id: t for t in read_records(tmp_path / "run" / "trajectories.jsonl", Trajectory)}
     for t in latest.values():
         if t.task_id in hybrid:

@@ -135,8 +135,9 @@ def _rollout(tasks, backend, run_dir: Path, base_url: str, model: str = "scripte
     from clawgym.rollout import RolloutOptions, run_rollout
     from clawgym.rollout.setup import AgentSpec, agent_session
 
-    spec = AgentSpec("openclaw", model=model, base_url=base_url, budget_steps=budget_steps, max_tokens=max_tokens,
-                     context_window=8192 if model != "scripted-model" else 32768)
+    spec = AgentSpec(name="openclaw", model=model, base_url=base_url, max_tokens=max_tokens,
+                     settings={"budget_steps": budget_steps,
+                               "context_window": 8192 if model != "scripted-model" else 32768})
     options = RolloutOptions(jobs=jobs)
     with agent_session(spec, run_dir, tasks, options) as session:
         if hold is not None:
@@ -319,7 +320,7 @@ def test_pinchbench_eval_with_openclaw_grades_its_real_transcript(openclaw, bwra
                    if t.id in ("task_00_sanity", "task_09_files")]
     assert len(suite.tasks) == 2
     with ScriptedLLM({}, responder=lambda body: "Hello, I'm ready!") as llm:
-        spec = AgentSpec("openclaw", model="scripted-model", base_url=llm.base_url, budget_steps=4)
+        spec = AgentSpec(name="openclaw", model="scripted-model", base_url=llm.base_url, settings={"budget_steps": 4})
         report = run_eval(suite, spec, bwrap_backend, tmp_path / "run", RolloutOptions(jobs=2), chart=False)
     from clawgym.core.jsonl import read_records_lenient
     from clawgym.core.records import Trajectory

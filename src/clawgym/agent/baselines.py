@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 
-from clawgym.agent.base import AgentOutcome, EpisodeContext
+from clawgym.agent.base import Agent, AgentOutcome, EpisodeContext
+from clawgym.agent.kind import SimpleKind, get_kind
 from clawgym.agent.tools import ToolExecutor
 from clawgym.agent.transcript import TranscriptBuilder
 from clawgym.core.records import Task
@@ -69,11 +70,23 @@ class OracleAgent:
         return AgentOutcome(transcript=tb.events, final_message=final, tool_calls=calls, tool_errors=errors, steps=steps)
 
 
+class NoopKind(SimpleKind):
+    name = "noop"
+    agent_class = NoopAgent
+
+
+class OracleKind(SimpleKind):
+    name = "oracle"
+    agent_class = OracleAgent
+
+
 AGENTS = {"noop": NoopAgent, "oracle": OracleAgent}
 
 
-def get_agent(name: str):
-    try:
-        return AGENTS[name]()
-    except KeyError:
-        raise ValueError(f"unknown agent {name!r}; choose from {', '.join(AGENTS)}") from None
+def get_agent(name: str) -> Agent:
+    """A fresh agent of a kind that needs no session (noop, oracle, a third-party SimpleKind), with its default
+    settings; a model-driven kind is opened with clawgym.rollout.setup.agent_session."""
+    kind = get_kind(name)
+    if not isinstance(kind, SimpleKind):
+        raise ValueError(f"agent {name!r} runs in a session (clawgym.rollout.setup.agent_session)")
+    return kind.make_agent(kind.settings())

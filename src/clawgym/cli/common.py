@@ -1,9 +1,10 @@
 """What every command module of the CLI shares: the consoles, the one error exit (`fail`), error lines, the
-embedded-server announcement and the progress bar. Imports nothing of the other CLI modules."""
+embedded-server announcement, the progress bar and the reading of a tasks file. Imports nothing of the other CLI modules."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
@@ -49,3 +50,16 @@ def progress_bar(description: str = "[bold]{task.description}", *, status: bool 
     if status:
         columns.append(TextColumn("{task.fields[status]}"))
     return Progress(*columns, console=err)
+
+
+def load_tasks(path: Path) -> tuple[list, list]:
+    """All good tasks of a tasks file, and the one-line errors of the bad lines."""
+    from clawgym.core.jsonl import read_records_lenient
+    from clawgym.core.records import Task
+
+    if not path.exists():
+        fail(f"{path}: no such file")
+    read = read_records_lenient(path, Task)
+    error_lines(read.errors)
+    return read.records, read.errors
+

@@ -1,5 +1,5 @@
-"""`clawgym import` / `clawgym export` commands for outside datasets (ClawGym's Hub corpus, trajectories in
-OpenAI-messages form, Hugging Face datasets). Registered by clawgym.cli.app through :func:`register`."""
+"""The `clawgym import` / `clawgym export` groups: tasks (ClawGym folders and Hub corpus, PinchBench) and outside
+datasets (trajectories in OpenAI-messages form, Hugging Face datasets). Registered by clawgym.cli.app."""
 
 from __future__ import annotations
 
@@ -7,10 +7,89 @@ from pathlib import Path
 
 import typer
 
-from clawgym.cli.common import err, error_lines, fail, out
-from clawgym.cli.options import STRICT_IMPORT, output_option
+from clawgym.cli.common import err, error_lines, fail, load_tasks, out
+from clawgym.cli.options import STRICT_IMPORT, TASK_IDS, TASKS_ARG, output_option
 
 MESSAGES_FORMATS = ("openai-messages",)
+
+import_app = typer.Typer(no_args_is_help=True, help="Import outside data: tasks (ClawGym folders and Hub corpus, "
+                         "PinchBench) into tasks.jsonl, trajectories (OpenAI messages) into SFT records.")
+export_app = typer.Typer(no_args_is_help=True, help="Export tasks, trajectories and SFT data to outside formats "
+                         "(PinchBench, OpenAI messages, Hugging Face datasets).")
+
+
+def _write_import(result, output: Path, strict: bool, label: str) -> None:
+    from clawgym.core.jsonl import write_records
+
+    for f in result.failures:
+        err.print(f"[yellow]not imported:[/] {f}", highlight=False, soft_wrap=True)
+    if not result.tasks:
+        fail(f"no {label} tasks imported; nothing written to {output}")
+    n = write_records(output, result.tasks)
+    out.print(f"imported {n} {label} tasks -> {output} ({len(result.failures)} not imported)")
+    if strict and result.failures:
+        raise typer.Exit(1)
+
+
+def import_clawgym_cmd(
+    root: Path = typer.Argument(..., help="A ClawGym task folder, or a folder of them (RL/data/...)."),
+    output: Path = output_option("tasks.jsonl to write."),
+    strict: bool = STRICT_IMPORT,
+) -> None:
+    """Import ClawGym RL task folders (data_entry.json, input_files/, reward/reward.sh)."""
+    from clawgym.importers import import_clawgym
+
+    if not root.is_dir():
+        fail(f"{root}: not a directory")
+    _write_import(import_clawgym(root), output, strict, "ClawGym")
+
+
+def import_pinchbench_cmd(
+    root: Path = typer.Argument(..., help="A PinchBench checkout (with tasks/ and assets/) or its tasks/ folder."),
+    output: Path = output_option("tasks.jsonl to write."),
+    link_assets: bool = typer.Option(False, help="Reference assets by path (relative to the output's directory, "
+                                     "which must contain the checkout's assets/) instead of inlining them."),
+    offline_only: bool = typer.Option(False, help="Leave out tasks that need the network or outside services."),
+    strict: bool = STRICT_IMPORT,
+) -> None:
+    """Import PinchBench task files (front matter, prompt, grade() checks, judge rubric, assets)."""
+    from clawgym.importers import import_pinchbench
+
+    if not root.is_dir():
+        fail(f"{root}: not a directory")
+    # linked assets are referenced relative to the tasks file's directory, the only place they may come from
+    result = import_pinchbench(root, inline_assets=not link_assets, assets_base=output.parent)
+    if offline_only:
+        dropped = [t.id for t in result.tasks if t.metadata.get("requires_network")]
+        result.tasks = [t for t in result.tasks if not t.metadata.get("requires_network")]
+        if dropped:
+            err.print(f"left out (need the network): {', '.join(dropped)}", highlight=False)
+    _write_import(result, output, strict, "PinchBench")
+
+
+def export_pinchbench_cmd(
+    tasks_path: Path = TASKS_ARG,
+    output: Path = output_option("The folder to write (tasks/task_<id>.md and assets/), a PinchBench checkout."),
+    task_ids: list[str] | None = TASK_IDS,
+) -> None:
+    """Export tasks as PinchBench task files; checks as data become a self-contained grade()."""
+    from clawgym.importers.pinchbench import write_export
+
+    tasks, bad = load_tasks(tasks_path)
+    if task_ids:
+        tasks = [t for t in tasks if t.id in set(task_ids)]
+    written, failed = 0, 0
+    for task in tasks:
+        try:
+            write_export(task, output)
+        except ValueError as exc:
+            err.print(f"[yellow]not exported:[/] {exc}", highlight=False, soft_wrap=True)
+            failed += 1
+            continue
+        written += 1
+    out.print(f"exported {written} tasks -> {output}/tasks ({failed} not exported)", highlight=False)
+    if bad or failed:
+        raise typer.Exit(1)
 
 
 def _check_format(fmt: str) -> None:
@@ -33,7 +112,6 @@ def import_clawgym_hub_cmd(
 
     Its rows (prompt, hook_code, input_files, rule, origin_template) give the same task records as the folder
     importer gives for the folders ClawGym's build_dataset_from_hf.py makes of them."""
-    from clawgym.cli.app import _write_import
     from clawgym.core.errors import ClawgymError
     from clawgym.importers.clawgym_hub import HUB_REPO, download_corpus, import_clawgym_hub
 
@@ -161,9 +239,14 @@ def export_hf_dataset_cmd(
         raise typer.Exit(1)
 
 
-def register(import_app: typer.Typer, export_app: typer.Typer) -> None:
-    """Add this module's commands to the `import` and `export` groups."""
+def register(app: typer.Typer) -> None:
+    """Add the `import` and `export` groups, with their commands, to `app`."""
+    app.add_typer(import_app, name="import")
+    app.add_typer(export_app, name="export")
     import_app.command("clawgym-hub")(import_clawgym_hub_cmd)
     import_app.command("trajectories")(import_trajectories_cmd)
+    import_app.command("clawgym")(import_clawgym_cmd)
+    import_app.command("pinchbench")(import_pinchbench_cmd)
     export_app.command("trajectories")(export_trajectories_cmd)
     export_app.command("hf-dataset")(export_hf_dataset_cmd)
+    export_app.command("pinchbench")(export_pinchbench_cmd)

@@ -80,3 +80,17 @@ def server_precision(value: str) -> str:
     if value not in SERVER_PRECISIONS:
         fail(f"--precision: unknown value {value!r}; use {', '.join(SERVER_PRECISIONS)}", 2)
     return value
+
+
+def open_backend(sandbox: str, executor: str, jobs: int, ray_address: str | None) -> tuple[Any, Any]:
+    """The sandbox backend and the executor of a run (`--sandbox`, `--executor`); exit 2 when either is unknown
+    or cannot be made."""
+    from clawgym.core.errors import ClawgymError
+    from clawgym.rollout.executor import make_executor
+    from clawgym.sandbox import get_backend
+
+    try:
+        backend = get_backend(sandbox)
+        return backend, make_executor(executor, jobs=jobs, ray_address=ray_address, sandbox=backend.name)
+    except (ValueError, ClawgymError) as exc:
+        fail(str(exc), 2)

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from clawgym import __version__
+from clawgym.agent.kind import AgentSpec, get_kind, settings_data
 from clawgym.core.atomic import write_text
 from clawgym.core.jsonl import JsonlAppender, read_records_lenient
 from clawgym.core.records import Trajectory
 from clawgym.evaluation.report import build_report, render_chart, render_markdown
 from clawgym.evaluation.suites import Suite
 from clawgym.rollout.runner import TRAJECTORIES, RolloutOptions, run_rollout
-from clawgym.rollout.setup import AgentSpec, agent_session
+from clawgym.rollout.setup import agent_session
 from clawgym.sandbox.base import SandboxBackend
 
 
@@ -32,6 +33,11 @@ def _versions() -> dict[str, str]:
         except Exception:
             pass
     return out
+
+
+def _spec_record(spec: AgentSpec, own: Any) -> dict[str, Any]:
+    """The agent spec as the report records it: the shared settings, and the kind's own as plain data."""
+    return {**{k: v for k, v in asdict(spec).items() if k != "settings"}, "settings": settings_data(own)}
 
 
 def run_eval(
@@ -50,13 +56,14 @@ def run_eval(
     """Roll out the suite, verify, and write the report. With `judge` (a clawgym.verify.Judge), the episodes of
     tasks that have a rubric are re-scored from their kept workspaces with the judge (0.7 code + 0.3 rubric, or
     the task's weights) before the report is built; their verdicts are in RUN_DIR/verdicts.jsonl."""
+    kind = get_kind(spec.name)
     run_dir.mkdir(parents=True, exist_ok=True)
     settings: dict[str, Any] = {
         "suite": suite.name, "suite_source": suite.source, "agent": spec.name, "samples": options.samples,
         "jobs": options.jobs, "sandbox": backend.name, "limits": options.limits.model_dump(),
-        "agent_spec": asdict(spec), "versions": _versions(), "suite_notes": suite.notes,
+        "agent_spec": _spec_record(spec, kind.settings_of(spec)), "versions": _versions(), "suite_notes": suite.notes,
     }
-    if spec.name == "llm":
+    if kind.uses_model:
         settings["model"] = spec.model
     options.base_dir = options.base_dir or suite.base_dir
     with agent_session(spec, run_dir, suite.tasks, options, announce=announce) as session:

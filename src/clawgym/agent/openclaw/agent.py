@@ -68,7 +68,7 @@ class OpenClawAgent:
         state_host = sandbox.mounts.get(STATE_MOUNT)
         if state_host is None:
             return AgentOutcome(transcript=[], status="infra_error", error_kind="openclaw_mounts",
-                                error="the sandbox was started without the OpenClaw mounts (see clawgym.rollout.setup)")
+                                error="the sandbox was started without the OpenClaw mounts (see clawgym.agent.openclaw.kind)")
         ws = sandbox.workdir
         route = self.route(task, ctx)
         cfg = openclaw_config(base_url=relay_url(route), model=self.settings.model, workspace=ws,

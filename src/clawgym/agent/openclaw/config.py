@@ -1,6 +1,6 @@
 """The per-episode OpenClaw configuration (`openclaw.json`) and how OpenClaw is launched inside the sandbox.
 
-Inside every sandbox (the paths below are bind mounts set up by the rollout, see `clawgym.rollout.setup`):
+Inside every sandbox (the paths below are bind mounts set up by the rollout, see `clawgym.agent.openclaw.kind`):
 
     /clawgym/openclaw   the installation (node + the npm package), read-only
     /clawgym/gateway    the directory holding the gateway's unix socket, read-only
