@@ -190,7 +190,7 @@ def run(agent: str, tasks: list[Task], base_url: str, backend, jobs: int, out: P
     from clawgym.rollout import RolloutOptions, run_rollout
     from clawgym.rollout.setup import AgentSpec, agent_session
 
-    spec = AgentSpec(agent, model="scripted-model", base_url=base_url, max_tokens=256)
+    spec = AgentSpec(name=agent, model="scripted-model", base_url=base_url, max_tokens=256)
     options = RolloutOptions(jobs=jobs, keep_workspaces=False)
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()

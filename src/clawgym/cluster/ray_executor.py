@@ -233,7 +233,7 @@ class RayExecutor(Executor):
             recipe = AgentRecipe(name)
         if recipe.name == "openclaw" and self._openclaw != (recipe.openclaw or {}).get("version"):
             raise ClawgymError("the openclaw agent's nodes were not checked for its installation "
-                               "(clawgym.rollout.setup.openclaw_session does it)")
+                               "(clawgym.agent.openclaw.kind.OpenClawKind.session does it)")
         if run.options.mounts:
             raise ClawgymError("--executor ray cannot bind this host's directories into remote sandboxes "
                                "(a node's worker sets up the openclaw agent's mounts itself)")

@@ -64,31 +64,13 @@ def check_node(sandbox: str, image: str | None, openclaw: str | None = None) -> 
     if ok and image is not None and info["image"] != image and sandbox != "local":
         ok, why = False, f"the sandbox image {image} is not built on this node (run `clawgym sandbox build`)"
     if openclaw is not None:
-        info["openclaw"] = _openclaw_check(openclaw)
+        from clawgym.agent.kind import get_kind
+
+        info["openclaw"] = get_kind("openclaw").node_check({"version": openclaw})
         if ok and not info["openclaw"]["ok"]:
             ok, why = False, info["openclaw"]["check"]
     info.update(ok=ok, check=why)
     return info
-
-
-def _openclaw_check(version: str) -> dict[str, Any]:
-    """Whether OpenClaw `version` is installed on this node and its Node.js runs here (the installation is bound
-    into the sandboxes and run there)."""
-    import subprocess
-
-    from clawgym.agent.openclaw import find_installation
-
-    inst = find_installation(version)
-    if inst is None:
-        return {"ok": False, "version": version, "check": f"OpenClaw {version} is not installed on this node "
-                                                          "(run `clawgym agents install openclaw`)"}
-    try:
-        res = subprocess.run([str(inst.node), "--version"], capture_output=True, text=True, timeout=30)
-        node, ok = res.stdout.strip(), res.returncode == 0
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        node, ok = f"{type(exc).__name__}: {exc}", False
-    return {"ok": ok, "version": inst.version, "node": node, "root": str(inst.root),
-            "check": "ok" if ok else f"the Node.js of OpenClaw {version} does not run on this node: {node}"}
 
 
 def run_attempt(payload: dict[str, Any]) -> dict[str, Any]:
@@ -100,8 +82,9 @@ def run_attempt(payload: dict[str, Any]) -> dict[str, Any]:
     task = Task.model_validate_json(payload["task"])
     options = payload["options"]
     recipe = payload["recipe"]
-    if recipe.name == "openclaw":  # this node's installation and gateway relay, a private state dir
-        options = dataclasses.replace(options, mounts=recipe.mounts())
+    mounts = recipe.mounts()  # the kind's, on this node (OpenClaw: its installation, the gateway relay, a state dir)
+    if mounts:
+        options = dataclasses.replace(options, mounts=mounts)
     lines: list[str] = []
     with tempfile.TemporaryDirectory(prefix="clawgym-attempt-") as tmp:
         run_dir = Path(tmp)
