@@ -19,6 +19,7 @@ from clawgym.core.records import WorkspaceFile
 from clawgym.core.taxonomy import load_taxonomy
 from clawgym.synth.compose import compose_task
 from clawgym.synth.ops import (
+    _pyrepo,
     analyze_logs,
     audit_environment,
     clean_data,
@@ -180,7 +181,7 @@ def _write_pkg(root: Path, module: str, source: str) -> None:
 
 def test_bug_library_sound(tmp_path):
     """Every bug: its snippet is unique, its cases fail with the bug and pass without it, a test catches it."""
-    ffl = fix_failing_tests
+    ffl = _pyrepo
     for module in ffl.MODULE_IMPORTS:
         funcs = [f for f in ffl.FUNCS if f.module == module]
         good = ffl.module_source(module, funcs)

@@ -3,9 +3,11 @@
 A taxonomy file (YAML) has three lists:
 
 - ``operation_categories``: ``{id, name, description}``; groups of atomic operations.
-- ``operations``: atomic operations ``{id, name, category, description, file_kinds}``; what the agent must do
-  to the workspace. ``category`` is an operation category id; ``file_kinds`` are workspace formats
-  (:data:`FILE_KINDS`).
+- ``operations``: atomic operations ``{id, name, category, description, file_kinds, skill_patterns}``; what the
+  agent must do to the workspace. ``category`` is an operation category id; ``file_kinds`` are workspace formats
+  (:data:`FILE_KINDS`); ``skill_patterns`` (optional) are regular expressions whose matches in a skill's text are
+  evidence that the skill does the operation (:mod:`clawgym.skills.rules`). An operation is synthesized by the
+  generator of the same id (:data:`clawgym.synth.ops.OPERATIONS`, which a third party extends).
 - ``categories``: scenario categories ``{id, name, description, subcategories}``; each subcategory is
   ``{id, name, description, operations}`` where ``operations`` are the atomic operation ids that fit it.
 
@@ -19,6 +21,7 @@ is used by at least one subcategory. A problem raises :class:`TaxonomyError` who
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -174,6 +177,9 @@ class Operation(_Entry):
 
     category: str = Field(pattern=ID_PATTERN, description="Id of the operation category.")
     file_kinds: list[str] = Field(min_length=1, description="Workspace formats the operation works on.")
+    skill_patterns: list[str] = Field(default_factory=list, description=(
+        "Regular expressions, matched case-insensitively from a word boundary, whose matches in a skill's name, "
+        "description or body are evidence that the skill does this operation."))
 
     @field_validator("file_kinds")
     @classmethod
@@ -182,6 +188,16 @@ class Operation(_Entry):
             if kind not in FILE_KINDS:
                 raise ValueError(f"unknown file kind {kind!r} (known: {', '.join(sorted(FILE_KINDS))})")
         return _no_repeats(v, "file kind")
+
+    @field_validator("skill_patterns")
+    @classmethod
+    def _patterns_compile(cls, v: list[str]) -> list[str]:
+        for pattern in v:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"skill pattern {pattern!r} is not a regular expression: {exc}") from None
+        return _no_repeats(v, "skill pattern")
 
 
 class Subcategory(_Entry):

@@ -7,6 +7,7 @@ the hand-written annotations of the shipped catalog. An LLM annotates better (se
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 
@@ -15,62 +16,17 @@ from clawgym.skills.skill import Skill, SkillAnnotations
 
 MAX_OPERATIONS = 4
 
-# operation id -> patterns (regular expressions, matched case-insensitively on word boundaries)
-OPERATION_PATTERNS: dict[str, tuple[str, ...]] = {
-    "organize_files": (r"organi[sz]e (the |your )?files", r"into (sub)?folders", r"folder (structure|layout)",
-                       r"sort(ing)? (the )?files", r"declutter", r"move (the )?files", r"file organi[sz]",
-                       r"downloads folder"),
-    "batch_rename": (r"renam(e|es|ing)", r"naming convention", r"file ?names?"),
-    "deduplicate_files": (r"duplicate (files|copies)", r"dedup(licat)?", r"identical (files|copies)", r"checksums?",
-                          r"sha-?256", r"md5", r"same content"),
-    "inventory_and_archive": (r"inventor(y|ies) (of|and) (the )?(files|folders?|archive)", r"manifest", r"archiv(e|ing)", r"stale", r"tar(ball)?s?\b", r"\.zip"),
-    "edit_document": (r"edit(ing)? (the |a )?(document|draft|text)", r"proofread", r"style guide", r"copy ?edit",
-                      r"revis(e|ing)", r"rewrit(e|ing)", r"grammar", r"typos?", r"tone"),
-    "convert_format": (r"conver(t|sion|ting)", r"csv to json", r"json to csv", r"markdown to html", r"yaml to json",
-                       r"serializ", r"file formats?"),
-    "summarize_documents": (r"summar(y|ies|i[sz]e|i[sz]ing)", r"digest", r"tl;?dr", r"key points", r"briefing",
-                            r"resum(en|ir)", r"zusammenfass", r"actas?\b", r"minutes\b"),
-    "generate_from_template": (r"templates?", r"mail merge", r"placeholders?", r"one (document|letter|file) per",
-                               r"certificates?", r"form letters?"),
-    "extract_structured_data": (r"extract(ing|ion)?", r"pull (out )?(the )?fields", r"scrap(e|ing)",
-                                r"structured (data|fields)", r"parse (the )?(emails?|html|pages?|receipts?)",
-                                r"extra(er|ire)", r"auslesen"),
-    "clean_data": (r"clean(ing|up)? (the )?(data|dataset|sheet|spreadsheet|csv)", r"normali[sz]", r"messy",
-                   r"missing values?", r"standardi[sz]", r"data quality", r"duplicate rows", r"whitespace"),
-    "aggregate_and_report": (r"aggregat", r"totals?", r"group(ed)?[ -]by", r"averages?", r"pivot", r"statistics?",
-                             r"metrics?", r"trends?", r"breakdown", r"per (month|category|region|week)",
-                             r"reports?\b", r"kpis?\b"),
-    "reconcile_records": (r"reconcil", r"mismatch(es)?", r"cross-?check", r"discrepanc", r"bank (statement|export)",
-                          r"ledger", r"match(ing)? (records|rows|entries)", r"abgleich", r"concilia"),
-    "triage_inbox": (r"inbox", r"triag", r"\.eml", r"mailbox", r"unread", r"urgent", r"mbox", r"gmail"),
-    "draft_message": (r"draft", r"repl(y|ies)", r"compose", r"write (an? )?(e-?mail|message|note) to",
-                      r"follow-?up (e-?mail|message)", r"cover letter", r"send(ing)? (e-?)?mail"),
-    "schedule_events": (r"calendars?", r"\.ics", r"icalendar", r"vevent", r"time ?zones?", r"availability",
-                        r"rrule", r"book(ing)? (a )?meeting", r"schedul(e|ing) (a |the )?(meeting|event)s?"),
-    "manage_contacts": (r"contacts?", r"address book", r"vcard", r"\.vcf", r"phone numbers?", r"\bcrm\b"),
-    "edit_config": (r"config(uration)?s?", r"settings", r"\.ini", r"\.toml", r"\.env\b", r"migrat(e|ion)",
-                    r"docker-compose", r"key[- ]value"),
-    "analyze_logs": (r"logs\b", r"log (files?|lines?|entries)", r"tracebacks?", r"stack ?traces?", r"error rates?", r"access log", r"syslog",
-                     r"journalctl", r"incident", r"forensic"),
-    "write_automation_script": (r"scripts?\b", r"automat", r"cron(tab)?", r"recurring", r"shell script",
-                                r"python script", r"chore", r"command-line tools?", r"\bcli\b", r"argparse"),
-    "audit_environment": (r"audit", r"disk usage", r"permissions?", r"security", r"health ?check", r"findings",
-                          r"world-writable", r"\bdu\b"),
-    "fix_failing_tests": (r"failing tests?", r"pytest", r"tests? (fail|pass)", r"debug", r"bugs?", r"regression",
-                          r"traceback"),
-    "implement_feature": (r"implement", r"features?", r"add (a |an )?(function|option|command|endpoint|flag)",
-                          r"unit tests?", r"refactor", r"test-first", r"codebase"),
-    "review_repository": (r"\bgit\b", r"commits?", r"changelog", r"release notes", r"pull requests?", r"code review",
-                          r"branch(es)?", r"git log", r"history"),
-    "build_plan": (r"plan(s|ning)?\b", r"itinerar", r"timeline", r"rota", r"budget", r"constraints?", r"milestones?",
-                   r"schedule (for|of)"),
-    "organize_notes": (r"(loose|daily) notes", r"notes (folder|vault)", r"knowledge base", r"wiki", r"zettelkasten",
-                       r"backlinks?", r"index page", r"obsidian", r"tags?\b", r"bibliograph"),
-    "track_tasks": (r"to-?dos?", r"task list", r"action items?", r"kanban", r"backlog", r"due dates?", r"tracker",
-                    r"status (board|report)", r"open tasks", r"tareas", r"aufgaben", r"follow-?ups?"),
-}
 
-_COMPILED = {op: [re.compile(rf"\b{p}", re.IGNORECASE) for p in pats] for op, pats in OPERATION_PATTERNS.items()}
+def operation_patterns(taxonomy: Taxonomy) -> dict[str, list[re.Pattern]]:
+    """Operation id -> its compiled ``skill_patterns`` (matched case-insensitively from a word boundary), as the
+    taxonomy's operation lines declare them."""
+    return _compiled(tuple((op.id, tuple(op.skill_patterns)) for op in taxonomy.operations))
+
+
+@functools.cache
+def _compiled(declared: tuple[tuple[str, tuple[str, ...]], ...]) -> dict[str, list[re.Pattern]]:
+    return {op: [re.compile(rf"\b{p}", re.IGNORECASE) for p in pats] for op, pats in declared if pats}
+
 
 STOPWORDS = {
     "en": "the and to of a in is you for that with this it on are be or as your from if not",
@@ -119,12 +75,13 @@ def _sentences(text: str) -> str:
     return " ".join(text.split())
 
 
-def operation_scores(skill: Skill) -> Counter:
-    """Evidence per operation: a match in the name or description counts 3, each in the body 1 (at most 3)."""
+def operation_scores(skill: Skill, taxonomy: Taxonomy) -> Counter:
+    """Evidence per operation of the taxonomy: a match of its skill patterns in the name or description counts 3,
+    each in the body 1 (at most 3)."""
     head = f"{skill.name.replace('-', ' ').replace('_', ' ')} {skill.description}"
     body = skill.body
     scores: Counter = Counter()
-    for op, pats in _COMPILED.items():
+    for op, pats in operation_patterns(taxonomy).items():
         s = 0
         for p in pats:
             s += 3 * len(p.findall(head)) + min(3, len(p.findall(body)))
@@ -136,7 +93,7 @@ def operation_scores(skill: Skill) -> Counter:
 def rule_operations(skill: Skill, taxonomy: Taxonomy) -> list[str]:
     """Up to four operations with the strongest evidence (at least one: the best, however weak)."""
     order = {op.id: i for i, op in enumerate(taxonomy.operations)}
-    scores = operation_scores(skill)
+    scores = operation_scores(skill, taxonomy)
     ranked = sorted((op for op in scores if op in order), key=lambda op: (-scores[op], order[op]))
     if not ranked:
         # no keyword at all: the operation whose description shares most words with the skill's description

@@ -12,7 +12,19 @@ from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of, requirements
 from clawgym.synth.ops import _files_vocab as V
-from clawgym.synth.ops.base import RECORDS, TABLE, Artifact, Check, OpContext, StepPlan, read, to_csv, write
+from clawgym.synth.ops import operation
+from clawgym.synth.ops.base import (
+    RECORDS,
+    TABLE,
+    Artifact,
+    Check,
+    OpContext,
+    OperationGenerator,
+    StepPlan,
+    read,
+    to_csv,
+    write,
+)
 
 LEVEL_WEIGHTS = [("DEBUG", 10), ("INFO", 52), ("WARNING", 18), ("ERROR", 16), ("CRITICAL", 4)]
 ERROR_LEVELS = ("ERROR", "CRITICAL")
@@ -246,7 +258,8 @@ def _fmt(t: dt.datetime) -> str:
     return t.strftime("%Y-%m-%d %H:%M:%S")
 
 
-class AnalyzeLogs:
+@operation
+class AnalyzeLogs(OperationGenerator):
     id = "analyze_logs"
     consumes: tuple[str, ...] = ()
     produces = (RECORDS, TABLE)

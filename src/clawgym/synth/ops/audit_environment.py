@@ -11,7 +11,19 @@ from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _files_vocab as V
-from clawgym.synth.ops.base import DOCUMENT, RECORDS, Artifact, Check, OpContext, StepPlan, ls, read, write
+from clawgym.synth.ops import operation
+from clawgym.synth.ops.base import (
+    DOCUMENT,
+    RECORDS,
+    Artifact,
+    Check,
+    OpContext,
+    OperationGenerator,
+    StepPlan,
+    ls,
+    read,
+    write,
+)
 
 MIN_VERSIONS = {"openssl": "3.0.13", "sudo": "1.9.13", "curl": "7.88.1", "nginx": "1.22.1", "samba": "4.17.12",
                 "openssh-server": "9.2", "rsync": "3.2.7", "git": "2.39.5", "bash": "5.2.15", "zlib1g": "1.2.13"}
@@ -110,11 +122,13 @@ def _higher_version(rng, v: str) -> str:
     return ".".join(parts)
 
 
-class AuditEnvironment:
+@operation
+class AuditEnvironment(OperationGenerator):
     id = "audit_environment"
     consumes: tuple[str, ...] = ()
     produces = (DOCUMENT, RECORDS)
     standalone = True
+    folder_scoped = True
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
         rng = ctx.rng

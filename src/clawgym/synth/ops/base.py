@@ -14,8 +14,9 @@ from __future__ import annotations
 import csv
 import io
 import random
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from clawgym.core.records import ToolCall, WorkspaceFile
 from clawgym.core.taxonomy import Subcategory
@@ -98,13 +99,24 @@ class OpContext:
         return p
 
 
-class OperationGenerator(Protocol):
-    id: str  # the taxonomy operation id
-    consumes: tuple[str, ...]  # artifact kinds it can take as input; () = only standalone
-    produces: tuple[str, ...]  # artifact kinds it outputs; () = ends a chain
-    standalone: bool  # can start a chain (makes its own input data)
+class OperationGenerator(ABC):
+    """An atomic operation: the facts other parts of clawgym read about it, as class attributes, and
+    :meth:`plan`, one step of a task. A built-in one is a module of :mod:`clawgym.synth.ops` whose class is
+    decorated with :func:`clawgym.synth.ops.operation`; another distribution declares its class in the entry point
+    group ``clawgym.synth_operations``. Either way its id is also an operation of the taxonomy in use, whose line
+    holds the facts read without synthesis (name, description, file kinds, the skill patterns)."""
 
-    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan: ...
+    id: str  # the taxonomy operation id
+    consumes: tuple[str, ...] = ()  # artifact kinds it can take as input; () = only standalone
+    produces: tuple[str, ...] = ()  # artifact kinds it outputs; () = ends a chain
+    standalone: bool = True  # can start a chain (makes its own input data)
+    folder_scoped: bool = False
+    """Its steps address a folder as a whole (its every file, a repository, a script's DIR), so no distractor
+    file (:mod:`clawgym.synth.distractors`) may go in or under the folders they name."""
+
+    @abstractmethod
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        """One step: its workspace files, request fragment, checks, reference and partial solutions."""
 
 
 def to_csv(header: list[str], rows: list[list]) -> str:

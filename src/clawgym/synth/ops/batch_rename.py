@@ -11,8 +11,21 @@ from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _files_vocab as V
-from clawgym.synth.ops.aggregate_and_report import digest, money
-from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, exec_, ls, read, to_csv, write
+from clawgym.synth.ops import operation
+from clawgym.synth.ops._tables import digest, money
+from clawgym.synth.ops.base import (
+    TABLE,
+    Artifact,
+    Check,
+    OpContext,
+    OperationGenerator,
+    StepPlan,
+    exec_,
+    ls,
+    read,
+    to_csv,
+    write,
+)
 
 MAP_HEADERS = [["old_name", "new_name"], ["old", "new"], ["before", "after"], ["original_name", "renamed_to"],
                ["from", "to"], ["old_filename", "new_filename"]]
@@ -57,11 +70,13 @@ def client_slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.casefold()).strip("-")
 
 
-class BatchRename:
+@operation
+class BatchRename(OperationGenerator):
     id = "batch_rename"
     consumes: tuple[str, ...] = ()
     produces = (TABLE,)
     standalone = True
+    folder_scoped = True
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
         rng = ctx.rng

@@ -12,6 +12,7 @@ from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _data_vocab as V
+from clawgym.synth.ops import operation
 from clawgym.synth.ops._docs_common import (
     add_workdays,
     aside,
@@ -37,12 +38,14 @@ from clawgym.synth.ops.base import (
     Artifact,
     Check,
     OpContext,
+    OperationGenerator,
     StepPlan,
     python,
     read,
     to_csv,
     write,
 )
+from clawgym.synth.ops.programs import render
 
 PHASES = {
     "software": ["Requirements", "API design", "Database changes", "Backend work", "Frontend work", "Testing",
@@ -92,46 +95,6 @@ FUND_COLS = [("item", "amount", "status", "pay_date", "running_total"), ("item",
 FUND_WORDS = [("funded", "deferred"), ("paid", "postponed"), ("approved", "waitlisted"), ("yes", "later")]
 
 
-# The program solution of a project plan: the dates are the request's own words (any of the ways
-# _docs_common.dated writes them), the task list order is copied from the request and is the dependency order.
-PROGRAM = """import csv, json, os, datetime as dt
-SRC, OUT = {src!r}, {out!r}
-START, HOLIDAYS = {start!r}, {holidays!r}
-ORDER = {order!r}.split(', ')
-TASK, DUR, DEPS, OWNER = {incols!r}
-HEADER, FINISH = {outcols!r}, {finish!r}
-def day(s):
-    for f in ('%Y-%m-%d', '%A %d %B %Y', '%d %B %Y', '%B %d, %Y', '%a %d/%m/%Y'):
-        try:
-            return dt.datetime.strptime(s, f).date()
-        except ValueError:
-            pass
-off = [day(h) for h in HOLIDAYS]
-def work(d, n):
-    while d.weekday() > 4 or d in off or n > 0:
-        n -= d.weekday() < 5 and d not in off and n > 0
-        d += dt.timedelta(1)
-    return d
-tasks = {{t[TASK]: t for t in (json.load(open(SRC)) if SRC.endswith('.json') else csv.DictReader(open(SRC)))}}
-end, rows = {{}}, []
-for n in ORDER:
-    t = tasks[n]
-    deps = t[DEPS] if SRC.endswith('.json') else [x for x in t[DEPS].split('; ') if x]
-    s = max([work(day(START), 0)] + [work(end[d], 1) for d in deps])
-    end[n] = work(s, int(t[DUR]) - 1)
-    rows.append([n, t[OWNER], str(s), str(end[n])])
-rows.sort(key=lambda r: r[2])
-if OUT.endswith('.csv'):
-    text = ''.join(','.join(r) + '\\n' for r in [HEADER] + rows)
-else:
-    text = '# Project plan\\n\\nStart: %s\\n\\n| ' % day(START) + ' | '.join(HEADER) + ' |\\n|---|---|---|---|\\n'
-    text += ''.join('| ' + ' | '.join(r) + ' |\\n' for r in rows) + '\\n%s: %s\\n' % (FINISH, max(end.values()))
-os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
-open(OUT, 'w').write(text)
-print('wrote', len(rows), 'tasks to', OUT)
-"""
-
-
 def schedule(tasks: list[dict], start: dt.date, holidays: set[dt.date]) -> dict[str, tuple[dt.date, dt.date]]:
     """Earliest start for each task: the first working day after all its dependencies end."""
     out: dict[str, tuple[dt.date, dt.date]] = {}
@@ -144,7 +107,8 @@ def schedule(tasks: list[dict], start: dt.date, holidays: set[dt.date]) -> dict[
     return out
 
 
-class BuildPlan:
+@operation
+class BuildPlan(OperationGenerator):
     id = "build_plan"
     consumes: tuple[str, ...] = (TABLE, RECORDS)
     produces = (DOCUMENT, EVENTS)
@@ -309,8 +273,8 @@ class BuildPlan:
                            reqs(rng, rules, lead=expand("[Rules:|How to schedule:|Scheduling rules:|]",
                                                                       rng)),
                            order_note, from_source.strip(), aside(rng, ctx.persona))
-        program = PROGRAM.format(src=in_path, out=out, start=starts[k], holidays=hol_words, order=", ".join(chosen),
-                                 incols=list(incols), outcols=list(header), finish=fin_l if as_md else "")
+        program = render("build_plan", src=in_path, out=out, start=starts[k], holidays=hol_words, order=", ".join(chosen),
+                         incols=list(incols), outcols=list(header), finish=fin_l if as_md else "")
         pairs = [[d, t["name"]] for t in tasks for d in t["deps"]]
         dates = [Check("dates_correct", "docs_table_rows", {"path": out, "header": [tc, sc, ec],
                                                             "rows": [[r[0], r[2], r[3]] for r in rows]}),

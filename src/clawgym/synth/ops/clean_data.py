@@ -12,32 +12,20 @@ from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _data_vocab as V
-from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, python, read, to_csv, write
-
-# The program solution: the date formats of flavor.messy_date, money without signs or separators, exact
-# duplicates gone once normalised (the clean rows are distinct by construction), the excluded name's rows gone,
-# sorted on all four columns. The column names and the excluded name are constants of the request.
-PROGRAM = """import os, csv, datetime as dt
-SRC, OUT = {src!r}, {out!r}
-os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
-COLS = {cols!r}
-SKIP = {skip!r}
-def day(s):
-    for f in ('%Y-%m-%d', '%d/%m/%Y', '%b %d, %Y', '%d.%m.%Y', '%Y/%m/%d'):
-        try:
-            return dt.datetime.strptime(s.strip(), f).date().isoformat()
-        except ValueError:
-            pass
-    raise ValueError(s)
-rows = set()
-for r in csv.DictReader(open(SRC, newline='')):
-    a = r[COLS[3]].strip().replace('$', '').replace(',', '')
-    if a and r[COLS[1]].strip() not in SKIP:
-        rows.add((day(r[COLS[0]]), r[COLS[1]].strip(), r[COLS[2]].strip(), '%.2f' % float(a)))
-with open(OUT, 'w', newline='') as f:
-    csv.writer(f, lineterminator='\\n').writerows([COLS] + sorted(rows))
-print('wrote', len(rows), 'rows to', OUT)
-"""
+from clawgym.synth.ops import operation
+from clawgym.synth.ops.base import (
+    TABLE,
+    Artifact,
+    Check,
+    OpContext,
+    OperationGenerator,
+    StepPlan,
+    python,
+    read,
+    to_csv,
+    write,
+)
+from clawgym.synth.ops.programs import render
 
 SKIP_REASONS = [
     "that account is closed now", "those are personal, not business", "they were refunded in full",
@@ -58,7 +46,8 @@ SKIP_DOM = {
 }
 
 
-class CleanData:
+@operation
+class CleanData(OperationGenerator):
     id = "clean_data"
     consumes: tuple[str, ...] = ()
     produces = (TABLE,)
@@ -187,7 +176,7 @@ class CleanData:
                 write(out, to_csv(header, rows)),
             ],
             partial=[write(out, to_csv(header, partial_rows))],
-            program=[read(src), python(PROGRAM.format(src=src, out=out, cols=header, skip=skip))],
+            program=[read(src), python(render("clean_data", src=src, out=out, cols=header, skip=skip))],
             outputs=[Artifact(out, TABLE, {"header": header, "rows": rows}, f"the cleaned {what} ({out})",
                               roles=sc.roles)],
             summary=f"clean {src} into {out}",

@@ -13,7 +13,8 @@ from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _data_vocab as V
-from clawgym.synth.ops.aggregate_and_report import digest, money, refer, table_of
+from clawgym.synth.ops import operation
+from clawgym.synth.ops._tables import digest, money, refer, table_of
 from clawgym.synth.ops.base import (
     CONFIG,
     RECORDS,
@@ -21,118 +22,16 @@ from clawgym.synth.ops.base import (
     Artifact,
     Check,
     OpContext,
+    OperationGenerator,
     StepPlan,
     python,
     read,
     to_csv,
     write,
 )
+from clawgym.synth.ops.programs import render
 
 _NUM = re.compile(r"^-?(0|[1-9]\d*)(\.\d+)?$")
-
-# The program solutions: fixed scripts whose only step-specific parts are the paths (and sheet name) of the
-# request. The numeric columns are found the way numeric_columns() finds them, output formats by extension.
-CSV_RECORDS = """import os, csv, json, re, yaml
-SRC, OUT = {src!r}, {out!r}
-os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
-rows = list(csv.reader(open(SRC, newline='')))
-head = rows[0]
-rows = [r + [''] * (len(head) - len(r)) for r in rows[1:] if r]
-def isnum(v):
-    return re.fullmatch(r'-?(0|[1-9]\\d*)(\\.\\d+)?', v.strip())
-num = [i for i in range(len(head)) if any(r[i].strip() for r in rows)
-       and all(isnum(r[i]) for r in rows if r[i].strip())]
-def value(i, v):
-    if i not in num:
-        return v
-    if not v.strip():
-        return None
-    return float(v) if '.' in v else int(v)
-recs = [{{h: value(i, r[i]) for i, h in enumerate(head)}} for r in rows]
-with open(OUT, 'w') as f:
-    if OUT.endswith('.json'):
-        json.dump(recs, f, indent=2)
-    else:
-        yaml.safe_dump(recs, f, sort_keys=False)
-print('wrote', len(recs), 'records to', OUT)
-"""
-
-_CELL = """def cell(v):
-    if v is None:
-        return ''
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    return v
-"""
-
-RECORDS_CSV = """import os, csv, json, yaml
-SRC, OUT = {src!r}, {out!r}
-os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
-recs = json.load(open(SRC)) if SRC.endswith('.json') else yaml.safe_load(open(SRC))
-head = []
-for r in recs:
-    head += [k for k in r if k not in head]
-""" + _CELL + """with open(OUT, 'w', newline='') as f:
-    w = csv.writer(f, lineterminator='\\n')
-    w.writerow(head)
-    w.writerows([cell(r.get(k)) for k in head] for r in recs)
-print('wrote', len(recs), 'rows to', OUT)
-"""
-
-XLSX_CSV = """import os, csv, openpyxl
-SRC, SHEET, OUT = {src!r}, {sheet!r}, {out!r}
-os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
-rows = list(openpyxl.load_workbook(SRC)[SHEET].iter_rows(values_only=True))
-""" + _CELL + """with open(OUT, 'w', newline='') as f:
-    csv.writer(f, lineterminator='\\n').writerows([cell(v) for v in r] for r in rows)
-print('wrote', len(rows) - 1, 'rows to', OUT)
-"""
-
-_SAVE = """with open(OUT, 'w') as f:
-    if OUT.endswith('.json'):
-        json.dump(data, f, indent=2)
-    else:
-        yaml.safe_dump(data, f, sort_keys=False)
-print('wrote', len(data), 'settings to', OUT)
-"""
-
-STRUCTURED_CONFIG = """import os, json, yaml
-SRC, OUT = {src!r}, {out!r}
-os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
-data = json.load(open(SRC)) if SRC.endswith('.json') else yaml.safe_load(open(SRC))
-""" + _SAVE
-
-_TYPED = """def typed(v):
-    t = v.strip()
-    if re.fullmatch(r'-?(0|[1-9]\\d*)(\\.\\d+)?', t):
-        return float(t) if '.' in t else int(t)
-    if t.lower() in ('true', 'false'):
-        return t.lower() == 'true'
-    return v
-"""
-
-INI_CONFIG = """import os, configparser, json, re, yaml
-SRC, OUT = {src!r}, {out!r}
-os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
-""" + _TYPED + """c = configparser.ConfigParser(interpolation=None)
-c.optionxform = str
-c.read(SRC)
-data = {{s: {{k: typed(v) for k, v in c[s].items()}} for s in c.sections()}}
-""" + _SAVE
-
-ENV_CONFIG = """import os, json, re, yaml
-SRC, OUT = {src!r}, {out!r}
-os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
-""" + _TYPED + """data = {{}}
-for line in open(SRC):
-    k, eq, v = line.strip().partition('=')
-    if eq and not k.startswith('#'):
-        v = v.strip()
-        data[k.strip()] = typed(v[1:-1] if v[:1] == '"' else v)
-""" + _SAVE
-
 
 def _out_path(ctx: OpContext, src_path: str, stem: str, ext: str) -> str:
     """The converted file: next to the source or in an output folder, as the source's stem or a variant."""
@@ -204,7 +103,8 @@ def _cell(v) -> str:
     return str(v)
 
 
-class ConvertFormat:
+@operation
+class ConvertFormat(OperationGenerator):
     id = "convert_format"
     consumes: tuple[str, ...] = (TABLE, RECORDS, CONFIG)
     produces = (TABLE, RECORDS, CONFIG)
@@ -268,7 +168,7 @@ class ConvertFormat:
         return StepPlan(
             operation=self.id, instruction=instruction, files=files, checks=checks,
             steps=reads + [write(out, text)], partial=[write(out, partial_text)],
-            program=reads + [python(CSV_RECORDS.format(src=src_path, out=out))],
+            program=reads + [python(render("convert_format_csv_records", src=src_path, out=out))],
             outputs=[Artifact(out, RECORDS, recs, f"the {fmt.upper()} version of {src_path} ({out})", roles=roles)],
             summary=f"convert {src_path} to {fmt.upper()} ({out})", fingerprint=digest([header, rows, fmt]),
         )
@@ -286,8 +186,8 @@ class ConvertFormat:
         stem = src_path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
         out = ctx.path(_out_path(ctx, src_path, stem, "csv"))
         sheet_note = f" (only the sheet named \"{sheet}\")" if sheet is not None else ""
-        program = python(XLSX_CSV.format(src=src_path, sheet=sheet, out=out) if sheet is not None else
-                         RECORDS_CSV.format(src=src_path, out=out))
+        program = python(render("convert_format_xlsx_csv", src=src_path, sheet=sheet, out=out) if sheet is not None
+                         else render("convert_format_records_csv", src=src_path, out=out))
         items = [
             expand("header row {h} (in that order)", rng, h=",".join(header)) if rng.random() < 0.5 else
             expand("columns {h} in this order", rng, h=", ".join(header)),
@@ -386,8 +286,9 @@ class ConvertFormat:
         return StepPlan(
             operation=self.id, instruction=instruction, files=files, checks=checks,
             steps=reads + [write(out, text)], partial=[write(out, _yaml(half) if to_yaml else _json(half))],
-            program=reads + [python((ENV_CONFIG if src_path.endswith(".env") else INI_CONFIG if ini else STRUCTURED_CONFIG)
-                                    .format(src=src_path, out=out))],
+            program=reads + [python(render("convert_format_env_config" if src_path.endswith(".env") else
+                                           "convert_format_ini_config" if ini else "convert_format_structured_config",
+                                           src=src_path, out=out))],
             outputs=[Artifact(out, CONFIG, data, f"the {fmt} version of the config ({out})")],
             summary=f"convert {src_path} to {fmt} ({out})", fingerprint=digest(data),
         )

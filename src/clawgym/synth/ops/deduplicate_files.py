@@ -10,8 +10,20 @@ from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _files_vocab as V
-from clawgym.synth.ops.aggregate_and_report import digest
-from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, exec_, ls, to_csv, write
+from clawgym.synth.ops import operation
+from clawgym.synth.ops._tables import digest
+from clawgym.synth.ops.base import (
+    TABLE,
+    Artifact,
+    Check,
+    OpContext,
+    OperationGenerator,
+    StepPlan,
+    exec_,
+    ls,
+    to_csv,
+    write,
+)
 
 LOG_HEADERS = [["removed", "reason", "kept"], ["deleted_file", "why", "kept_file"], ["path", "reason", "replaced_by"],
                ["file", "reason", "kept_copy"], ["removed_path", "reason", "surviving_path"]]
@@ -43,11 +55,13 @@ def _doc_text(rng, title: str, voc: dict, people: list[str], ext: str, topics: l
     return "\n".join(lines) + "\n"
 
 
-class DeduplicateFiles:
+@operation
+class DeduplicateFiles(OperationGenerator):
     id = "deduplicate_files"
     consumes: tuple[str, ...] = ()
     produces = (TABLE,)
     standalone = True
+    folder_scoped = True
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
         rng = ctx.rng

@@ -13,6 +13,7 @@ from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.calendar_words import MONTHS
 from clawgym.synth.grammar import one_of
+from clawgym.synth.ops import operation
 from clawgym.synth.ops._docs_common import (
     add_workdays,
     aside,
@@ -40,12 +41,14 @@ from clawgym.synth.ops.base import (
     Artifact,
     Check,
     OpContext,
+    OperationGenerator,
     StepPlan,
     python,
     read,
     to_csv,
     write,
 )
+from clawgym.synth.ops.programs import render
 
 DATE_COLS = ["date", "order_date", "ordered_on", "booked", "invoice_date", "day"]
 SUP_COLS = ["supplier", "vendor", "payee", "merchant", "seller", "paid_to"]
@@ -59,45 +62,6 @@ STATUS_SCHEMES = [("status", "active", ["left", "on leave"]), ("state", "current
                   ("membership", "member", ["lapsed", "resigned"]), ("active", "yes", ["no"]),
                   ("status", "in", ["out", "away"]), ("roster", "on", ["off", "leaver"])]
 
-
-
-# The program solution of a reply with figures: addresses, subject, column names, category, month and the
-# supplier to leave out copied from the request and the question; the figures computed from the order sheet.
-REPLY_PROGRAM = """import csv, os, datetime as dt
-DATA, OUT = %r, %r
-FROM, TO, CC = %r, %r, %r
-SUBJECT = %r
-DATE, SUPPLIER, CAT, AMOUNT = %r, %r, %r, %r
-CATEGORY, MONTH, EXCLUDE = %r, %r, %r
-m = dt.datetime.strptime(MONTH, '%%B %%Y').strftime('%%Y-%%m')
-rows = [r for r in csv.DictReader(open(DATA)) if r[CAT] == CATEGORY and r[DATE].startswith(m)
-        and r[SUPPLIER] != EXCLUDE]
-by = {}
-for r in rows:
-    by[r[SUPPLIER]] = by.get(r[SUPPLIER], 0) + float(r[AMOUNT])
-top = min(by, key=lambda k: (-by[k], k))
-total = sum(float(r[AMOUNT]) for r in rows)
-os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
-text = 'From: %%s\\nTo: %%s\\n' %% (FROM, TO) + ('Cc: %%s\\n' %% CC if CC else '') + 'Subject: %%s\\n\\n' %% SUBJECT
-text += 'Hello,\\n\\nIn %%s we spent %%.2f on %%s, across %%d orders. The biggest supplier was %%s (%%.2f).\\n' %% (
-    MONTH, total, CATEGORY, len(rows), top, by[top])
-open(OUT, 'w').write(text)
-print('wrote', OUT)
-"""
-
-
-# The program solution of an announcement: the active people of the team list as recipients, the event as
-# written in the request, and the planning notes themselves as the body (when, where, agenda, RSVP).
-ANNOUNCE_PROGRAM = """import csv, os
-NOTES, TEAM, OUT = %r, %r, %r
-FROM, EVENT = %r, %r
-EMAIL, STATUS, ACTIVE = %r, %r, %r
-to = [r[EMAIL] for r in csv.DictReader(open(TEAM)) if r[STATUS] == ACTIVE]
-os.makedirs(os.path.dirname(OUT) or '.', exist_ok=True)
-text = 'From: %%s\\nTo: %%s\\nSubject: Invitation: %%s\\n\\n' %% (FROM, ', '.join(to), EVENT) + open(NOTES).read()
-open(OUT, 'w').write(text)
-print('wrote', OUT, 'to', len(to), 'people')
-"""
 
 
 def _f(v: str) -> float:
@@ -141,7 +105,8 @@ def _iso_date(v) -> dt.date | None:
         return None
 
 
-class DraftMessage:
+@operation
+class DraftMessage(OperationGenerator):
     id = "draft_message"
     consumes: tuple[str, ...] = (DOCUMENT, TABLE, RECORDS, EVENTS)
     produces: tuple[str, ...] = ()
@@ -303,9 +268,10 @@ class DraftMessage:
             operation=self.id, instruction=instruction, checks=checks, files=files,
             steps=[read(ask_path), read(data_path), write(out, text)],
             partial=[write(out, partial)],
-            program=[read(ask_path), read(data_path), python(REPLY_PROGRAM % (
-                data_path, out, my_addr, asker_addr, cc[1] if cc else "", f"Re: {subject}", dcol, scol, ccol, acol,
-                cat, f"{mname} 2026", exclude))],
+            program=[read(ask_path), read(data_path), python(render(
+                "draft_message_reply", data=data_path, out=out, sender=my_addr, to=asker_addr,
+                cc=cc[1] if cc else "", subject=f"Re: {subject}", date_col=dcol, supplier_col=scol, cat_col=ccol,
+                amount_col=acol, category=cat, month=f"{mname} 2026", exclude=exclude))],
             outputs=[],
             summary=f"draft a reply to {ask_path} with the {cat} figures",
             fingerprint=digest(rows, cat, month, exclude),
@@ -426,7 +392,8 @@ class DraftMessage:
             steps=[read(notes_path), read(team_path), write(out, text)],
             partial=[write(out, partial)],
             program=[read(notes_path), read(team_path),
-                     python(ANNOUNCE_PROGRAM % (notes_path, team_path, out, my_addr, event, ecol, scol, active_v))],
+                     python(render("draft_message_announce", notes=notes_path, team=team_path, out=out,
+                                   sender=my_addr, event=event, email_col=ecol, status_col=scol, active=active_v))],
             outputs=[],
             summary=f"draft the invitation to the {event}",
             fingerprint=digest(notes, active),

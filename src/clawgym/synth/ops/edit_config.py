@@ -12,7 +12,18 @@ import yaml
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor, world
 from clawgym.synth.grammar import one_of, requirements
-from clawgym.synth.ops.base import CONFIG, Artifact, Check, OpContext, StepPlan, python, read, write
+from clawgym.synth.ops import operation
+from clawgym.synth.ops.base import (
+    CONFIG,
+    Artifact,
+    Check,
+    OpContext,
+    OperationGenerator,
+    StepPlan,
+    python,
+    read,
+    write,
+)
 
 FORMATS = ("yaml", "json", "ini", "env")
 FILE_NAMES = {
@@ -310,7 +321,8 @@ def program(fmt: str, path: str, edits: list[tuple]) -> str:
     return f"PATH = {path!r}\nEDITS = [\n{lines}]\n" + BODIES[fmt]
 
 
-class EditConfig:
+@operation
+class EditConfig(OperationGenerator):
     id = "edit_config"
     consumes: tuple[str, ...] = ()
     produces = (CONFIG,)

@@ -10,6 +10,7 @@ import re
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.ops import operation
 from clawgym.synth.ops._docs_common import (
     add_workdays,
     aside,
@@ -25,7 +26,16 @@ from clawgym.synth.ops._docs_common import (
 from clawgym.synth.ops._docs_common import (
     phrase as say,
 )
-from clawgym.synth.ops.base import DOCUMENT, Artifact, Check, OpContext, StepPlan, read, write
+from clawgym.synth.ops.base import (
+    DOCUMENT,
+    Artifact,
+    Check,
+    OpContext,
+    OperationGenerator,
+    StepPlan,
+    read,
+    write,
+)
 
 TYPOS = {
     "receive": "recieve", "separate": "seperate", "necessary": "neccessary", "schedule": "shedule",
@@ -100,7 +110,8 @@ def _unique_in(text: str, s: str) -> bool:
     return text.count(s) == 1
 
 
-class EditDocument:
+@operation
+class EditDocument(OperationGenerator):
     id = "edit_document"
     consumes: tuple[str, ...] = (DOCUMENT,)
     produces = (DOCUMENT,)

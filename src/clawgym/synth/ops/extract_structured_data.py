@@ -14,7 +14,8 @@ from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _data_vocab as V
-from clawgym.synth.ops.aggregate_and_report import digest, money, refer
+from clawgym.synth.ops import operation
+from clawgym.synth.ops._tables import digest, money, refer
 from clawgym.synth.ops.base import (
     DOCUMENT,
     MESSAGES,
@@ -23,6 +24,7 @@ from clawgym.synth.ops.base import (
     Artifact,
     Check,
     OpContext,
+    OperationGenerator,
     StepPlan,
     exec_,
     ls,
@@ -147,11 +149,13 @@ def _order(rng, d: str, f: str) -> str:
     ]), rng, clause=True, d=d, f=f)
 
 
-class ExtractStructuredData:
+@operation
+class ExtractStructuredData(OperationGenerator):
     id = "extract_structured_data"
     consumes: tuple[str, ...] = (DOCUMENT, MESSAGES)
     produces = (TABLE, RECORDS)
     standalone = True
+    folder_scoped = True
 
     # ----------------------------------------------------------------------------------------- standalone
     def _receipts(self, ctx: OpContext):

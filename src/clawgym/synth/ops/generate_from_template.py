@@ -12,6 +12,7 @@ from clawgym.checks.checklib_docs import _docs_has
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.ops import operation
 from clawgym.synth.ops._docs_common import (
     add_workdays,
     aside,
@@ -39,6 +40,7 @@ from clawgym.synth.ops.base import (
     Artifact,
     Check,
     OpContext,
+    OperationGenerator,
     StepPlan,
     read,
     to_csv,
@@ -244,7 +246,8 @@ def _sort_key(v: str) -> tuple:
         return (1, 0.0, t.casefold())
 
 
-class GenerateFromTemplate:
+@operation
+class GenerateFromTemplate(OperationGenerator):
     id = "generate_from_template"
     consumes: tuple[str, ...] = (TABLE, RECORDS)
     produces = (DOCUMENT, MESSAGES)

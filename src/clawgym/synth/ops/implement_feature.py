@@ -11,8 +11,8 @@ from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _dev_vocab as vocab
-from clawgym.synth.ops.base import Artifact, Check, OpContext, StepPlan, edit, exec_, read
-from clawgym.synth.ops.fix_failing_tests import (
+from clawgym.synth.ops import operation
+from clawgym.synth.ops._pyrepo import (
     PYTEST_ARGS,
     git_commit_cmd,
     module_source,
@@ -21,6 +21,7 @@ from clawgym.synth.ops.fix_failing_tests import (
     test_source,
     varied_modules,
 )
+from clawgym.synth.ops.base import Artifact, Check, OpContext, OperationGenerator, StepPlan, edit, exec_, read
 
 
 @dataclass
@@ -333,11 +334,13 @@ def feature_tests(pkg: str, f: Feature) -> str:
     return "\n".join(imports) + "\n" + f.tests
 
 
-class ImplementFeature:
+@operation
+class ImplementFeature(OperationGenerator):
     id = "implement_feature"
     consumes: tuple[str, ...] = ()
     produces: tuple[str, ...] = ()
     standalone = True
+    folder_scoped = True
 
     def plan(self, ctx: OpContext, source: Artifact | None = None) -> StepPlan:
         rng = ctx.rng

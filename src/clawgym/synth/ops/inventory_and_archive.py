@@ -11,8 +11,21 @@ from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _files_vocab as V
-from clawgym.synth.ops.aggregate_and_report import digest, money
-from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, exec_, ls, read, to_csv, write
+from clawgym.synth.ops import operation
+from clawgym.synth.ops._tables import digest, money
+from clawgym.synth.ops.base import (
+    TABLE,
+    Artifact,
+    Check,
+    OpContext,
+    OperationGenerator,
+    StepPlan,
+    exec_,
+    ls,
+    read,
+    to_csv,
+    write,
+)
 
 MANIFEST_HEADERS = [["path", "size_bytes", "type"], ["file", "bytes", "extension"], ["path", "size", "ext"],
                     ["relative_path", "size_in_bytes", "file_type"], ["path", "bytes", "kind"]]
@@ -43,11 +56,13 @@ def _content(rng, kind: str, title: str, voc: dict, people: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-class InventoryAndArchive:
+@operation
+class InventoryAndArchive(OperationGenerator):
     id = "inventory_and_archive"
     consumes: tuple[str, ...] = ()
     produces = (TABLE,)
     standalone = True
+    folder_scoped = True
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
         rng = ctx.rng

@@ -10,8 +10,19 @@ from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _data_vocab as V
+from clawgym.synth.ops import operation
 from clawgym.synth.ops._docs_common import digest, persona_email
-from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, read, to_csv, write
+from clawgym.synth.ops.base import (
+    TABLE,
+    Artifact,
+    Check,
+    OpContext,
+    OperationGenerator,
+    StepPlan,
+    read,
+    to_csv,
+    write,
+)
 
 # (country, calling code, national significant number length, trunk prefix, example area codes)
 COUNTRIES = [
@@ -48,11 +59,13 @@ def _messy_phone(rng: random.Random, country: tuple, nsn: str) -> str:
     return rng.choice(opts)
 
 
-class ManageContacts:
+@operation
+class ManageContacts(OperationGenerator):
     id = "manage_contacts"
     consumes: tuple[str, ...] = ()
     produces = (TABLE,)
     standalone = True
+    folder_scoped = True
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
         rng = ctx.rng

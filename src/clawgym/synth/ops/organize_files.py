@@ -9,8 +9,20 @@ from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _files_vocab as V
-from clawgym.synth.ops.aggregate_and_report import digest, money
-from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, exec_, ls, to_csv, write
+from clawgym.synth.ops import operation
+from clawgym.synth.ops._tables import digest, money
+from clawgym.synth.ops.base import (
+    TABLE,
+    Artifact,
+    Check,
+    OpContext,
+    OperationGenerator,
+    StepPlan,
+    exec_,
+    ls,
+    to_csv,
+    write,
+)
 
 LOG_HEADERS = [["old_path", "new_path"], ["from", "to"], ["source", "destination"], ["before", "after"],
                ["original_path", "moved_to"], ["old_location", "new_location"]]
@@ -92,11 +104,13 @@ def make_pile(ctx: OpContext, n_min: int = 9, n_max: int = 15, bill: str = "invo
     return out
 
 
-class OrganizeFiles:
+@operation
+class OrganizeFiles(OperationGenerator):
     id = "organize_files"
     consumes: tuple[str, ...] = ()
     produces = (TABLE,)
     standalone = True
+    folder_scoped = True
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
         rng = ctx.rng

@@ -9,8 +9,20 @@ import datetime as dt
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import one_of
+from clawgym.synth.ops import operation
 from clawgym.synth.ops._docs_common import aside, digest, join, long_date, phrase, reqs, wfolder
-from clawgym.synth.ops.base import DOCUMENT, Artifact, Check, OpContext, StepPlan, exec_, ls, read, write
+from clawgym.synth.ops.base import (
+    DOCUMENT,
+    Artifact,
+    Check,
+    OpContext,
+    OperationGenerator,
+    StepPlan,
+    exec_,
+    ls,
+    read,
+    write,
+)
 
 # tag -> (title templates, body sentence templates)
 TOPICS: dict[str, tuple[list[str], list[str]]] = {
@@ -75,11 +87,13 @@ def _story(rng, notes: list[dict], root: str) -> str:
         title=oldest["title"], date=long_date(oldest["date"]), root=root, n=len(notes))
 
 
-class OrganizeNotes:
+@operation
+class OrganizeNotes(OperationGenerator):
     id = "organize_notes"
     consumes: tuple[str, ...] = ()
     produces = (DOCUMENT,)
     standalone = True
+    folder_scoped = True
 
     def _notes(self, ctx: OpContext):
         rng = ctx.rng

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import dataclass
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _data_vocab as V
-from clawgym.synth.ops.aggregate_and_report import (
+from clawgym.synth.ops import operation
+from clawgym.synth.ops._tables import (
     digest,
     is_quantity,
     money,
@@ -20,7 +22,17 @@ from clawgym.synth.ops.aggregate_and_report import (
     table_of,
     unique_column,
 )
-from clawgym.synth.ops.base import TABLE, Artifact, Check, OpContext, StepPlan, read, to_csv, write
+from clawgym.synth.ops.base import (
+    TABLE,
+    Artifact,
+    Check,
+    OpContext,
+    OperationGenerator,
+    StepPlan,
+    read,
+    to_csv,
+    write,
+)
 
 OUT_HEADER = ["date", "payee", "ledger_amount", "bank_amount", "reason"]
 REASONS = ["missing_in_bank", "missing_in_ledger", "amount_mismatch", "date_mismatch"]
@@ -104,7 +116,49 @@ def _parse_date(s: str) -> dt.date | None:
         return None
 
 
-class ReconcileRecords:
+@dataclass
+class _Books:
+    """The data stage: the ledger and the bank's side of it."""
+
+    ledger: list  # (date, payee, amount)
+    ledger_path: str
+    ledger_words: str  # how the request names the ledger
+    name_col: str
+    story: str
+    statement: str  # "bank statement", "card statement", ...
+    bank: list  # (date, payee, amount), sorted
+    expected: list  # the mismatch rows, reasons as REASONS
+
+
+@dataclass
+class _Statement:
+    """The statement as the bank writes it, and the request's note about its format."""
+
+    header: list[str]
+    rows: list[list[str]]
+    note: str
+
+
+@dataclass
+class _Request:
+    """The phrasing stage: paths, the output's columns and reason codes, the request."""
+
+    bank_path: str
+    out: str
+    header: list[str]
+    codes: list[str]
+    code: dict[str, str]  # REASONS -> the request's codes
+    expected: list  # the mismatch rows with the request's codes
+    dcol: str
+    ncol: str
+    ocol: str
+    tcol: str
+    rcol: str
+    instruction: str
+
+
+@operation
+class ReconcileRecords(OperationGenerator):
     id = "reconcile_records"
     consumes: tuple[str, ...] = (TABLE,)
     produces = (TABLE,)
@@ -149,13 +203,48 @@ class ReconcileRecords:
         return ledger, path, sc.header, rows, sc, month
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
-        rng = ctx.rng
         files: list[WorkspaceFile] = []
         ledger = self._ledger_from(source)
         if ledger is None and source is not None:
             generic = self._generic(ctx, source)
             if generic is not None:
                 return generic
+        books = self._books(ctx, source, ledger, files)
+        stmt = self._statement(ctx, books)
+        ask = self._request(ctx, books, stmt, files)
+        checks = self._checks(ask)
+        ledger_path, bank_path, out, out_header, expected = books.ledger_path, ask.bank_path, ask.out, ask.header, \
+            ask.expected
+        ledger, brows, ncol, dcol, ocol, rcol = books.ledger, stmt.rows, ask.ncol, ask.dcol, ask.ocol, ask.rcol
+        code = ask.code
+        # partial: only the lines missing from the bank found, and a wrong bank amount for one of them
+        missing = [list(r) for r in expected if r[4] == code["missing_in_bank"]]
+        partial_rows = missing + [[r[0], r[1], r[2], r[2], "amount differs"] for r in expected
+                                  if r[4] == code["amount_mismatch"]]
+        instruction = ask.instruction
+        return StepPlan(
+            operation=self.id,
+            instruction=instruction,
+            files=files,
+            checks=checks,
+            steps=[read(ledger_path), read(bank_path), write(out, to_csv(out_header, expected))],
+            partial=[read(bank_path), write(out, to_csv(out_header, partial_rows))],
+            outputs=[Artifact(out, TABLE, {"header": out_header, "rows": expected},
+                              expand("[the reconciliation mismatch list|the list of mismatches|the reconciliation result|the "
+                                     "unmatched lines] ({out})", ctx.rng, clause=True, out=out),
+                              roles={"date": dcol, "name": ncol, "group": rcol, "value": ocol})],
+            summary=f"reconcile {ledger_path} against {bank_path} into {out}",
+            fingerprint=digest([[(d.isoformat(), p, v) for d, p, v in ledger], brows]),
+        )
+
+
+    # ----------------------------------------------------------------------------------------- data
+    def _books(self, ctx: OpContext, source: Artifact | None, ledger: list | None,
+               files: list[WorkspaceFile]) -> _Books:
+        """The ledger (the previous step's, or one of our own added to `files`), and the bank's side of it: a
+        copy with 1-2 lines missing, an amount and a date off and a payee of its own, drawn until the expected
+        mismatches are unambiguous."""
+        rng = ctx.rng
         story = ""
         if ledger is not None and source is not None:
             ledger_path, ledger_words = source.path, refer(source, ctx.rng)
@@ -205,6 +294,12 @@ class ReconcileRecords:
                 break
         bank.sort(key=lambda x: (x[0], x[1]))
 
+        return _Books(ledger, ledger_path, ledger_words, name_col, story, statement, bank, expected)
+
+    def _statement(self, ctx: OpContext, books: _Books) -> _Statement:
+        """The statement in one of the bank formats, and how the request warns about that format."""
+        rng = ctx.rng
+        bank = books.bank
         style = rng.choice(["signed", "debit", "upper"])
         if style == "signed":
             bheader = [rng.choice(["Booking date", "Value date", "Date"]), rng.choice(["Counterparty", "Name", "Details"]),
@@ -250,6 +345,16 @@ class ReconcileRecords:
                 "[Their|The bank's] amounts may have thousands separators and every [payee|name] is shouted in "
                 "capitals - case doesn't matter when [you compare|matching].",
             ])
+        return _Statement(bheader, brows, fmt_note)
+
+    # ----------------------------------------------------------------------------------------- phrasing
+    def _request(self, ctx: OpContext, books: _Books, stmt: _Statement, files: list[WorkspaceFile]) -> _Request:
+        """The statement's and the output's paths (the statement added to `files`), the output's columns and
+        reason codes, and the request: the matching rule, the layout."""
+        rng = ctx.rng
+        ledger, name_col, expected, story = books.ledger, books.name_col, books.expected, books.story
+        ledger_words, statement, bheader, brows, fmt_note = books.ledger_words, books.statement, stmt.header, \
+            stmt.rows, stmt.note
         mon = ledger[0][0].strftime("%b").lower()
         bfold = V.folder(ctx.persona, rng, ["bank", "statements", "downloads"])
         bank_path = ctx.path(V.join(bfold, rng.choice(STATEMENT_NAMES).format(mon=mon) + ".csv"))
@@ -366,6 +471,15 @@ class ReconcileRecords:
         if rng.random() < 0.35:
             parts = [lead + " " + where + " " + fmt_note, parts[2], rules_txt]
         instruction = V.cat(*parts)
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
+        return _Request(bank_path, out, out_header, codes, code, expected, dcol, ncol, ocol, tcol, rcol, instruction)
+
+    # ----------------------------------------------------------------------------------------- checks
+    @staticmethod
+    def _checks(ask: _Request) -> list[Check]:
+        """The mismatches found (payee and reason), their amounts and dates, the reasons from the given list."""
+        out, expected, codes = ask.out, ask.expected, ask.codes
+        dcol, ncol, ocol, tcol, rcol = ask.dcol, ask.ncol, ask.ocol, ask.tcol, ask.rcol
         checks = [
             Check("mismatches_found", "csv_rows",
                   {"path": out, "header": [ncol, rcol], "rows": [[r[1], r[4]] for r in expected]}),
@@ -377,25 +491,7 @@ class ReconcileRecords:
             Check("reasons_from_list", "column_matches",
                   {"path": out, "column": rcol, "pattern": "|".join(codes)}),
         ]
-        # partial: only the lines missing from the bank found, and a wrong bank amount for one of them
-        missing = [list(r) for r in expected if r[4] == code["missing_in_bank"]]
-        partial_rows = missing + [[r[0], r[1], r[2], r[2], "amount differs"] for r in expected
-                                  if r[4] == code["amount_mismatch"]]
-        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
-        return StepPlan(
-            operation=self.id,
-            instruction=instruction,
-            files=files,
-            checks=checks,
-            steps=[read(ledger_path), read(bank_path), write(out, to_csv(out_header, expected))],
-            partial=[read(bank_path), write(out, to_csv(out_header, partial_rows))],
-            outputs=[Artifact(out, TABLE, {"header": out_header, "rows": expected},
-                              expand("[the reconciliation mismatch list|the list of mismatches|the reconciliation result|the "
-                                     "unmatched lines] ({out})", ctx.rng, clause=True, out=out),
-                              roles={"date": dcol, "name": ncol, "group": rcol, "value": ocol})],
-            summary=f"reconcile {ledger_path} against {bank_path} into {out}",
-            fingerprint=digest([[(d.isoformat(), p, v) for d, p, v in ledger], brows]),
-        )
+        return checks
 
     # ----------------------------------------------------------------------------------------- any keyed table
     def _generic(self, ctx: OpContext, source: Artifact) -> StepPlan | None:

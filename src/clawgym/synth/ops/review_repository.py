@@ -8,18 +8,30 @@ from __future__ import annotations
 import hashlib
 import json
 import string
+from dataclasses import dataclass
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor, world
 from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _dev_vocab as vocab
-from clawgym.synth.ops.base import DOCUMENT, Artifact, Check, OpContext, StepPlan, exec_, read, write
-from clawgym.synth.ops.fix_failing_tests import (
+from clawgym.synth.ops import operation
+from clawgym.synth.ops._pyrepo import (
     module_source,
     package_name,
     repo_scaffold,
     test_source,
     varied_modules,
+)
+from clawgym.synth.ops.base import (
+    DOCUMENT,
+    Artifact,
+    Check,
+    OpContext,
+    OperationGenerator,
+    StepPlan,
+    exec_,
+    read,
+    write,
 )
 
 KINDS = ["secret", "stale_todo", "untested_function", "yanked_dependency", "large_file"]
@@ -52,13 +64,69 @@ def _token(rng, n=32) -> str:
     return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(n))
 
 
-class ReviewRepository:
+@dataclass
+class _Repository:
+    """The data stage of a review: the repository and the problems planted in it."""
+
+    pkg: str
+    project: str
+    project_word: str
+    repo: str  # its path in the workspace
+    owner: str
+    dev2: str
+    dev3: str
+    kinds: list[str]  # the kinds of problem planted, in KINDS order
+    today: str
+    rules_file: str
+    limit_kb: int
+    findings: list[dict]  # {kind, file, groups (words near the file's name in a Markdown review), line}
+    commits: list[dict]
+    file: WorkspaceFile  # the repository, generated from `commits`
+    secret: str
+
+
+@dataclass
+class _Request:
+    """The phrasing stage: the review's path, format and JSON field names, and the request."""
+
+    out: str
+    fmt: str
+    f_file: str
+    f_cat: str
+    f_note: str
+    instruction: str
+
+
+@operation
+class ReviewRepository(OperationGenerator):
     id = "review_repository"
     consumes: tuple[str, ...] = ()
     produces = (DOCUMENT,)
     standalone = True
+    folder_scoped = True
 
     def plan(self, ctx: OpContext, source: Artifact | None = None) -> StepPlan:
+        repo = self._repository(ctx)
+        ask = self._request(ctx, repo)
+        checks = self._checks(repo, ask)
+        text, half, steps = self._solutions(repo, ask)
+        expected = [{ask.f_file: f["file"], ask.f_cat: f["kind"]} for f in repo.findings]
+        return StepPlan(
+            operation=self.id,
+            instruction=ask.instruction,
+            files=[repo.file],
+            checks=checks,
+            steps=steps,
+            partial=[write(ask.out, half)],
+            outputs=[Artifact(ask.out, DOCUMENT, text, f"the review of {repo.repo} ({ask.out})")],
+            summary=f"review {repo.repo} ({len(repo.findings)} findings)",
+            fingerprint=hashlib.sha256(json.dumps([repo.kinds, expected, repo.secret]).encode()).hexdigest()[:16],
+        )
+
+    # ------------------------------------------------------------------------------------------ data
+    def _repository(self, ctx: OpContext) -> _Repository:
+        """The repository: its code, tests, settings, requirements, data files and house rules over three commits,
+        with the problems of 3-5 kinds planted in it (the findings) next to look-alikes that are fine."""
         rng = ctx.rng
         pkg = package_name(ctx.persona, rng)
         project = pkg.replace("_", rng.choice(["-", "-", "_"]))
@@ -206,7 +274,17 @@ class ReviewRepository:
              "files": rest, "author": a3, "date": vocab.commit_date(rng, y + 1, (1, 2))},
         ]
         ws_file = WorkspaceFile(path=repo, generate=GeneratedContent(kind="git", params={"commits": commits}))
+        return _Repository(pkg, project, project_word, repo, owner, dev2, dev3, kinds, today, rules_file, limit_kb,
+                           findings, commits, ws_file, secret)
 
+    # ------------------------------------------------------------------------------------------ phrasing
+    def _request(self, ctx: OpContext, data: _Repository) -> _Request:
+        """Where the review goes, in which format with which field names, and the request (the findings are put
+        in the order the review lists them)."""
+        rng = ctx.rng
+        repo, today, rules_file, findings, kinds = data.repo, data.today, data.rules_file, data.findings, data.kinds
+        owner, dev2, dev3, project, project_word = data.owner, data.dev2, data.dev3, data.project, data.project_word
+        pkg, limit_kb, commits = data.pkg, data.limit_kb, data.commits
         fmt = rng.choice(["md", "md", "json"])
         folder = world.folder(ctx.persona, rng, REVIEW_FOLDERS, p_world=0.3)
         stem = rng.choice(["review", f"{project}_review", "code_review", f"review_{today}", "findings",
@@ -266,6 +344,14 @@ class ReviewRepository:
         notes = " ".join(n[:1].upper() + n[1:] + "." for n in notes)
         parts = [opening, notes, spec] if rng.random() < 0.5 else [opening, spec, notes]
         instruction = ("\n" if rng.random() < 0.3 else " ").join(p for p in parts if p)
+        return _Request(out, fmt, f_file, f_cat, f_note, instruction)
+
+    # ------------------------------------------------------------------------------------------ checks
+    @staticmethod
+    def _checks(data: _Repository, ask: _Request) -> list[Check]:
+        """One check per finding (its file named with words of its kind nearby, or its JSON object), and for a
+        JSON review no finding that is not one."""
+        findings, out, fmt, f_file, f_cat = data.findings, ask.out, ask.fmt, ask.f_file, ask.f_cat
         checks = []
         for f in sorted(findings, key=lambda x: KINDS.index(x["kind"])):
             name = {"secret": "secret_flagged", "stale_todo": "stale_todo_flagged",
@@ -283,6 +369,16 @@ class ReviewRepository:
             checks.append(Check("no_false_findings", "sys_findings", {
                 "path": out, "fields": [f_file, f_cat], "path_fields": [f_file], "expected": expected,
                 "mode": "precision"}))
+        return checks
+
+    # ------------------------------------------------------------------------------------------ solutions
+    @staticmethod
+    def _solutions(data: _Repository, ask: _Request) -> tuple[str, str, list]:
+        """The review (the reference writes it after reading the rules and the history), and a partial one: half
+        the findings and a false one."""
+        findings, out, fmt, f_file, f_cat, f_note = data.findings, ask.out, ask.fmt, ask.f_file, ask.f_cat, ask.f_note
+        project, today, rules_file, repo = data.project, data.today, data.rules_file, data.repo
+        if fmt == "json":
             text = json.dumps([{f_file: f["file"], f_cat: f["kind"], f_note: f["line"].split(": ", 1)[1]}
                                for f in findings], indent=2) + "\n"
             half = json.dumps([{f_file: f["file"], f_cat: f["kind"], f_note: f["line"].split(": ", 1)[1]}
@@ -297,17 +393,7 @@ class ReviewRepository:
                  exec_(f"cd {repo} && git log --stat --format='%h %an %s' | head -60 && grep -rn TODO --include=*.py . "
                        "; wc -c $(git ls-files) | sort -n | tail -5"),
                  write(out, text)]
-        return StepPlan(
-            operation=self.id,
-            instruction=instruction,
-            files=[ws_file],
-            checks=checks,
-            steps=steps,
-            partial=[write(out, half)],
-            outputs=[Artifact(out, DOCUMENT, text, f"the review of {repo} ({out})")],
-            summary=f"review {repo} ({len(findings)} findings)",
-            fingerprint=hashlib.sha256(json.dumps([kinds, expected, secret]).encode()).hexdigest()[:16],
-        )
+        return text, half, steps
 
 
 GENERATORS = [ReviewRepository()]

@@ -12,6 +12,7 @@ from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _data_vocab as V
+from clawgym.synth.ops import operation
 from clawgym.synth.ops._docs_common import (
     date_col,
     dated,
@@ -24,7 +25,18 @@ from clawgym.synth.ops._docs_common import (
     table_of,
     text_col,
 )
-from clawgym.synth.ops.base import EVENTS, TABLE, Artifact, Check, OpContext, StepPlan, read, to_csv, write
+from clawgym.synth.ops.base import (
+    EVENTS,
+    TABLE,
+    Artifact,
+    Check,
+    OpContext,
+    OperationGenerator,
+    StepPlan,
+    read,
+    to_csv,
+    write,
+)
 
 Span = tuple[dt.datetime, dt.datetime]
 
@@ -115,7 +127,8 @@ OUT_NAMES = ["new_meeting", "invite", "to_book", "booking", "meeting_request", "
 CAL_FOLDERS = ["cal", "calendar", "meetings", "diary", "scheduling", ""]
 
 
-class ScheduleEvents:
+@operation
+class ScheduleEvents(OperationGenerator):
     id = "schedule_events"
     consumes: tuple[str, ...] = (EVENTS, TABLE)
     produces = (EVENTS,)

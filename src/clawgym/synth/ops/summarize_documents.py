@@ -13,6 +13,7 @@ import re
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import one_of
+from clawgym.synth.ops import operation
 from clawgym.synth.ops._docs_common import (
     add_workdays,
     aside,
@@ -28,7 +29,18 @@ from clawgym.synth.ops._docs_common import (
     words,
     wpath,
 )
-from clawgym.synth.ops.base import DOCUMENT, MESSAGES, Artifact, Check, OpContext, StepPlan, ls, read, write
+from clawgym.synth.ops.base import (
+    DOCUMENT,
+    MESSAGES,
+    Artifact,
+    Check,
+    OpContext,
+    OperationGenerator,
+    StepPlan,
+    ls,
+    read,
+    write,
+)
 
 CUR = ["€", "$", "£"]
 
@@ -37,11 +49,13 @@ def _money(cur: str, v: float) -> str:
     return f"{cur}{v:,.0f}" if v == int(v) else f"{cur}{v:,.2f}"
 
 
-class SummarizeDocuments:
+@operation
+class SummarizeDocuments(OperationGenerator):
     id = "summarize_documents"
     consumes: tuple[str, ...] = (DOCUMENT, MESSAGES)
     produces = (DOCUMENT,)
     standalone = True
+    folder_scoped = True
 
     # ------------------------------------------------------------------ standalone sources
     def _sources(self, ctx: OpContext):

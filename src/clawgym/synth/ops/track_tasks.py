@@ -12,6 +12,7 @@ from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
 from clawgym.synth.ops import _data_vocab as V
+from clawgym.synth.ops import operation
 from clawgym.synth.ops._docs_common import (
     add_workdays,
     aside,
@@ -36,6 +37,7 @@ from clawgym.synth.ops.base import (
     Artifact,
     Check,
     OpContext,
+    OperationGenerator,
     StepPlan,
     read,
     to_csv,
@@ -75,7 +77,8 @@ def _alpha(s: str) -> tuple[str, str]:
     return (s.casefold(), s)
 
 
-class TrackTasks:
+@operation
+class TrackTasks(OperationGenerator):
     id = "track_tasks"
     consumes: tuple[str, ...] = (DOCUMENT, MESSAGES, RECORDS)
     produces = (TABLE,)

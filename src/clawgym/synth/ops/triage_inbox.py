@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import dataclass
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
+from clawgym.synth.ops import operation
 from clawgym.synth.ops._docs_common import (
     aside,
     digest,
@@ -27,6 +29,7 @@ from clawgym.synth.ops.base import (
     Artifact,
     Check,
     OpContext,
+    OperationGenerator,
     StepPlan,
     exec_,
     ls,
@@ -86,13 +89,66 @@ CAT_WORDS = [("spam", "newsletter", "request", "fyi"), ("junk", "bulk", "action"
 SPAM_DOMAINS = ["prize-center.biz", "secure-verify.top", "mail-notice.info", "bestdeals.click", "acct-alert.xyz"]
 
 
-class TriageInbox:
+@dataclass
+class _Inbox:
+    """The data stage: the mails of the inbox."""
+
+    voc: dict
+    base: dt.datetime  # the morning the mails start
+    vips: list[tuple[str, str]]  # (name, address)
+    inbox: str
+    msgs: list[dict]  # {path, file, from, subject, priority, category, needs_reply, params (of the .eml)}
+
+
+@dataclass
+class _Triage:
+    """What the triage holds: its path and format, field names and words, the moves, the expected records."""
+
+    vip_path: str
+    vip_text: str
+    out: str
+    as_json: bool
+    move: bool  # the junk is moved into folders
+    moves: dict[str, str]
+    fields: list[str]
+    names: tuple[str, ...]  # the file, from, priority, category and needs_reply fields
+    pw: dict[str, str]  # priority -> the request's word
+    cw: dict[str, str]  # category -> the request's word
+    records: list[dict]
+    slots: dict
+
+
+@operation
+class TriageInbox(OperationGenerator):
     id = "triage_inbox"
     consumes: tuple[str, ...] = ()
     produces = (RECORDS, TABLE)
     standalone = True
+    folder_scoped = True
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        box = self._inbox(ctx)
+        tri = self._triage(ctx, box)
+        instruction = self._request(ctx, box, tri)
+        checks = self._checks(tri)
+        steps, partial_text, outputs = self._solutions(box, tri)
+        msgs, inbox, out = box.msgs, box.inbox, tri.out
+        return StepPlan(
+            operation=self.id, instruction=instruction, checks=checks,
+            files=[WorkspaceFile(path=tri.vip_path, content=tri.vip_text)] + [
+                WorkspaceFile(path=m["path"], generate=GeneratedContent(kind="eml", params=m["params"]))
+                for m in msgs],
+            steps=steps,
+            partial=[write(out, partial_text)],
+            outputs=outputs,
+            summary=f"triage {len(msgs)} mails in {inbox}/ into {out}",
+            fingerprint=digest(tri.records),
+        )
+
+    # ------------------------------------------------------------------------------------------ data
+    def _inbox(self, ctx: OpContext) -> _Inbox:
+        """The mails: requests, urgent ones, FYIs (at least one from a VIP that is not urgent), newsletters and
+        spam, in time order, each with its true priority and category."""
         rng = ctx.rng
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
         me = ctx.persona.name
@@ -162,6 +218,13 @@ class TriageInbox:
             addr = frm.split("<")[1].rstrip(">")
             msgs.append({"path": path, "file": name, "from": addr, "subject": subject, "priority": priority,
                          "category": category, "needs_reply": category == "request", "params": params})
+        return _Inbox(voc, base, vips, inbox, msgs)
+
+    def _triage(self, ctx: OpContext, box: _Inbox) -> _Triage:
+        """The words of the triage (field names, priority and category words), where it goes, what is moved, and
+        the records it must hold."""
+        rng = ctx.rng
+        msgs, vips, base, inbox = box.msgs, box.vips, box.base, box.inbox
         names = rng.choice(FIELD_NAMES)
         pw = dict(zip(("high", "normal", "low"), rng.choice(PRIO_WORDS), strict=True))
         cw = dict(zip(("spam", "newsletter", "request", "fyi"), rng.choice(CAT_WORDS), strict=True))
@@ -189,8 +252,15 @@ class TriageInbox:
         slots = dict(inbox=inbox, out=out, n=len(msgs), vip=vip_path, fk=fk, ff=ff, fp=fp, fc=fc, fn=fn,
                      cols=",".join(fields), keys=", ".join(f'"{f}"' for f in fields), hi=pw["high"], no=pw["normal"],
                      lo=pw["low"], spam=cw["spam"], news=cw["newsletter"], req=cw["request"], fyi=cw["fyi"])
+        return _Triage(vip_path, vip_text, out, as_json, move, moves, fields, names, pw, cw, records, slots)
+
+    # ------------------------------------------------------------------------------------------ phrasing
+    def _request(self, ctx: OpContext, box: _Inbox, tri: _Triage) -> str:
+        """The request: the output's format, the triage rules, what to move, a reason for asking."""
+        rng = ctx.rng
+        voc, base, vips, inbox, msgs = box.voc, box.base, box.vips, box.inbox, box.msgs
+        as_json, slots, move = tri.as_json, tri.slots, tri.move
         if as_json:
-            out_text = json.dumps(records, indent=2, ensure_ascii=False) + "\n"
             fmt = phrase(rng, ["a JSON list with one object per message: {keys} ({fk} = the file name, {ff} = the "
                                "sender's address, {fn} a JSON boolean)",
                                "a JSON array[ of objects|], [one entry|an object] for [each|every] [mail|message], "
@@ -200,7 +270,6 @@ class TriageInbox:
                                "address, {fk} just the file name, {fn} [a boolean|true/false, not a string])"],
                          **slots)
         else:
-            out_text = to_csv(fields, [[str(r[f]).lower() if f == fn else r[f] for f in fields] for r in records])
             fmt = phrase(rng, ["a CSV with the columns {cols} ({fk} = the file name, {ff} = the sender's address, {fn} "
                                "true/false)",
                                "[a CSV|CSV], [header|columns] {cols}, [one row|a line] per [mail|message] - {fk} "
@@ -284,6 +353,14 @@ class TriageInbox:
                 topic=rng.choice(voc["projects"]))
         instruction = join(story, head, reqs(rng, rules, lead=expand("[Rules:|How to judge:|Criteria:|]", rng)),
                            aside(rng, ctx.persona))
+        return instruction
+
+    # ------------------------------------------------------------------------------------------ checks
+    @staticmethod
+    def _checks(tri: _Triage) -> list[Check]:
+        """Every message listed, then categories, priorities, reply flag and sender right; the junk moved."""
+        out, records, moves = tri.out, tri.records, tri.moves
+        fk, ff, fp, fc, fn = tri.names
         checks = [
             Check("every_message_listed", "docs_records", {"path": out, "key": fk, "records": records,
                                                            "fields": []}),
@@ -296,6 +373,21 @@ class TriageInbox:
         ]
         if moves:
             checks.append(Check("junk_moved", "docs_moved", {"moves": moves}))
+        return checks
+
+    # ------------------------------------------------------------------------------------------ solutions
+    @staticmethod
+    def _solutions(box: _Inbox, tri: _Triage) -> tuple[list, str, list[Artifact]]:
+        """The reference (read every mail, move the junk, write the triage), a partial triage (the VIP rule
+        ignored, FYIs taken for requests, one message left out) and the outputs."""
+        inbox, msgs = box.inbox, box.msgs
+        vip_path, out, moves, records, fields, as_json, pw, cw = (tri.vip_path, tri.out, tri.moves, tri.records,
+                                                                  tri.fields, tri.as_json, tri.pw, tri.cw)
+        _, _, fp, fc, fn = tri.names
+        if as_json:
+            out_text = json.dumps(records, indent=2, ensure_ascii=False) + "\n"
+        else:
+            out_text = to_csv(fields, [[str(r[f]).lower() if f == fn else r[f] for f in fields] for r in records])
         steps = [ls(inbox), read(vip_path), *(read(m["path"]) for m in msgs)]
         if moves:
             dirs = sorted({v.rsplit("/", 1)[0] for v in moves.values()})
@@ -322,17 +414,7 @@ class TriageInbox:
                    Artifact(out, TABLE, table, f"the inbox triage ({out})", roles={"name": "subject", "group": fc})]
         if not as_json:
             outputs.reverse()
-        return StepPlan(
-            operation=self.id, instruction=instruction, checks=checks,
-            files=[WorkspaceFile(path=vip_path, content=vip_text)] + [
-                WorkspaceFile(path=m["path"], generate=GeneratedContent(kind="eml", params=m["params"]))
-                for m in msgs],
-            steps=steps,
-            partial=[write(out, partial_text)],
-            outputs=outputs,
-            summary=f"triage {len(msgs)} mails in {inbox}/ into {out}",
-            fingerprint=digest(records),
-        )
+        return steps, partial_text, outputs
 
 
 GENERATORS = [TriageInbox()]

@@ -13,18 +13,21 @@ import json
 import re
 import shlex
 from collections import defaultdict
+from dataclasses import dataclass
 
 import yaml
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor, world
 from clawgym.synth.grammar import expand, one_of, requirements
+from clawgym.synth.ops import operation
 from clawgym.synth.ops.base import (
     RECORDS,
     TABLE,
     Artifact,
     Check,
     OpContext,
+    OperationGenerator,
     StepPlan,
     exec_,
     ls,
@@ -596,11 +599,40 @@ def _variant_file(path: str, fmt: str, header: list[str], rows: list[list[str]],
     return WorkspaceFile(path=path, content=yaml.safe_dump(recs, sort_keys=False, allow_unicode=True))
 
 
-class WriteAutomationScript:
+@dataclass
+class _Chore:
+    """The data stage: the input, the chore, the second export, and what the script must output for each."""
+
+    kind: str
+    src: str
+    fmt: str
+    what: str  # how the request names the input
+    header: list[str]
+    rows: list[list]
+    roles: dict[str, str]
+    cols: dict[str, str]  # role -> column the chore uses
+    chore: str  # a SCRIPT_BODY key
+    var_rows: list[list]
+    var_path: str
+    arg: str | None  # the threshold of a filter
+    arg2: str | None  # another threshold, for the check that the script uses it
+    names: dict[str, str]  # the output's column names
+    skip: list[str] | None  # [column, value] of the rows left out
+    why: str
+    out_header: list[str]
+    out_rows: list[list[str]]
+    var_header: list[str]
+    var_out: list[list[str]]
+    vslug: str
+
+
+@operation
+class WriteAutomationScript(OperationGenerator):
     id = "write_automation_script"
     consumes = (TABLE, RECORDS)
     produces = (TABLE,)
     standalone = True
+    folder_scoped = True
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
         rng = ctx.rng
@@ -614,6 +646,41 @@ class WriteAutomationScript:
             source = None  # a format the script cannot be asked to read (markdown, html...): our own export
         if source is None and rng.random() < 0.25:
             return self._rename_plan(ctx, voc)
+        job = self._chore(ctx, source, voc, months, other_months, files)
+        script, out, code, run = self._script(ctx, job)
+        instruction = self._request(ctx, source, job, script, out)
+        checks = self._checks(job, script, out)
+        chore, roles, out_header, out_rows, src, fmt = job.chore, job.roles, job.out_header, job.out_rows, job.src, \
+            job.fmt
+        rows, var_rows = job.rows, job.var_rows
+        out_roles = ({k: v for k, v in roles.items() if v in out_header} if chore == "filter" else
+                     {"group": out_header[0], "date": out_header[1], "value": out_header[2]} if chore == "latest" else
+                     {"group": out_header[0], "value": out_header[1]})
+        if chore == "month":
+            out_roles["date"] = out_header[0]
+        digest = hashlib.sha256((code + repr(rows) + repr(var_rows)).encode()).hexdigest()[:16]
+        return StepPlan(
+            operation=self.id,
+            instruction=instruction,
+            files=files,
+            checks=checks,
+            steps=([] if fmt == "xlsx" else [read(src)]) + [write(script, code), exec_(run)],
+            partial=[write(script, code)],  # the script is right but was never run: no output file
+            outputs=[Artifact(out, TABLE, {"header": out_header, "rows": out_rows},
+                              expand("[the report the script produced|the script's output|the table the script wrote|what the script "
+                                     "generated|the script's report] ({out})", rng, clause=True, out=out), roles=out_roles)],
+            summary=f"write {script} and run it on {src}",
+            fingerprint=digest,
+        )
+
+
+    # ------------------------------------------------------------------------------------------ data
+    def _chore(self, ctx: OpContext, source: Artifact | None, voc: dict, months: list[int],
+               other_months: list[int], files: list[WorkspaceFile]) -> _Chore:
+        """The input (the previous step's table or our own export, added to `files`), the chore done on it, a
+        second export of the same kind for the script to prove itself on (added to `files`), the threshold, the
+        output's column names, an exception, and what the script must output for both inputs."""
+        rng = ctx.rng
         if source is None:
             dk = flavor.persona_domain(ctx.persona)
             kind, header, rows, roles = _own_table(rng, voc, months, dk)
@@ -706,6 +773,15 @@ class WriteAutomationScript:
             if out_rows and var_out:
                 break
         files.append(_variant_file(var_path, fmt, header, var_rows, source))
+        return _Chore(kind, src, fmt, what, header, rows, roles, cols, chore, var_rows, var_path, arg, arg2, names,
+                      skip, why, out_header, out_rows, var_header, var_out, vslug)
+
+    # ------------------------------------------------------------------------------------------ solution
+    def _script(self, ctx: OpContext, job: _Chore) -> tuple[str, str, str, str]:
+        """The script's path and its output's, the reference script (SCRIPT_HEAD, the chore's body with the
+        column names, SCRIPT_TAIL) and the command that runs it on the input."""
+        rng = ctx.rng
+        chore, cols, names, skip, src, arg, vslug = job.chore, job.cols, job.names, job.skip, job.src, job.arg, job.vslug
         gslug = flavor.slug(cols.get("group", "group")) or "group"
         verb = rng.choice({
             "group": [f"totals_by_{gslug}", f"sum_per_{gslug}", f"{gslug}_totals", f"rollup_{gslug}",
@@ -739,6 +815,18 @@ class WriteAutomationScript:
                 SCRIPT_TAIL.format(argc=4 if chore == "filter" else 3))
         run = " ".join(shlex.quote(a) for a in ["python3", script, src, out] + ([arg] if arg else []))
 
+        return script, out, code, run
+
+    # ------------------------------------------------------------------------------------------ phrasing
+    def _request(self, ctx: OpContext, source: Artifact | None, job: _Chore, script: str, out: str) -> str:
+        """The request: what the script does and how it is called, that it must be generic, the first run, facts
+        about the input, the exception."""
+        rng = ctx.rng
+        fmt, chore, cols, names, var_path, what, arg, kind = (job.fmt, job.chore, job.cols, job.names, job.var_path,
+                                                              job.what, job.arg, job.kind)
+        header, rows, src, skip, why = job.header, job.rows, job.src, job.skip, job.why
+        usage_arg = " THRESHOLD" if chore == "filter" else ""
+        v, g, d = cols.get("value"), cols.get("group"), cols.get("date")
         inp = rng.choice(INPUT_PHRASES[fmt])
         sl = dict(v=v, g=g, d=d, total=names["total"], count=names["count"], month=names["month"],
                   average=names["average"])
@@ -818,6 +906,16 @@ class WriteAutomationScript:
                 "[The script must|It should] [drop|skip|ignore] rows whose `{col}` is {val}[; {why}|].",
             ], col=skip[0], val=skip[1], why=why))
         instruction = ("\n" if rng.random() < 0.3 else " ").join(parts)
+        return instruction
+
+    # ------------------------------------------------------------------------------------------ checks
+    @staticmethod
+    def _checks(job: _Chore, script: str, out: str) -> list[Check]:
+        """The output of the first run (content, then order), the script run on the second export, and for a
+        filter the script run with another threshold."""
+        out_header, out_rows, var_path, arg, arg2 = job.out_header, job.out_rows, job.var_path, job.arg, job.arg2
+        var_header, var_out, chore, header, rows, cols, names, skip, src = (
+            job.var_header, job.var_out, job.chore, job.header, job.rows, job.cols, job.names, job.skip, job.src)
         base_argv = ["python3", script]
         checks = [
             Check("output_correct", "sys_table_rows", {"path": out, "header": out_header, "rows": out_rows}),
@@ -831,25 +929,7 @@ class WriteAutomationScript:
             h2, rows2 = run_chore(chore, header, rows, cols, arg2, names, skip)
             checks.append(Check("script_uses_threshold", "sys_script_table", {
                 "argv": base_argv + [src, "{out}", arg2], "header": h2, "rows": rows2, "ordered": True}))
-        out_roles = ({k: v for k, v in roles.items() if v in out_header} if chore == "filter" else
-                     {"group": out_header[0], "date": out_header[1], "value": out_header[2]} if chore == "latest" else
-                     {"group": out_header[0], "value": out_header[1]})
-        if chore == "month":
-            out_roles["date"] = out_header[0]
-        digest = hashlib.sha256((code + repr(rows) + repr(var_rows)).encode()).hexdigest()[:16]
-        return StepPlan(
-            operation=self.id,
-            instruction=instruction,
-            files=files,
-            checks=checks,
-            steps=([] if fmt == "xlsx" else [read(src)]) + [write(script, code), exec_(run)],
-            partial=[write(script, code)],  # the script is right but was never run: no output file
-            outputs=[Artifact(out, TABLE, {"header": out_header, "rows": out_rows},
-                              expand("[the report the script produced|the script's output|the table the script wrote|what the script "
-                                     "generated|the script's report] ({out})", rng, clause=True, out=out), roles=out_roles)],
-            summary=f"write {script} and run it on {src}",
-            fingerprint=digest,
-        )
+        return checks
 
     # ------------------------------------------------------------------------------ shell chore: tidy names
 
