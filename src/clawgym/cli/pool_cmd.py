@@ -258,10 +258,11 @@ def export(
 ) -> None:
     """Write a training file from the trainable data of the pool; print what was kept and dropped, and why."""
     from clawgym.pool import export_rl, export_sft
-    from clawgym.pool.credit import ALGOS, CREDITS
+    from clawgym.pool.credit import CREDITS
+    from clawgym.rl import algos
 
-    if algo not in ALGOS:
-        fail(f"--algo {algo!r}: choose one of {', '.join(ALGOS)}")
+    if algo not in algos():
+        fail(f"--algo {algo!r}: choose one of {', '.join(algos())}")
     if credit not in CREDITS:
         fail(f"--credit {credit!r}: choose one of {', '.join(CREDITS)}")
     drop = [q for q in drop_quality if q.lower() != "none"]
