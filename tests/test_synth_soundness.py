@@ -10,8 +10,8 @@ import re
 import pytest
 
 from clawgym.checks import checklib, checklib_data, checklib_docs, checklib_sys
-from clawgym.synth import flavor
 from clawgym.core.taxonomy import load_taxonomy
+from clawgym.synth import flavor
 from clawgym.synth.compose import _article, _lowerfirst, first_person_goal
 from clawgym.synth.ops import registry
 from clawgym.synth.ops.base import DOCUMENT, Artifact, OpContext

@@ -311,7 +311,7 @@ class RayExecutor(Executor):
         for ref in list(self._inflight):
             try:
                 ray.cancel(ref, force=force)
-            except Exception:  # noqa: BLE001 - already finished, or its node is gone
+            except Exception:  # noqa: BLE001, S110 - already finished, or its node is gone: nothing is left to cancel
                 pass
 
     def end(self, wait: bool) -> None:  # noqa: ARG002 - the driver waited for its futures already

@@ -57,7 +57,7 @@ def check_node(sandbox: str, image: str | None, openclaw: str | None = None) -> 
     }
     try:
         ok, why = get_backend(sandbox).check()
-    except Exception as exc:  # a check must never crash: the node is then simply not used
+    except Exception as exc:  # noqa: BLE001 (a check must never crash: the node is then simply not used)
         ok, why = False, f"{type(exc).__name__}: {exc}"
     rootfs = find_rootfs()
     info["image"] = recipe_id() if rootfs is not None else None

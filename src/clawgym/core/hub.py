@@ -107,7 +107,7 @@ def download_file(repo_id: str, filename: str, revision: str | None = None, inst
     try:
         with _quiet():
             return Path(download(repo_id, filename, repo_type="dataset", revision=revision))
-    except Exception as exc:  # every failure of the Hub or the cache is one line
+    except Exception as exc:  # noqa: BLE001 (every failure of the Hub or the cache, whatever its type, is one line)
         raise HubError(download_failure(repo_id, filename, exc) + (f"; or {instead}" if instead else "")) from None
 
 
@@ -119,7 +119,7 @@ def snapshot_dataset(repo_id: str, revision: str | None = None, instead: str | N
     try:
         with _quiet():
             return Path(snapshot(repo_id, repo_type="dataset", revision=revision))
-    except Exception as exc:  # every failure of the Hub or the cache is one line
+    except Exception as exc:  # noqa: BLE001 (every failure of the Hub or the cache, whatever its type, is one line)
         raise HubError(download_failure(repo_id, None, exc) + (f"; or {instead}" if instead else "")) from None
 
 
@@ -139,7 +139,7 @@ def push_folder(folder: str | os.PathLike, repo_id: str, private: bool = False,
             api.create_repo(repo_id, repo_type="dataset", exist_ok=True, private=private)
             info = api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="dataset",
                                      commit_message=message)
-    except Exception as exc:  # every failure of the Hub is one line
+    except Exception as exc:  # noqa: BLE001 (every failure of the Hub, whatever its type, is one line)
         status = _status(exc)
         if status == 401:
             why = "the token was refused (check HF_TOKEN)"

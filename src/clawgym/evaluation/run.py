@@ -30,7 +30,7 @@ def _versions() -> dict[str, str]:
     for mod in ("torch", "transformers", "openai"):
         try:
             out[mod] = __import__(mod).__version__
-        except Exception:
+        except Exception:  # noqa: BLE001, S110 (a package missing, broken on import or without __version__ is not listed)
             pass
     return out
 

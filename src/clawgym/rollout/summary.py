@@ -415,7 +415,7 @@ def read_conversations(path: str | Path, counter: TokenCounter) -> tuple[list[Ep
         rec = item.record
         try:
             tokens = counter.count(rec["messages"], item.tools)
-        except Exception as exc:  # a chat template that cannot render the conversation
+        except Exception as exc:  # noqa: BLE001 (a chat template that cannot render the conversation: jinja and the tokenizer raise many types)
             errors.append(str(RecordError(str(path), item.line, "messages", f"cannot be rendered: {exc}")))
             continue
         name = str(rec.get("trajectory_id") or rec.get("id") or f"{path.name}:{item.line}")

@@ -127,7 +127,7 @@ class TokenLog:
             self._fh.flush()
 
 
-def create_app(engine: BatchEngine, served_name: str, token_log: Path | None = None,
+def create_app(engine: BatchEngine, served_name: str, token_log: Path | None = None,  # noqa: C901 (the routes are closures over the engine: their branches count here)
                max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """`max_body_bytes`: larger request bodies are answered 413 and never parsed (None: no limit)."""
     app = FastAPI(title="clawgym serve", docs_url=None, redoc_url=None)
@@ -324,7 +324,7 @@ def _sse(obj: dict) -> str:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
 
 
-async def _stream(req, events, rid, model, tools_offered, want_ids, include_usage, tokenizer, tlog) -> AsyncIterator[str]:
+async def _stream(req, events, rid, model, tools_offered, want_ids, include_usage, tokenizer, tlog) -> AsyncIterator[str]:  # noqa: C901 (one streamed answer, chunk by chunk)
     created = int(time.time())
 
     def chunk(delta: dict, finish: str | None = None, **extra: Any) -> dict:

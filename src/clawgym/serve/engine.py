@@ -407,7 +407,7 @@ class BatchEngine:
                                       "serve them")
             self.weights = {"path": path, "version": self.weights["version"] + 1}
             fut.set_result(dict(self.weights))
-        except BaseException as exc:  # reported to the caller, never the end of the loop
+        except BaseException as exc:  # noqa: BLE001 (reported to the caller, never the end of the loop)
             fut.set_exception(exc)
 
     def _call(self, fn: Callable[[], Any], timeout: float) -> Any:
@@ -457,7 +457,7 @@ class BatchEngine:
                 return
             try:
                 fut.set_result(fn())
-            except BaseException as exc:  # reported to the caller, never the end of the loop
+            except BaseException as exc:  # noqa: BLE001 (reported to the caller, never the end of the loop)
                 fut.set_exception(exc)
 
     def _end(self, r: GenerationRequest, finish: str, error: str | None = None) -> None:
@@ -509,7 +509,7 @@ class BatchEngine:
                         self._admit(block=not self._active and self._commands.empty())
                     if self._active:
                         self._step()
-                except Exception as exc:  # a failed forward pass ends the requests in it, never the server
+                except Exception as exc:  # noqa: BLE001 (a failed forward pass ends the requests in it, never the server)
                     for r in self._active + self._admitting:
                         self._end(r, "error", f"{type(exc).__name__}: {exc}")
                     self._active, self._cache, self._mask, self._admitting = [], None, None, []

@@ -116,7 +116,7 @@ def read_adapter(name: str, path: str, linear_shapes: dict[str, tuple[int, int]]
         from safetensors.torch import load_file
 
         state = load_file(str(weights), device="cpu")
-    except Exception as exc:  # a truncated or foreign file: safetensors raises its own error types
+    except Exception as exc:  # noqa: BLE001 (a truncated or foreign file: safetensors raises its own error types)
         raise bad(f"{ADAPTER_WEIGHTS} is not readable ({type(exc).__name__}: {exc})") from None
 
     pairs: dict[str, dict[str, torch.Tensor]] = {}

@@ -536,7 +536,7 @@ def work(seed: int, jobs: list[tuple[int, int]], validate: bool, make: Callable 
     for k, (index, attempt) in enumerate(jobs):
         try:
             cands.append((k, (make or make_candidate)(seed, index, attempt)))
-        except Exception as exc:  # a generator bug must not stop the run; it is counted
+        except Exception as exc:  # noqa: BLE001 (a generator bug must not stop the run; it is counted)
             out[k] = (index, attempt, None, "generator_error", f"{type(exc).__name__}: {exc}", "", None)
     verdicts = [None] * len(cands)
     if validate and cands:
@@ -577,7 +577,7 @@ def work(seed: int, jobs: list[tuple[int, int]], validate: bool, make: Callable 
 # --------------------------------------------------------------------------------------------- parent
 
 
-def synthesize(
+def synthesize(  # noqa: C901, PLR0915 (the run's driver: resume, workers or executor, dedup, rewrite and the report)
     n: int,
     seed: int,
     output: Path,

@@ -96,7 +96,7 @@ _QUOTED = re.compile(r"[\"“]([^\"”]+)[\"”]")
 
 
 @functools.lru_cache(maxsize=512)
-def _quirks(tone: str, quirks: str) -> Quirks:
+def _quirks(tone: str, quirks: str) -> Quirks:  # noqa: C901 (one flat branch per kind of quirk a persona's text states)
     t = f"{tone} | {quirks}".casefold()
     q = quirks.casefold()
     kw: dict = {"greetings": [], "signoffs": [], "thanks": [], "words": [], "urgent": [], "questions": [],

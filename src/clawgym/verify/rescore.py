@@ -261,7 +261,7 @@ def rescore_run(
             traj, task = item
             try:
                 rec = rescore_episode(traj, task, run_dir, judge, backend, limits)
-            except Exception as exc:  # a bug in clawgym: keep going, say so in the verdict
+            except Exception as exc:  # noqa: BLE001 (a bug in clawgym: keep going, say so in the verdict)
                 rec = RescoredEpisode(
                     id=traj.id, task_id=traj.task_id, sample=traj.sample, agent=traj.agent, model=traj.model,
                     trajectory_status=traj.status, trajectory_started_at=traj.started_at, previous=traj.verdict,
@@ -332,7 +332,7 @@ class LazyEndpointClient:
                 try:
                     url = self._stack.enter_context(model_endpoint(
                         self.model, self._base_url, log_path=self._log_path, on_start=self._on_start))
-                except Exception as exc:  # e.g. the embedded server did not start: every later call fails fast
+                except Exception as exc:  # noqa: BLE001 (e.g. the embedded server did not start: every later call fails fast)
                     self._failed = f"the judge model {self.model!r} cannot be reached: {exc}"
                     raise LLMError(self._failed, "endpoint", False) from None
                 client = LLMClient(self.model, url, **self._kwargs)

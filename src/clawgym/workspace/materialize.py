@@ -258,7 +258,7 @@ def build_workspaces(
             else:
                 os.rename(tmp, final)
             results.append((task.id, final))
-        except Exception as e:  # one broken task must not stop the others
+        except Exception as e:  # noqa: BLE001 (one broken task must not stop the others)
             results.append((task.id, e))
         finally:
             if tmp.exists():

@@ -134,7 +134,7 @@ class AggregateAndReport(OperationGenerator):
         words = words[:1].lower() + words[1:]
         return header, rows, sc.group, sc.value, name, words, True, sc.what
 
-    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:  # noqa: C901, PLR0915 (one linear recipe: its rng draws, in order, fix the tasks a seed gives)
         rng = ctx.rng
         files: list[WorkspaceFile] = []
         picked = None

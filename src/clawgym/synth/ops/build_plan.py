@@ -114,7 +114,7 @@ class BuildPlan(OperationGenerator):
     produces = (DOCUMENT, EVENTS)
     standalone = True
 
-    def _project(self, ctx: OpContext, source: Artifact | None = None) -> StepPlan:
+    def _project(self, ctx: OpContext, source: Artifact | None = None) -> StepPlan:  # noqa: PLR0915 (one linear recipe: its rng draws, in order, fix the tasks a seed gives)
         rng = ctx.rng
         key = flavor.persona_domain(ctx.persona)
         names = PHASES.get(key, PHASES["general"])

@@ -63,7 +63,7 @@ class DeduplicateFiles(OperationGenerator):
     standalone = True
     folder_scoped = True
 
-    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:  # noqa: PLR0915 (one linear recipe: its rng draws, in order, fix the tasks a seed gives)
         rng = ctx.rng
         persona = ctx.persona
         voc = flavor.vocab(persona.domain, persona.occupation)

@@ -328,7 +328,7 @@ class EditConfig(OperationGenerator):
     produces = (CONFIG,)
     standalone = True
 
-    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:  # noqa: PLR0915 (one linear recipe: its rng draws, in order, fix the tasks a seed gives)
         rng = ctx.rng
         dk = flavor.persona_domain(ctx.persona)
         voc = flavor.DOMAINS[dk]

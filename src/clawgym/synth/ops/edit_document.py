@@ -177,7 +177,7 @@ class EditDocument(OperationGenerator):
                 out += [p, ""]
         return "\n".join(out).rstrip() + "\n"
 
-    def _standalone(self, ctx: OpContext) -> StepPlan:
+    def _standalone(self, ctx: OpContext) -> StepPlan:  # noqa: PLR0915 (one linear recipe: its rng draws, in order, fix the tasks a seed gives)
         rng = ctx.rng
         title, sections, meta = self._make_doc(ctx)
         byline = rng.choice([f"_Last updated {long_date(meta['start_d'] - dt.timedelta(days=rng.randint(5, 30)))} by "

@@ -253,7 +253,7 @@ class GenerateFromTemplate(OperationGenerator):
     produces = (DOCUMENT, MESSAGES)
     standalone = True
 
-    def _standalone(self, ctx: OpContext) -> StepPlan:
+    def _standalone(self, ctx: OpContext) -> StepPlan:  # noqa: PLR0915 (one linear recipe: its rng draws, in order, fix the tasks a seed gives)
         rng = ctx.rng
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
         kinds = kinds_for(flavor.persona_domain(ctx.persona))

@@ -64,7 +64,7 @@ class InventoryAndArchive(OperationGenerator):
     standalone = True
     folder_scoped = True
 
-    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:  # noqa: PLR0915 (one linear recipe: its rng draws, in order, fix the tasks a seed gives)
         rng = ctx.rng
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
         people = flavor.people(rng, 3)

@@ -124,7 +124,7 @@ class ReviewRepository(OperationGenerator):
         )
 
     # ------------------------------------------------------------------------------------------ data
-    def _repository(self, ctx: OpContext) -> _Repository:
+    def _repository(self, ctx: OpContext) -> _Repository:  # noqa: PLR0915 (one linear recipe: its rng draws, in order, fix the tasks a seed gives)
         """The repository: its code, tests, settings, requirements, data files and house rules over three commits,
         with the problems of 3-5 kinds planted in it (the findings) next to look-alikes that are fine."""
         rng = ctx.rng

@@ -675,7 +675,7 @@ class WriteAutomationScript(OperationGenerator):
 
 
     # ------------------------------------------------------------------------------------------ data
-    def _chore(self, ctx: OpContext, source: Artifact | None, voc: dict, months: list[int],
+    def _chore(self, ctx: OpContext, source: Artifact | None, voc: dict, months: list[int],  # noqa: PLR0915 (one linear recipe: its rng draws, in order, fix the tasks a seed gives)
                other_months: list[int], files: list[WorkspaceFile]) -> _Chore:
         """The input (the previous step's table or our own export, added to `files`), the chore done on it, a
         second export of the same kind for the script to prove itself on (added to `files`), the threshold, the
