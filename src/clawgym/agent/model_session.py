@@ -74,6 +74,15 @@ def end_trajectories(pool: Pool, spec: AgentSpec) -> Callable[[Any], None]:
     def on_attempt(t) -> None:
         tid = t.id if t.attempts == 1 else f"{t.id}~{t.attempts}"
         pool.end_trajectory(pre + tid, group_id=gpre + t.task_id, task_id=t.task_id, status=t.status,
-                            reward=t.score, verdict=t.verdict.model_dump() if t.verdict else None)
+                            reward=t.score, verdict=_pool_verdict(t))
 
     return on_attempt
+
+
+def _pool_verdict(t) -> dict | None:
+    """The verdict the pool keeps for a trajectory: with its progress rewards (or why it has none), which the
+    pool's steps read (`StepRecord.progress_reward`) and `--credit progress` uses."""
+    if t.verdict is None:
+        return None
+    progress = t.metadata.get("progress")
+    return {**t.verdict.model_dump(), **({"progress": progress} if progress is not None else {})}

@@ -251,8 +251,10 @@ def export(
                                            help="Drop data of this quality (repeatable; 'none' keeps all)."),
     algo: str = typer.Option("grpo", "--algo", help="rl: advantage preset: grpo, dr-grpo, rloo, reinforce++ "
                              "(formulas: clawgym.pool.credit)."),
-    credit: str = typer.Option("outcome", "--credit", help="rl: outcome (one advantage per trajectory) or step "
-                               "(per step, from discounted returns normalized within the group by step)."),
+    credit: str = typer.Option("outcome", "--credit", help="rl: outcome (one advantage per trajectory), step "
+                               "(per step, from discounted returns normalized within the group by step) or progress "
+                               "(step credit over the progress rewards the rollout recorded with --progress; "
+                               "trajectories without them fall back to outcome credit and are listed in the summary)."),
     gamma: float = typer.Option(1.0, "--gamma", min=0.0, max=1.0, help="rl, --credit step: discount factor."),
     as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
 ) -> None:

@@ -84,6 +84,11 @@ def rollout(
     task_ids: list[str] | None = TASK_IDS,
     limit: int | None = typer.Option(None, min=1, help="Only the first N tasks."),
     keep_workspaces: bool = typer.Option(True, help="Keep each episode's final workspace in the run dir."),
+    progress_rewards: bool = typer.Option(
+        False, "--progress", help="Progress rewards: snapshot the workspace after each step that can change it, "
+        "grade the snapshots after the episode in a fresh sandbox and give each step the change of the code score "
+        "(tasks whose checks are data; the others fall back to outcome credit, listed at the end). See "
+        "docs/rollout.md."),
     memory_mb: int = typer.Option(2048, min=16, help="Memory limit per sandbox."),
     max_processes: int = typer.Option(256, min=8, help="Process limit per sandbox."),
     exec_timeout: float = typer.Option(120.0, min=0.1, help="Wall-time limit of one command."),
@@ -117,7 +122,8 @@ def rollout(
     if sandbox == "local":
         err.print("[bold yellow]warning:[/] sandbox 'local' runs commands on this host with NO isolation")
     options = RolloutOptions(
-        samples=samples, jobs=jobs, keep_workspaces=keep_workspaces, base_dir=tasks_path.parent.resolve(),
+        samples=samples, jobs=jobs, keep_workspaces=keep_workspaces, progress=progress_rewards,
+        base_dir=tasks_path.parent.resolve(),
         infra_retries=infra_retries, episode_timeout=episode_timeout, executor=ex,
         limits=SandboxLimits(memory_mb=memory_mb, max_processes=max_processes, exec_timeout_s=exec_timeout,
                              network=network),
@@ -153,6 +159,11 @@ def rollout(
         backend.close()
     out.print(render_table(summarize(report.all), title=f"{run_dir}"))
     out.print(f"trajectories: {run_dir / 'trajectories.jsonl'}", highlight=False)
+    if progress_rewards:
+        from clawgym.verify.progress import fallback_line
+
+        if line := fallback_line(report.all):
+            err.print(line, highlight=False)
     if judge_model:
         _warn_unjudged(report, tasks, run_dir, judge_model[0])
     _finish(report, bad)

@@ -19,6 +19,13 @@ normalized *within the group, step by step*: at step t the preset's estimator is
 {G_{i,t} : T_i > t}, the trajectories of the group that reached step t (an estimator's batch pass, reinforce++'s,
 then runs over every step of the batch). With gamma = 1 and outcome rewards every step of a
 trajectory gets the trajectory's return, baselined against the trajectories still running at that step.
+
+**Progress credit** (``credit="progress"``): step credit whose step rewards are the trajectory's progress
+rewards (:mod:`clawgym.verify.progress`: r_t = P(s_{t+1}) - P(s_t), the potential differences of the code score
+over the workspace states the steps left), so a step is credited with what it changed. They sum to the outcome
+code score on a validated synthesized task, so with gamma = 1 a trajectory's first return is its outcome, as under
+step credit. A trajectory without progress rewards (a task whose checks are not data, a workspace past the
+snapshot cap, progress not recorded) falls back to its outcome reward on its last step, and is listed.
 """
 
 from __future__ import annotations
@@ -28,9 +35,11 @@ from collections.abc import Mapping, Sequence
 from clawgym.rl.advantages import EPS, Advantage, batch_normalize, get_advantage
 from clawgym.rl.presets import ALGOS, resolve_preset
 
-CREDITS = ("outcome", "step")
-__all__ = ["ALGOS", "CREDITS", "EPS", "baseline", "batch_normalize", "discounted_returns", "estimator",
-           "outcome_advantages", "outcome_step_rewards", "step_advantages"]
+CREDITS = ("outcome", "step", "progress")
+PROGRESS = "progress"  # the progress credit mode
+__all__ = ["ALGOS", "CREDITS", "EPS", "PROGRESS", "baseline", "batch_normalize", "discounted_returns", "estimator",
+           "outcome_advantages", "outcome_step_rewards", "progress_advantages", "progress_step_rewards",
+           "step_advantages"]
 
 
 def estimator(algo: str) -> Advantage:
@@ -97,3 +106,28 @@ def step_advantages(groups: Mapping[str, Mapping[str, Sequence[float]]], algo: s
         for (tid, t), v in zip(flat, normed, strict=True):
             out[tid][t] = v
     return out
+
+
+def progress_step_rewards(n_steps: int, reward: float,
+                          progress: Sequence[float] | None) -> tuple[list[float], bool]:
+    """(step rewards, fell back) of a trajectory under progress credit: its progress rewards when it has one per
+    step, else its outcome reward on its last step (:func:`outcome_step_rewards`) and True."""
+    if progress is not None and len(progress) == n_steps:
+        return [float(r) for r in progress], False
+    return outcome_step_rewards(n_steps, reward), True
+
+
+def progress_advantages(groups: Mapping[str, Mapping[str, tuple[int, float, Sequence[float] | None]]],
+                        algo: str = "grpo", gamma: float = 1.0,
+                        eps: float = EPS) -> tuple[dict[str, list[float]], list[str]]:
+    """(trajectory id -> one advantage per step, the trajectories that fell back to outcome credit), for groups
+    given as {group id: {trajectory id: (steps, outcome reward, progress rewards or None)}}: step credit over
+    the progress rewards (see the module docstring)."""
+    fallbacks: list[str] = []
+    rewards: dict[str, dict[str, list[float]]] = {}
+    for g, trajs in groups.items():
+        for tid, (n, reward, progress) in trajs.items():
+            rewards.setdefault(g, {})[tid], fell = progress_step_rewards(n, reward, progress)
+            if fell:
+                fallbacks.append(tid)
+    return step_advantages(rewards, algo, gamma, eps), fallbacks

@@ -38,7 +38,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from clawgym.pool.credit import CREDITS, outcome_advantages, outcome_step_rewards, step_advantages
+from clawgym.pool.credit import (
+    CREDITS,
+    outcome_advantages,
+    outcome_step_rewards,
+    progress_advantages,
+    step_advantages,
+)
 from clawgym.pool.records import ERROR_STATUSES
 from clawgym.pool.store import Pool, StepRow
 from clawgym.rl.presets import resolve_preset
@@ -236,15 +242,24 @@ def export_rl(pool: Pool, path: str | os.PathLike, *, min_reward: float | None =
     kept, why, baseline = _selected_trajectories(pool, min_reward=min_reward, ready_groups_only=ready_groups_only,
                                                  drop_quality=drop_q)
     # trajectory id -> advantage of each of its steps (outcome credit: the same on every step)
+    fell_back: list[str] = []
     if credit == "outcome":
         advantages = {tid: _Same(a) for tid, a in outcome_advantages(baseline, algo, eps).items()}
     else:
         n_steps: dict[str, int] = {}
         for row in pool.iter_step_rows():
             n_steps[row.trajectory_id] = max(n_steps.get(row.trajectory_id, 0), row.max_index + 1)
-        step_rewards = {g: {tid: outcome_step_rewards(n_steps.get(tid, 1), r) for tid, r in rewards.items()}
-                        for g, rewards in baseline.items()}
-        advantages = step_advantages(step_rewards, algo, gamma, eps)
+        if credit == "progress":
+            from clawgym.verify.progress import progress_of
+
+            verdicts = {t["id"]: t["verdict"] for t in pool.trajectories()}
+            advantages, fell_back = progress_advantages(
+                {g: {tid: (n_steps.get(tid, 1), r, progress_of(verdicts.get(tid))) for tid, r in rewards.items()}
+                 for g, rewards in baseline.items()}, algo, gamma, eps)
+        else:
+            step_rewards = {g: {tid: outcome_step_rewards(n_steps.get(tid, 1), r) for tid, r in rewards.items()}
+                            for g, rewards in baseline.items()}
+            advantages = step_advantages(step_rewards, algo, gamma, eps)
     dropped: Counter[str] = Counter()
     notes: Counter[str] = Counter()
     sources: Counter[str] = Counter()  # where the kept steps' token ids came from: the engine, or re-tokenized
@@ -305,4 +320,5 @@ def export_rl(pool: Pool, path: str | os.PathLike, *, min_reward: float | None =
             groups.add(t["group"])
     return {"format": "rl", "algo": algo, "credit": credit, "gamma": gamma, "path": str(path), "kept": out.count,
             "dropped": {k: v for k, v in sorted(dropped.items()) if v}, "notes": dict(notes), "steps": n_steps,
-            "token_ids": dict(sources), "trajectories": len(trajs), "groups": len(groups)}
+            "token_ids": dict(sources), "trajectories": len(trajs), "groups": len(groups),
+            **({"progress_fallback": sorted(fell_back)} if credit == "progress" else {})}

@@ -94,6 +94,16 @@ class StepRecord(Record):
         return self.model_dump_json(exclude=set(DERIVED_FIELDS))
 
     @property
+    def progress_reward(self) -> float | None:
+        """This step's progress reward (clawgym.verify.progress), carried in its trajectory's verdict under
+        "progress" (read back from the pool); None when the trajectory has none."""
+        info = (self.verdict or {}).get("progress")
+        rewards = info.get("rewards") if isinstance(info, dict) and info.get("credit") == "progress" else None
+        if isinstance(rewards, list) and 0 <= self.step_index < len(rewards):
+            return float(rewards[self.step_index])
+        return None
+
+    @property
     def has_token_ids(self) -> bool:
         return bool(self.prompt_ids) and self.response_ids is not None
 

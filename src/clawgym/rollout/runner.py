@@ -45,9 +45,17 @@ from clawgym.agent.base import Agent, AgentOutcome, EpisodeContext
 from clawgym.core.errors import ClawgymError, RecordVersionError
 from clawgym.core.jsonl import JsonlAppender, read_records_lenient
 from clawgym.core.records import ErrorInfo, Task, Trajectory, Verdict
+from clawgym.rollout.snapshots import (
+    MAX_STATE_BYTES,
+    MAX_TOTAL_BYTES,
+    StateRecorder,
+    episode_progress,
+    with_step_rewards,
+)
 from clawgym.sandbox.base import Mount, Sandbox, SandboxBackend, SandboxError, SandboxLimits
 from clawgym.verify import verify_episode
 from clawgym.verify.code import CodeResult
+from clawgym.verify.progress import PROGRESS_KEY, Progress, progress_unavailable
 from clawgym.verify.scoring import combine, combine_judged
 
 if TYPE_CHECKING:
@@ -114,6 +122,12 @@ class RolloutOptions:
     recipe: AgentRecipe | None = None
     # the rubric judge (a clawgym.verify.Judge): episodes of tasks with a rubric are judged as they end
     judge: Judge | None = None
+    # progress rewards (clawgym.verify.progress): the workspace is snapshotted after each step that can change
+    # it, the snapshots graded after the episode, and each step gets its potential difference; tasks without
+    # checks as data fall back to outcome credit (the trajectory's metadata["progress"] says why)
+    progress: bool = False
+    # what the snapshots of one episode may hold in all (one state: at most 16 MiB); past it, outcome credit
+    progress_max_bytes: int = MAX_TOTAL_BYTES
 
     def timeout_of(self, task: Task) -> float:
         return self.episode_timeout or task.timeout_seconds
@@ -125,6 +139,14 @@ class RolloutReport:
     ran: list[Trajectory]
     skipped: int
     all: list[Trajectory]
+
+    @property
+    def progress_fallbacks(self) -> dict[str, str]:
+        """Episode id -> why it fell back to outcome credit, for the episodes of a `progress` run that have no
+        progress rewards (clawgym.verify.progress)."""
+        from clawgym.verify.progress import fell_back
+
+        return {t.id: why for t in self.all if (why := fell_back(t.metadata)) is not None}
 
 
 class _Log:
@@ -241,14 +263,16 @@ def run_episode(
     if live is not None and not live.add(sandbox):
         sandbox.stop()
         return infra("interrupted", "the run was interrupted before this episode started")
+    recorder: StateRecorder | None = None
     try:
+        recorder, no_progress = _recorder(task, sandbox, options)
         limit = options.timeout_of(task)
         ctx = EpisodeContext(
             deadline=time.monotonic() + limit, sample=sample,
             exec_timeout=min(options.limits.exec_timeout_s, limit), episode_id=eid, attempt=attempt,
         )
         try:
-            outcome = agent.run(task, sandbox, ctx)
+            outcome = agent.run(task, recorder.sandbox if recorder is not None else sandbox, ctx)  # type: ignore[arg-type]
         except SandboxError as exc:
             outcome = AgentOutcome(transcript=[], status="sandbox_lost", error_kind="sandbox_lost", error=str(exc))
         except Exception as exc:  # an agent bug is the agent's failure, not the task's
@@ -280,6 +304,8 @@ def run_episode(
             # nothing of the agent's may live on beside the grader: its whole process tree ends, and the
             # checks run under a fresh supervisor in fresh namespaces (a fresh container)
             sandbox.restart()
+            if recorder is not None:
+                recorder.take_final()
             if options.keep_workspaces and run_dir is not None:
                 rel = Path("workspaces") / f"{_safe_name(eid)}.tar.gz"
                 sandbox.snapshot_archive(run_dir / rel, max_bytes=options.max_snapshot_bytes)
@@ -297,14 +323,18 @@ def run_episode(
         except Exception as exc:  # a bug in clawgym itself: keep the run going, retry on resume
             return infra("internal", f"verification crashed: {type(exc).__name__}: {exc}", outcome)
         status = outcome.status if outcome.status in ("completed", "agent_error", "timeout") else "agent_error"
+        metadata = {**outcome.metadata, "judge": judged.as_dict()} if judged is not None else outcome.metadata
+        steps = outcome.steps
+        if options.progress:
+            progress = _episode_progress(task, recorder, no_progress, sandbox, outcome, verdict, live)
+            metadata, steps = _with_progress(progress, metadata, steps, lambda why: log(f"{eid} progress: {why}"))
         traj = Trajectory(
             **base, status=status,
             error=ErrorInfo(kind=outcome.error_kind or status, message=outcome.error) if outcome.error else None,
             transcript=outcome.transcript, final_message=outcome.final_message, model=outcome.model,
             tool_calls=outcome.tool_calls, tool_errors=outcome.tool_errors, verdict=verdict,
-            duration_s=time.monotonic() - t0, workspace_snapshot=snapshot_rel,
-            metadata={**outcome.metadata, "judge": judged.as_dict()} if judged is not None else outcome.metadata,
-            messages=outcome.messages, tools=outcome.tools, steps=outcome.steps, usage=outcome.usage,
+            duration_s=time.monotonic() - t0, workspace_snapshot=snapshot_rel, metadata=metadata,
+            messages=outcome.messages, tools=outcome.tools, steps=steps, usage=outcome.usage,
         )
         log(f"{eid} {status} score={verdict.score:.3f} verdict={verdict.status}"
             + (f" error={verdict.error}" if verdict.error else ""))
@@ -313,6 +343,47 @@ def run_episode(
         sandbox.stop()
         if live is not None:
             live.discard(sandbox)
+        if recorder is not None:
+            recorder.close()
+
+
+def _recorder(task: Task, sandbox: Sandbox, options: RolloutOptions) -> tuple[StateRecorder | None, str | None]:
+    """(the recorder of a progress episode's workspace states, why the task has none)."""
+    if not options.progress:
+        return None, None
+    why = progress_unavailable(task)
+    if why is not None:
+        return None, why
+    return StateRecorder(sandbox, max_state_bytes=min(MAX_STATE_BYTES, options.progress_max_bytes),
+                         max_total_bytes=options.progress_max_bytes), None
+
+
+def _with_progress(progress: Progress, metadata: dict, steps: list[dict],
+                   log: Callable[[str], None]) -> tuple[dict, list[dict]]:
+    """The trajectory's metadata and steps with its progress rewards, or with why it falls back (logged)."""
+    if progress.fallback is not None:
+        log(f"outcome credit ({progress.fallback})")
+        return {**metadata, PROGRESS_KEY: progress.as_dict()}, steps
+    return {**metadata, PROGRESS_KEY: progress.as_dict()}, with_step_rewards(steps, progress.rewards)
+
+
+def _episode_progress(task: Task, recorder: StateRecorder | None, unavailable: str | None, sandbox: Sandbox,
+                      outcome: AgentOutcome, verdict: Verdict, live: _LiveSandboxes | None) -> Progress:
+    """The progress rewards of an episode just verified (its sandbox restarted, nothing of the agent's alive),
+    or why it falls back to outcome credit. Never raises: progress is an addition to the episode, never its loss."""
+    if recorder is None:
+        return Progress(fallback=unavailable or "not recorded")
+    if verdict.status != "scored" or verdict.code_score is None:
+        return Progress(fallback=f"the final workspace was not scored ({verdict.status})")
+    try:
+        return episode_progress(task, recorder, sandbox, outcome.transcript, len(outcome.steps), verdict.code_score)
+    except SandboxError as exc:
+        why = "from inside" if _self_inflicted(sandbox, live) else "infrastructure"
+        return Progress(fallback=f"the sandbox failed while grading the states ({why}): {exc}")
+    except OSError as exc:  # the states together do not fit the workspace's disk limit
+        return Progress(fallback=f"the workspace states could not be placed for grading: {exc}")
+    except Exception as exc:  # noqa: BLE001 - a bug here must not lose the episode
+        return Progress(fallback=f"progress grading crashed: {type(exc).__name__}: {exc}")
 
 
 def run_episode_with_retries(

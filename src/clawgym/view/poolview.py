@@ -197,6 +197,7 @@ class PoolView:
                 "latency_s": s.timings.get("latency_s"), "n_prompt": len(s.prompt_ids or []),
                 "n_response": len(s.response_ids or []), "trainable": s.trainable, "quality": s.quality,
                 "tags": s.tags or [], "is_last": s.is_last, "created_at": s.created_at,
+                "progress_reward": s.progress_reward,
             }
         return {"trajectory": t, "turns": turns, "group": self.group(t["group"]) if t["group"] else None,
                 "advantages": self.advantages(t["group"]).get(trajectory_id, {}),

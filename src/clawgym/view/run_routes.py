@@ -113,7 +113,7 @@ def run_trajectory(catalog: Catalog, s: RunSource, trajectory_id: str) -> dict[s
         "verdict": t.verdict.model_dump() if t.verdict else None, "final_message": t.final_message,
         "usage": t.usage, "duration_s": t.duration_s, "started_at": t.started_at, "attempts": t.attempts,
         "tool_calls": t.tool_calls, "tool_errors": t.tool_errors, "row": entry.row(),
-        "task": s.tasks().get(t.task_id), "turns": episode_turns(t.messages, t.transcript),
+        "task": s.tasks().get(t.task_id), "turns": episode_turns(t.messages, t.transcript, t.steps),
         "pool_id": s.pool_id, "in_pool": False, "files": None, "files_error": None,
     }
     if s.pool_id:

@@ -91,8 +91,16 @@ def turns_of_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return turns
 
 
-def episode_turns(messages: list[dict[str, Any]], transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return turns_of_messages(messages if messages else transcript_messages(transcript))
+def episode_turns(messages: list[dict[str, Any]], transcript: list[dict[str, Any]],
+                  steps: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """An episode's turns; with its `steps`, each turn with a model answer carries its step's progress reward
+    (`progress_reward`, clawgym.verify.progress: the i-th answer is step i) when the episode has them."""
+    turns = turns_of_messages(messages if messages else transcript_messages(transcript))
+    answered = [t for t in turns if t["action"] is not None]
+    for turn, step in zip(answered, steps or [], strict=False):  # the steps of an episode cut short may be fewer
+        if isinstance(step, dict) and step.get("progress_reward") is not None:
+            turn["progress_reward"] = step["progress_reward"]
+    return turns
 
 
 def step_turns(steps: list[Any]) -> list[dict[str, Any]]:

@@ -230,7 +230,10 @@ function renderTurn(t, i, opts) {
   const head = [`step ${i}`];
   if (st) head.push(` \u00b7 ${st.model}`, st.policy_version ? ` \u00b7 policy ${st.policy_version}` : "", ` \u00b7 ${st.token_source} tokens (${st.n_prompt} prompt, ${st.n_response} response)`,
     st.latency_s !== undefined && st.latency_s !== null ? ` \u00b7 ${Number(st.latency_s).toFixed(2)} s` : "",
+    st.progress_reward !== undefined && st.progress_reward !== null ? ` \u00b7 progress ${st.progress_reward >= 0 ? "+" : ""}${Number(st.progress_reward).toFixed(3)}` : "",
     st.status === "error" ? ` \u00b7 error: ${st.error}` : "");
+  if (!st && t.progress_reward !== undefined && t.progress_reward !== null)
+    head.push(` \u00b7 progress ${t.progress_reward >= 0 ? "+" : ""}${Number(t.progress_reward).toFixed(3)}`);
   return h("div", {className: "turn", "data-step": st ? st.step_id : i},
     h("h3", {}, head, st ? h("span", {}, " ", h("span", {className: "pill"}, st.trainable ? "trainable" : "not trainable"), st.quality ? h("span", {className: "pill " + (st.quality === "bad" ? "bad" : "")}, "quality " + st.quality) : null) : null),
     h("div", {className: "part"}, h("div", {className: "label"}, "state", t.earlier ? ` (${t.earlier} earlier messages not repeated)` : ""), (t.state.length ? t.state.map(renderMessage) : h("div", {className: "muted"}, "(nothing new)"))),
