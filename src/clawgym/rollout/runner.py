@@ -94,7 +94,7 @@ def _self_inflicted(sandbox: Sandbox, live: _LiveSandboxes | None) -> bool:
         return False
     try:
         return sandbox.engine_ok()
-    except Exception:
+    except Exception:  # noqa: BLE001 (a backend's health probe that raises says the engine is not ok)
         return False
 
 
@@ -190,7 +190,7 @@ class _LiveSandboxes:
         for sb in boxes:
             try:
                 sb.stop()
-            except Exception:
+            except Exception:  # noqa: BLE001, S110 (stopping every sandbox on shutdown: one that fails to stop must not keep the others running; the reaper sweeps what is left)
                 pass
 
 
@@ -275,7 +275,7 @@ def run_episode(
             outcome = agent.run(task, recorder.sandbox if recorder is not None else sandbox, ctx)  # type: ignore[arg-type]
         except SandboxError as exc:
             outcome = AgentOutcome(transcript=[], status="sandbox_lost", error_kind="sandbox_lost", error=str(exc))
-        except Exception as exc:  # an agent bug is the agent's failure, not the task's
+        except Exception as exc:  # noqa: BLE001 (an agent bug is the agent's failure, not the task's)
             tb = traceback.format_exc().strip().splitlines()[-1]
             outcome = AgentOutcome(transcript=[], status="agent_error", error_kind=type(exc).__name__, error=tb)
         if outcome.status == "sandbox_lost":
@@ -320,7 +320,7 @@ def run_episode(
             # what the agent left (or the checker itself) broke the sandbox: the checker's failure, scored 0
             verdict = combine_judged(task.verifier, CodeResult(
                 status="checker_failed", error=f"the sandbox failed from inside during verification: {exc}"), judged)
-        except Exception as exc:  # a bug in clawgym itself: keep the run going, retry on resume
+        except Exception as exc:  # noqa: BLE001 (a bug in clawgym itself: keep the run going, retry on resume)
             return infra("internal", f"verification crashed: {type(exc).__name__}: {exc}", outcome)
         status = outcome.status if outcome.status in ("completed", "agent_error", "timeout") else "agent_error"
         metadata = {**outcome.metadata, "judge": judged.as_dict()} if judged is not None else outcome.metadata
@@ -405,7 +405,7 @@ def run_episode_with_retries(
         if options.on_attempt is not None:
             try:
                 options.on_attempt(traj)
-            except Exception as exc:  # a hook must not lose the episode
+            except Exception as exc:  # noqa: BLE001 (a hook must not lose the episode)
                 log(f"{traj.id} on_attempt hook failed: {type(exc).__name__}: {exc}")
         if traj.status != "infra_error" or attempt > options.infra_retries or (live is not None and live.closed):
             return traj
@@ -467,7 +467,7 @@ def _write_attempt_files(run_dir: Path, files: dict[str, bytes]) -> None:
 
 
 @terminate_as_interrupt()
-def run_rollout(
+def run_rollout(  # noqa: C901, PLR0915 (the rollout's one driver loop: resume, submit, collect, retry, stop; each branch is one of those)
     tasks: Iterable[Task],
     agent_factory: Callable[[], Agent],
     backend: SandboxBackend,
@@ -550,7 +550,7 @@ def run_rollout(
         if options.on_attempt is not None:
             try:
                 options.on_attempt(traj)
-            except Exception as exc:  # a hook must not lose the episode
+            except Exception as exc:  # noqa: BLE001 (a hook must not lose the episode)
                 log(f"{traj.id} on_attempt hook failed: {type(exc).__name__}: {exc}")
         if ex_info and result.node:
             nodes_of[traj.id] = result.node
