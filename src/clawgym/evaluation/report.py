@@ -217,15 +217,20 @@ def notes(report: dict[str, Any]) -> list[str]:
 
 
 def render_table(report: dict[str, Any]):
+    """The report's table by category; where it is wider than the output (an 80-column log), one block per
+    category instead, so that no header is cut to an ellipsis (clawgym.core.fitted_table)."""
     from rich.table import Table
 
-    table = Table(title=f"{report['suite']} (k={report['k']})", caption="\n".join(notes(report)) or None)
+    from clawgym.core.fitted_table import FittedTable
+
+    title = f"{report['suite']} (k={report['k']})"
+    table = Table(title=title, caption="\n".join(notes(report)) or None)
     for h in HEADERS:
         table.add_column(h, justify="left" if h in ("category", "pass@k") else "right")
     rows = _rows(report)
     for i, r in enumerate(rows):
         table.add_row(*r, style="bold" if i == len(rows) - 1 else None)
-    return table
+    return FittedTable(table, HEADERS, rows, names=1, title=title, notes=notes(report))
 
 
 def render_markdown(report: dict[str, Any]) -> str:

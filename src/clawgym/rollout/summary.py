@@ -280,53 +280,51 @@ def _num(v: float | None, fmt: str = "{:.1f}") -> str:
 
 
 def render_table(summaries: list[Summary], title: str = "rollout summary"):
-    """The summary table. Names (run, agent, model, errors) fold onto more lines when the width is short (a pipe
-    or CI log is 80 columns), so the numbers are never cut to an ellipsis."""
-    from rich import box
-    from rich.table import Table
-
-    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    runs = any(s.run for s in summaries)
+    """The summary table; where it is wider than the output (a pipe or CI log is 80 columns), one block per run
+    instead (its names in full, then its numbers), so that no name folds into fragments and no number is cut."""
+    headers = ["agent", "model", "episodes", "scored", "mean", "pass", "infra", "skip"]
     costs = any(s.cost is not None for s in summaries)
-    left = ("run", "agent", "model", "errors by kind")
-    for col in ("run",) * runs + ("agent", "model", "episodes", "scored", "mean", "pass", "infra", "skip") \
-            + ("cost $",) * costs + ("errors by kind",):
-        if col in left:
-            table.add_column(col, justify="left", overflow="fold")
-        else:
-            table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
-    for s in summaries:
-        table.add_row(
-            *((s.run or "-",) if runs else ()), s.agent, s.model or "-", str(s.episodes), str(s.scored),
-            "-" if s.mean_score is None else f"{s.mean_score:.3f}",
-            "-" if s.pass_rate is None else f"{s.pass_rate:.1%}",
-            str(s.infra_errors), str(s.skipped),
-            *((_num(s.cost, "{:.4f}"),) if costs else ()),
-            ", ".join(f"{k}={v}" for k, v in sorted(s.errors.items())) or "-",
-        )
-    return table
+    headers += ["cost $"] * costs + ["errors by kind"]
+    rows = [[s.agent, s.model or "-", str(s.episodes), str(s.scored),
+             "-" if s.mean_score is None else f"{s.mean_score:.3f}",
+             "-" if s.pass_rate is None else f"{s.pass_rate:.1%}", str(s.infra_errors), str(s.skipped),
+             *((_num(s.cost, "{:.4f}"),) if costs else ()),
+             ", ".join(f"{k}={v}" for k, v in sorted(s.errors.items())) or "-"] for s in summaries]
+    return _fitted(summaries, title, headers, rows, left=("agent", "model", "errors by kind"))
 
 
 def render_stats_table(summaries: list[Summary], title: str = "trajectory statistics (mean per episode)"):
-    """ClawGym's trajectory statistics per run, agent and model: rounds, tokens, tool calls, tool types."""
+    """ClawGym's trajectory statistics per run, agent and model: rounds, tokens, tool calls, tool types (one block
+    per run where the table is wider than the output, as :func:`render_table`)."""
+    headers = ["agent", "model", "ran", "rounds", "tokens", "max tokens", "tool calls", "tool types", "tools used"]
+    rows = [[s.agent, s.model or "-", str(s.ran), _num(s.rounds), _num(s.tokens, "{:,.0f}"),
+             _num(s.max_tokens, "{:,.0f}"), _num(s.tool_calls), _num(s.tool_types), ", ".join(s.tools_used) or "-"]
+            for s in summaries]
+    return _fitted(summaries, title, headers, rows, left=("agent", "model", "tools used"))
+
+
+def _fitted(summaries: list[Summary], title: str, headers: list[str], rows: list[list[str]], left: tuple[str, ...]):
+    """The table of `rows` (with a leading run column when the summaries name runs), as a FittedTable: names fold
+    in the table where it fits; elsewhere each run is a block, its run, agent and model on its first line."""
     from rich import box
     from rich.table import Table
 
-    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    from clawgym.core.fitted_table import FittedTable
+
     runs = any(s.run for s in summaries)
-    for col in ("run",) * runs + ("agent", "model", "ran", "rounds", "tokens", "max tokens", "tool calls",
-                                  "tool types", "tools used"):
-        if col in ("run", "agent", "model", "tools used"):
+    if runs:
+        headers = ["run", *headers]
+        rows = [[s.run or "-", *row] for s, row in zip(summaries, rows, strict=True)]
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in headers:
+        if col in left or col == "run":
             table.add_column(col, justify="left", overflow="fold")
         else:
             table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
-    for s in summaries:
-        table.add_row(
-            *((s.run or "-",) if runs else ()), s.agent, s.model or "-", str(s.ran), _num(s.rounds),
-            _num(s.tokens, "{:,.0f}"), _num(s.max_tokens, "{:,.0f}"), _num(s.tool_calls), _num(s.tool_types),
-            ", ".join(s.tools_used) or "-",
-        )
-    return table
+    for row in rows:
+        table.add_row(*row)
+    names = headers.index("model") + 1  # the run, the agent and the model: the block's first line
+    return FittedTable(table, headers, rows, names=names, title=title)
 
 
 # --------------------------------------------------------------------------------------------- conversations
