@@ -53,8 +53,13 @@ def acme_wc(ws, path):
 
 @pytest.fixture
 def extension(tmp_path, monkeypatch):
-    """Install a distribution declaring `modules` as check-library extensions; forget them after the test."""
+    """Install a distribution declaring `modules` as check-library extensions; forget them after the test (their
+    @check also registered their functions in this process's copy of the library: those are forgotten too)."""
+    from clawgym.checks import checklib
+
     names: list[str] = []
+    monkeypatch.setattr(checklib, "REGISTRY", dict(checklib.REGISTRY))
+    monkeypatch.setattr(checklib, "RUNS_PROGRAM", set(checklib.RUNS_PROGRAM))
 
     def _install(modules: dict[str, str]) -> None:
         eps = {f"ext-{i}": name for i, name in enumerate(modules)}
