@@ -175,7 +175,7 @@ def test_summary_stats_measure_the_conversations_and_name_the_long_ones(imported
     assert st["rounds"] == pytest.approx(11 / 3)
     assert st["tool_calls"] == pytest.approx((3 + 0 + 6) / 3)
     assert st["tools_used"] == ["exec", "ls", "read", "write"] and st["tool_types"] == pytest.approx((3 + 0 + 1) / 3)
-    # tokens are the training sequences' lengths: the window check speaks of what `train sft --max-len` would cut
+    # tokens are the training sequences' lengths: the window check speaks of what `train sft --max-len` would window
     assert st["tokens"] == pytest.approx(sum(lengths) / 3) and st["max_tokens"] == max(lengths)
     assert st["window"] == window
     assert st["over_window"] == [{"name": "trajectories.openai.jsonl:3", "tokens": max(lengths)}]
@@ -185,7 +185,8 @@ def test_summary_stats_measure_the_conversations_and_name_the_long_ones(imported
     assert "conversation statistics" in r.stdout and "tool types" in r.stdout
     assert "tokens: the tokenizer and chat template of smollm2-135m" in r.stdout
     assert (f"1 of 3 conversations in {imported} are longer than {window:,} tokens (`train sft --max-len {window}` "
-            f"cuts them there, keeping the start): trajectories.openai.jsonl:3 ({max(lengths):,})") in r.stderr
+            f"trains them as windows, each ending at an assistant turn): trajectories.openai.jsonl:3 "
+            f"({max(lengths):,})") in r.stderr
     r = cli("summary", imported, "--stats", "--json")
     assert r.returncode == 0, r.stderr
     approx = json.loads(r.stdout)[0]["stats"]
@@ -195,8 +196,8 @@ def test_summary_stats_measure_the_conversations_and_name_the_long_ones(imported
 
 
 def test_a_short_train_sft_run_on_the_imported_file(imported: Path, tokenizer, tmp_path: Path) -> None:
-    """The real `train sft` (LoRA, SmolLM2-135M, 2 steps); the long conversation is reported as cut at --max-len,
-    as `summary --max-len` says beforehand."""
+    """The real `train sft` (LoRA, SmolLM2-135M, 2 steps); the long conversation is reported as longer than
+    --max-len and trained as windows (never cut from the end), as `summary --max-len` says beforehand."""
     from clawgym.train.sft import build_examples
 
     lengths = [len(ex) for ex in build_examples(read_sft_records(imported), tokenizer, max_len=100_000)[0]]
@@ -204,6 +205,7 @@ def test_a_short_train_sft_run_on_the_imported_file(imported: Path, tokenizer, t
     r = cli("train", "sft", imported, "--model", "smollm2-135m", "-o", tmp_path / "sft", "--max-steps", 2,
             "--max-len", max_len, "--batch-tokens", max_len, "--save-steps", 0, "--threads", 2)
     assert r.returncode == 0, r.stderr
-    assert "data: 3 records -> 3 sequences" in r.stderr and "1 cut at --max-len" in r.stderr
+    assert "data: 3 records -> 3 sequences" in r.stderr
+    assert "1 longer than --max-len -> 1 windows, 6 turns (172 tokens) fit no window" in r.stderr
     assert "trained 2 steps" in r.stdout
     assert (tmp_path / "sft" / "final" / "adapter_config.json").exists()

@@ -69,8 +69,8 @@ def summary(
             if s.over_window:
                 first = ", ".join(f"{n} ({k:,})" for n, k in s.over_window[:5])
                 err.print(f"[bold yellow]{len(s.over_window)} of {s.ran} conversations in {s.run} are longer than "
-                          f"{s.window:,} tokens[/] (`train sft --max-len {s.window}` cuts them there, keeping the "
-                          f"start): {first}{', ...' if len(s.over_window) > 5 else ''}", highlight=False,
+                          f"{s.window:,} tokens[/] (`train sft --max-len {s.window}` trains them as windows, each "
+                          f"ending at an assistant turn): {first}{', ...' if len(s.over_window) > 5 else ''}", highlight=False,
                           soft_wrap=True)
             elif s.window is not None:
                 out.print(f"{s.run}: every conversation fits in {s.window:,} tokens (longest {s.max_tokens or 0:,})",

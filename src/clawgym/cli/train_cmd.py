@@ -123,7 +123,7 @@ def sft_cmd(
     epochs: float = typer.Option(1.0, "--epochs", min=0.0),
     max_steps: int = typer.Option(-1, "--max-steps", help="Stop after this many optimizer steps (overrides --epochs)."),
     lr: float | None = typer.Option(None, "--lr", help="Learning rate (default 2e-4 LoRA, 2e-5 full)."),
-    max_len: int = typer.Option(8192, "--max-len", min=16, help="Tokens per conversation; longer ones are cut, keeping the start."),
+    max_len: int = typer.Option(8192, "--max-len", min=16, help="Tokens per sequence; a longer one trains as its longest prefix ending at a turn, then one window per later turn (head + the turns before it that fit), or as its steps; never cut from the end, what fits no window is counted."),
     batch_tokens: int = typer.Option(8192, "--batch-tokens", min=16, help="Tokens per packed micro-batch (>= --max-len)."),
     batching: str = typer.Option("packed", "--batching", help="packed (no padding) or padded (trl's default batching)."),
     batch_size: int = typer.Option(8, "--batch-size", min=1, help="Sequences per micro-batch with --batching padded."),
@@ -138,7 +138,11 @@ def sft_cmd(
     save_total_limit: int = typer.Option(2, "--save-total-limit", min=1),
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint in OUTPUT."),
     precision: str = precision_option("auto", "auto (bf16 where the hardware is fast at it), fp32, bf16."),
-    grad_checkpointing: bool | None = typer.Option(None, "--grad-checkpointing/--no-grad-checkpointing", help="Default: on above 4096 tokens per micro-batch."),
+    dtype: str = typer.Option("auto", "--dtype", help="Weights' dtype: auto (LoRA: bf16 on a CUDA GPU that has it; else fp32), bf16 (LoRA: bf16 base, fp32 adapter and optimizer state; --full: all bf16, no fp32 master copy), fp32."),
+    grad_checkpointing: bool | None = typer.Option(None, "--gradient-checkpointing/--no-gradient-checkpointing", "--grad-checkpointing/--no-grad-checkpointing", help="Recompute activations in the backward pass. Default: on above 4096 tokens per micro-batch."),
+    report_to: str = typer.Option("none", "--report-to", help="Also log to: none, tensorboard (event files in OUTPUT/tensorboard) or wandb."),
+    history: str = typer.Option("final", "--history", help="Chat templates that render earlier turns differently (Qwen3): final (one sequence as the last render shows it, every turn trained) or exact (one example per turn in the server's context, ~turns x the tokens)."),
+    enable_thinking: bool | None = typer.Option(None, "--enable-thinking/--no-enable-thinking", help="Passed to the chat template (Qwen3's enable_thinking); default: the template's own."),
     verify: str = typer.Option("sample", "--verify", help="Check contexts against the server's prompts: sample (first 32 records), full, none. Trained spans are always checked."),
     token_ids: bool = typer.Option(True, "--token-ids/--no-token-ids", help="Train on records' engine token ids when they have them (only for the model that generated them)."),
     threads: int | None = typer.Option(None, "--threads", min=1, help="CPU threads (default: torch's)."),
@@ -155,13 +159,15 @@ def sft_cmd(
         batch_tokens=batch_tokens, batching=batching, batch_size=batch_size, grad_accum=grad_accum, lora_r=lora_r,
         lora_alpha=lora_alpha, lora_dropout=lora_dropout, warmup_ratio=warmup_ratio, weight_decay=weight_decay,
         seed=seed, save_steps=save_steps, save_total_limit=save_total_limit, resume=resume, precision=precision,
-        gradient_checkpointing=grad_checkpointing, verify=verify, threads=threads, token_ids=token_ids,
+        gradient_checkpointing=grad_checkpointing, verify=verify, threads=threads, token_ids=token_ids, dtype=dtype,
+        report_to=report_to, history=history, enable_thinking=enable_thinking,
     )
 
     def on_data(stats) -> None:
         err.print(f"data: {stats.records} records -> {stats.examples} sequences, {stats.tokens} tokens "
-                  f"({stats.trained_tokens} trained); {stats.truncated} cut at --max-len, "
-                  f"{stats.dropped_no_trained_tokens} without a trained token left", highlight=False)
+                  f"({stats.trained_tokens} trained); {stats.truncated} longer than --max-len -> {stats.windows} "
+                  f"windows, {stats.dropped_turns} turns ({stats.dropped_tokens} tokens) fit no window and are not "
+                  f"trained; {stats.dropped_no_trained_tokens} without a trained token left", highlight=False)
 
     try:
         res = train_sft(data, output, opts, on_data=on_data)

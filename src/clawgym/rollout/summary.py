@@ -16,7 +16,8 @@ model calls (``usage.model_calls``; else the assistant messages of the conversat
 tool calls and tool types those of its assistant messages, and tokens the length of the whole conversation as
 training renders it (chat template and tool schemas) with the model's tokenizer when one is given, else
 approximated as characters / 4 (:data:`CHARS_PER_TOKEN`) and said so. A conversation longer than a given window
-(`train sft --max-len`) is listed by name, never passed over: training cuts it at the window, keeping the start.
+(`train sft --max-len`) is listed by name, never passed over: training takes it as windows, each ending at an
+assistant turn, never cut from the end.
 
 **Prices** (``--prices FILE``) are a JSON object ``{"MODEL": {"input": USD, "output": USD}}`` per million input
 (prompt) and output (completion) tokens; the key ``"*"`` prices every model not named. A run whose model has no

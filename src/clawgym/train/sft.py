@@ -39,7 +39,7 @@ from typing import Any
 from clawgym.core.atomic import write_json
 from clawgym.core.errors import ClawgymError
 from clawgym.core.precision import resolve_precision
-from clawgym.train.masks import IGNORE, TokenizedExample, tokenize_record
+from clawgym.train.masks import IGNORE, TokenizedExample
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 TRAIN_META = "train.json"
@@ -58,7 +58,7 @@ class SFTOptions:
     epochs: float = 1.0
     max_steps: int = -1  # > 0 overrides epochs
     lr: float | None = None  # default: 2e-4 with LoRA, 2e-5 full
-    max_len: int = 8192  # tokens per sequence; longer ones are cut (keeping the start) and counted
+    max_len: int = 8192  # tokens per sequence; longer ones train as windows / steps, never cut (clawgym.train.windows)
     batch_tokens: int = 8192  # packed: tokens per micro-batch (>= max_len)
     batching: str = "packed"  # packed | padded (trl's default: batch_size sequences padded to the longest)
     batch_size: int = 8  # padded: sequences per micro-batch
@@ -77,7 +77,11 @@ class SFTOptions:
     logging_steps: int = 1
     resume: bool = False
     precision: str = "auto"  # auto | fp32 | bf16 (autocast)
+    dtype: str = "auto"  # auto | bf16 | fp32: the dtype the weights load in (clawgym.train.dtypes)
     gradient_checkpointing: bool | None = None  # None: on when a micro-batch holds more than 4096 tokens
+    report_to: str = "none"  # none | tensorboard | wandb
+    history: str = "final"  # templates that re-render earlier turns (Qwen3): final (one sequence) | exact (per turn)
+    enable_thinking: bool | None = None  # passed to the chat template (Qwen3) when set
     attention: str = "auto"  # auto | flash_attention_2 | clawgym_sdpa_varlen | sdpa
     verify: str = "sample"  # every mask's spans always; server prompts for: sample (first 32) | full | none
     token_ids: bool = True  # train on a record's engine token ids when it has them (same tokenizer only)
@@ -90,8 +94,10 @@ class DataStats:
     examples: int = 0
     tokens: int = 0
     trained_tokens: int = 0
-    truncated: int = 0
-    truncated_tokens: int = 0
+    truncated: int = 0  # sequences longer than max_len: trained as windows / steps (`windows`), never cut
+    windows: int = 0  # examples made from those sequences
+    dropped_turns: int = 0  # assistant turns or steps that fit no window (not trained)
+    dropped_tokens: int = 0  # their tokens
     dropped_no_trained_tokens: int = 0
     token_id_records: int = 0
     max_len_seen: int = 0
@@ -120,20 +126,26 @@ class SFTResult:
 
 def build_examples(records: list[dict[str, Any]], tokenizer: Any, max_len: int, verify: str = "sample",
                    on_progress: Callable[[int, int], None] | None = None,
-                   token_ids: bool = True) -> tuple[list[TokenizedExample], DataStats]:
-    """Tokenized, verified, length-capped examples of SFT records, and what happened to them."""
+                   token_ids: bool = True, history: str = "exact",
+                   enable_thinking: bool | None = None) -> tuple[list[TokenizedExample], DataStats]:
+    """Tokenized, verified examples of SFT records, each at most `max_len` tokens, and what happened to them: a
+    longer sequence trains as windows or steps (:mod:`clawgym.train.windows`), what fits no window is counted."""
+    from clawgym.train.windows import tokenize_within
+
     stats = DataStats(records=len(records))
     out: list[TokenizedExample] = []
+    kwargs = {"enable_thinking": enable_thinking} if enable_thinking is not None else None
     for i, rec in enumerate(records):
         full_check = verify == "full" or (verify == "sample" and i < 32)
-        exs = tokenize_record(tokenizer, rec, verify_prompts=full_check, prefer_token_ids=token_ids)
+        fit = tokenize_within(tokenizer, rec, max_len, verify_prompts=full_check, prefer_token_ids=token_ids,
+                              history=history, template_kwargs=kwargs)
         stats.token_id_records += bool((rec.get("steps") or rec.get("prompt_ids")) and (token_ids or not rec.get("messages")))
-        for ex in exs:
+        stats.truncated += fit.long
+        stats.windows += fit.windows
+        stats.dropped_turns += fit.dropped_turns
+        stats.dropped_tokens += fit.dropped_tokens
+        for ex in fit.examples:
             stats.max_len_seen = max(stats.max_len_seen, len(ex))
-            if len(ex) > max_len:
-                stats.truncated += 1
-                stats.truncated_tokens += len(ex) - max_len
-                ex = TokenizedExample(ex.input_ids[:max_len], ex.labels[:max_len], ex.record)
             if not any(x != IGNORE for x in ex.labels[1:]):  # the first label never counts (nothing predicts it)
                 stats.dropped_no_trained_tokens += 1
                 continue
@@ -240,6 +252,32 @@ def compact_causal_lm_loss(model: Any, inputs: dict[str, Any], num_items_in_batc
     return total / torch.as_tensor(denom, device=total.device).clamp(min=1), n, correct
 
 
+def compact_loss_through_forward(model: Any, inputs: dict[str, Any],
+                                 num_items_in_batch: Any = None) -> tuple[Any, Any, Any]:
+    """:func:`compact_causal_lm_loss` through the model's own forward, for a model wrapped by DDP (or FSDP), whose
+    gradient synchronisation needs its forward called: transformers' `logits_to_keep` indices select the trained
+    positions (of any row), so the LM head still runs on those only (all at once: no chunked recomputation)."""
+    import torch
+    import torch.nn.functional as F
+
+    labels = inputs["labels"]
+    fwd = {k: v for k, v in inputs.items() if k != "labels"}
+    fwd["use_cache"] = False
+    target = labels[:, 1:]
+    mask = target != IGNORE
+    pos = mask.any(0).nonzero().flatten()
+    if pos.numel() == 0:
+        pos = torch.zeros(1, dtype=torch.long, device=labels.device)
+    logits = model(**fwd, logits_to_keep=pos).logits
+    keep = mask[:, pos]
+    lg, y = logits[keep].float(), target[:, pos][keep]
+    total = F.cross_entropy(lg, y, reduction="sum") if y.numel() else logits.sum() * 0.0
+    n = int(keep.sum())
+    correct = int((lg.argmax(-1) == y).sum()) if n else 0
+    denom = num_items_in_batch if num_items_in_batch is not None else max(1, n)
+    return total / torch.as_tensor(denom, device=total.device).clamp(min=1), n, correct
+
+
 def _supports_compact_loss(model: Any) -> bool:
     causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
     cfg = causal_lm.config.get_text_config()
@@ -260,8 +298,19 @@ def _make_trainer_class():
             self.counts = {"tokens": 0, "trained": 0, "computed": 0}
             self.compact_loss = compact_loss
             super().__init__(*args, **kwargs)
-            self.compact_loss = compact_loss and self.accelerator.num_processes == 1 and \
-                _supports_compact_loss(self.model)
+            self.compact_loss = compact_loss and _supports_compact_loss(self.model)
+
+        def global_counts(self) -> dict[str, int]:
+            """The token counts summed over the processes (every process must call it: a collective)."""
+            import torch
+            import torch.distributed as dist
+
+            if self.accelerator.num_processes == 1 or not dist.is_initialized():
+                return dict(self.counts)
+            keys = sorted(self.counts)
+            t = torch.tensor([self.counts[k] for k in keys], dtype=torch.long, device=self.accelerator.device)
+            dist.all_reduce(t)
+            return dict(zip(keys, (int(x) for x in t.tolist()), strict=True))
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             if model.training:
@@ -273,7 +322,16 @@ def _make_trainer_class():
             if not self.compact_loss or return_outputs:
                 return super().compute_loss(model, inputs, return_outputs=return_outputs,
                                             num_items_in_batch=num_items_in_batch)
-            loss, n, correct = compact_causal_lm_loss(model, inputs, num_items_in_batch)
+            if model is self.model and self.accelerator.num_processes == 1:
+                # the backbone is called directly, not through the forward accelerate wraps in its autocast
+                with self.accelerator.autocast():
+                    loss, n, correct = compact_causal_lm_loss(model, inputs, num_items_in_batch)
+            else:  # wrapped (DDP, FSDP): through its forward
+                loss, n, correct = compact_loss_through_forward(model, inputs, num_items_in_batch)
+            if self.args.average_tokens_across_devices and num_items_in_batch is not None:
+                # num_items_in_batch counts every process's tokens and DDP averages the gradients: as the
+                # Trainer's own loss does, scale back to the global token mean
+                loss = loss * self.accelerator.num_processes
             mode = "train" if model.training else "eval"
             self._metrics[mode]["mean_token_accuracy"].append(correct / n if n else 0.0)
             return loss
@@ -330,13 +388,13 @@ def _progress_callback(trainer_ref: dict, log_path: Path | None, on_log: Callabl
             if "loss" not in logs:
                 return
             self.loss = float(logs["loss"])
-            c = trainer_ref["trainer"].counts
+            c = trainer_ref["trainer"].global_counts()
             row = {"step": state.global_step, "epoch": round(float(state.epoch or 0), 4), "loss": self.loss,
                    "lr": logs.get("learning_rate"), "grad_norm": logs.get("grad_norm"), "tokens": c["tokens"],
                    "trained_tokens": c["trained"], "computed_tokens": c["computed"],
                    "tokens_per_s": round(self._rate(), 2), "time": round(time.monotonic() - self.t0, 3)}
             self.rows.append(row)
-            if log_path is not None:
+            if log_path is not None and state.is_world_process_zero:
                 with open(log_path, "a", encoding="utf-8") as fh:
                     fh.write(json.dumps(row) + "\n")
             if on_log:
@@ -383,7 +441,8 @@ def train_sft(data: str | os.PathLike | list[dict[str, Any]], output_dir: str | 
     records = read_sft_records(data) if not isinstance(data, list) else data
     if not records:
         raise TrainError("no training records")
-    examples, stats = build_examples(records, tokenizer, opts.max_len, opts.verify, token_ids=opts.token_ids)
+    examples, stats = build_examples(records, tokenizer, opts.max_len, opts.verify, token_ids=opts.token_ids,
+                                     history=opts.history, enable_thinking=opts.enable_thinking)
     if on_data:
         on_data(stats)
     return train_examples(examples, output_dir, opts, stats=stats, show_progress=show_progress, on_log=on_log,
@@ -399,6 +458,13 @@ def _check_options(opts: SFTOptions, out: Path) -> None:
         raise TrainError(f"unknown precision {opts.precision!r}; use auto, fp32 or bf16")
     if opts.verify not in ("sample", "full", "none"):
         raise TrainError(f"unknown verify {opts.verify!r}; use sample, full or none")
+    if opts.history not in ("final", "exact"):
+        raise TrainError(f"unknown history {opts.history!r}; use final or exact")
+    from clawgym.train.dtypes import check_dtype
+    from clawgym.train.reporting import check_report_to
+
+    check_dtype(opts.dtype)
+    check_report_to(opts.report_to)
     resume_from = latest_checkpoint(out) if out.exists() else None
     if resume_from is not None and not opts.resume:
         raise TrainError(f"{out} already holds checkpoints ({resume_from.name}); pass --resume to continue, or "
@@ -439,6 +505,8 @@ def prepare_training(examples: list[TokenizedExample], output_dir: str | os.Path
     from trl import SFTConfig
 
     from clawgym.llm.models import resolve_model_dir
+    from clawgym.train.dtypes import master_weights, resolve_dtype, torch_dtype
+    from clawgym.train.reporting import point_tensorboard, report_to_list
 
     opts = options or SFTOptions()
     out = Path(output_dir)
@@ -469,13 +537,14 @@ def prepare_training(examples: list[TokenizedExample], output_dir: str | os.Path
             raise TrainError(f"{out}: the checkpoints were trained on other data (or other tokenization settings); "
                              "resume needs the same data and options")
     precision = resolve_precision(opts.precision)
+    dtype = resolve_dtype(opts.dtype, opts.full)
     attention = resolve_attention(opts.attention, opts.batching)
     micro_tokens = opts.batch_tokens if opts.batching == "packed" else opts.batch_size * min(opts.max_len, stats.max_len_seen)
     grad_ckpt = opts.gradient_checkpointing if opts.gradient_checkpointing is not None else micro_tokens > 4096
     lr = opts.lr if opts.lr is not None else (2e-5 if opts.full else 2e-4)
 
     config = load_base_config(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), config=config, dtype=torch.float32,
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), config=config, dtype=torch_dtype(dtype),
                                                  attn_implementation=attention)
     peft_config = None
     if not opts.full:
@@ -512,7 +581,7 @@ def prepare_training(examples: list[TokenizedExample], output_dir: str | os.Path
         save_total_limit=opts.save_total_limit,
         seed=opts.seed,
         data_seed=opts.seed,
-        report_to=[],
+        report_to=report_to_list(opts.report_to),
         disable_tqdm=True,
         dataloader_num_workers=0,
         remove_unused_columns=True,
@@ -529,16 +598,20 @@ def prepare_training(examples: list[TokenizedExample], output_dir: str | os.Path
     from transformers import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # our progress bar and log.jsonl report the logs
+    tensorboard = point_tensorboard(trainer, out)
 
     settings = {k: v for k, v in asdict(opts).items()}
     meta = {
         "base_model": opts.model, "base_model_dir": str(Path(model_dir).resolve()), "adapter": not opts.full,
-        "options": settings, "precision": precision, "attention": attention, "gradient_checkpointing": grad_ckpt,
+        "options": settings, "precision": precision, "dtype": dtype,
+        "master_weights": master_weights(dtype, opts.full), "attention": attention, "gradient_checkpointing": grad_ckpt,
+        "processes": trainer.accelerator.num_processes, "tensorboard": str(tensorboard) if tensorboard else None,
         "learning_rate": lr, "data": asdict(stats), "data_fingerprint": fingerprint,
         "data_source": data_source, "compact_loss": trainer.compact_loss,
         "packed_rows": len(trainer.train_dataset), "status": "training",
     }
-    write_json(meta_path, meta, default=str)
+    if trainer.is_world_process_zero():
+        write_json(meta_path, meta, default=str)
     return PreparedTraining(trainer, progress, tokenizer, out, meta, stats, resume_from)
 
 
@@ -550,18 +623,24 @@ def run_training(prep: PreparedTraining) -> SFTResult:
     result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from is not None else None)
     seconds = time.monotonic() - t0
     final = out / FINAL
-    tmp = Path(tempfile.mkdtemp(prefix=".final.", dir=out))
+    main = trainer.is_world_process_zero()
+    tmp = out / ".final.partial"  # one path for every process: save_model is collective (FSDP, ZeRO-3 gather)
+    if main and tmp.exists():
+        shutil.rmtree(tmp)
+    trainer.accelerator.wait_for_everyone()
     try:
         trainer.save_model(str(tmp))
-        tokenizer.save_pretrained(str(tmp))
-        if final.exists():
-            shutil.rmtree(final)
-        tmp.rename(final)
+        if main:
+            tokenizer.save_pretrained(str(tmp))
+            if final.exists():
+                shutil.rmtree(final)
+            tmp.rename(final)
     finally:
-        if tmp.exists():
+        if main and tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+    trainer.accelerator.wait_for_everyone()
     rows = progress.rows
-    c = trainer.counts
+    c = trainer.global_counts()
     res = SFTResult(
         output_dir=str(out), final_dir=str(final), steps=int(trainer.state.global_step),
         train_loss=float(result.training_loss) if result.training_loss is not None else None,
@@ -571,7 +650,8 @@ def run_training(prep: PreparedTraining) -> SFTResult:
         resumed_from=str(resume_from) if resume_from else None, log=rows,
     )
     meta.update(status="done", result={k: v for k, v in asdict(res).items() if k not in ("log", "data")})
-    write_json(out / TRAIN_META, meta, default=str)
+    if main:
+        write_json(out / TRAIN_META, meta, default=str)
     return res
 
 
