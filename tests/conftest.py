@@ -106,6 +106,47 @@ def isolated_backend(request):
     return request.getfixturevalue(f"{request.param}_backend")
 
 
+# ------------------------------------------------------------------------------- the embedded model, for training
+
+
+@pytest.fixture(scope="module")
+def smol_dir() -> Path:
+    """SmolLM2-135M-Instruct's HF directory, or skip/fail when the embedded model is not installed."""
+    from clawgym.llm.models import ModelError, resolve_model_dir
+
+    try:
+        return resolve_model_dir("smollm2-135m")
+    except ModelError as exc:
+        require(False, f"the embedded model is not available: {exc}")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(smol_dir):
+    """SmolLM2's real tokenizer and chat template."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(smol_dir))
+
+
+@pytest.fixture(scope="module")
+def tiny_model(smol_dir, tmp_path_factory) -> Path:
+    """A random 2-layer Llama with SmolLM2's config (vocabulary, rope, special tokens), narrowed so that CPU
+    training takes seconds, and SmolLM2's real tokenizer and chat template."""
+    import torch
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    from clawgym.train.sft import load_base_config
+
+    cfg = load_base_config(smol_dir)
+    cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size = 2, 64, 128
+    cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim = 4, 2, 16
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny") / "tiny-smollm2"
+    LlamaForCausalLM(cfg).save_pretrained(str(path))
+    AutoTokenizer.from_pretrained(str(smol_dir)).save_pretrained(str(path))
+    return path
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under CLAWGYM_REQUIRE_ALL=1 any skip (skipif markers included) becomes a failure."""

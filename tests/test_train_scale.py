@@ -16,44 +16,8 @@ import pytest
 
 from clawgym.core.errors import ClawgymError
 from clawgym.train.masks import IGNORE, tokenize_conversation, trained_spans
-from conftest import require
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def smol_dir() -> Path:
-    from clawgym.llm.models import ModelError, resolve_model_dir
-
-    try:
-        return resolve_model_dir("smollm2-135m")
-    except ModelError as exc:
-        require(False, f"the embedded model is not available: {exc}")
-
-
-@pytest.fixture(scope="module")
-def tokenizer(smol_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(smol_dir))
-
-
-@pytest.fixture(scope="module")
-def tiny_model(smol_dir, tmp_path_factory) -> Path:
-    """A random 2-layer Llama with SmolLM2's vocabulary and tokenizer: CPU steps take a fraction of a second."""
-    import torch
-    from transformers import AutoTokenizer, LlamaForCausalLM
-
-    from clawgym.train.sft import load_base_config
-
-    cfg = load_base_config(smol_dir)
-    cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size = 2, 64, 128
-    cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim = 4, 2, 16
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("tiny") / "tiny-smollm2"
-    LlamaForCausalLM(cfg).save_pretrained(str(path))
-    AutoTokenizer.from_pretrained(str(smol_dir)).save_pretrained(str(path))
-    return path
 
 
 def _call(cid: str, name: str, args: dict) -> dict:
