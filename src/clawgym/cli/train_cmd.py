@@ -217,7 +217,10 @@ def rl_cmd(
     max_turns: int = typer.Option(4, "--max-turns", min=1),
     max_tokens: int = typer.Option(256, "--max-tokens", min=1),
     algo: str = typer.Option("grpo", "--algo", help="grpo, dr-grpo, rloo or reinforce++ (advantages and loss aggregation)."),
-    credit: str = typer.Option("outcome", "--credit", help="outcome or step (see `pool export --credit`)."),
+    credit: str = typer.Option("outcome", "--credit", help="outcome, step or progress (see `pool export --credit`)."),
+    progress_rewards: bool = typer.Option(
+        False, "--progress", help="Record progress rewards in the rollouts (each step's change of the code score; see "
+        "`clawgym rollout --progress`). Always on with --credit progress."),
     gamma: float = typer.Option(1.0, "--gamma", min=0.0, max=1.0),
     kl_coef: float = typer.Option(0.0, "--kl-coef", min=0.0, help="KL to the initial policy (k3 estimator)."),
     clip: float = typer.Option(0.2, "--clip", min=0.0, help="Ratio clip epsilon."),
@@ -226,6 +229,22 @@ def rl_cmd(
     full: bool = typer.Option(False, "--full", help="Train every weight instead of a LoRA adapter; each version is "
                               "published as full weights (POST /update_weights_from_disk: clawgym serve, SGLang)."),
     epochs: int = typer.Option(1, "--epochs", min=1, help="Passes over each batch."),
+    mini_batches: int = typer.Option(1, "--mini-batches", min=1, help="Optimizer steps per pass over a batch (PPO "
+                                     "mini-batches); with 2+ steps the old policy's log-probs are fixed before the "
+                                     "first one, so the clip acts."),
+    micro_batch_tokens: int = typer.Option(4096, "--micro-batch-tokens", min=1, help="Tokens per micro-batch of the "
+                                           "update; gradients accumulate over a mini-batch."),
+    lr_schedule: str = typer.Option("constant", "--lr-schedule", help="constant, linear or cosine over the run's "
+                                    "optimizer steps (iterations x epochs x mini-batches)."),
+    warmup_steps: int = typer.Option(0, "--warmup-steps", min=0, help="Optimizer steps of linear warmup."),
+    max_grad_norm: float = typer.Option(1.0, "--max-grad-norm", min=0.0, help="Clip each step's gradient to this "
+                                        "norm (0: off)."),
+    dtype: str = typer.Option("fp32", "--dtype", help="The policy's weights in the update: auto (bf16 on a CUDA GPU "
+                              "with it), bf16 (a LoRA adapter stays fp32) or fp32."),
+    gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help="Recompute activations in "
+                                                "the backward pass: less memory, the same gradient."),
+    report_to: str = typer.Option("none", "--report-to", help="Also log metrics to tensorboard (OUT/tensorboard) or "
+                                  "wandb."),
     max_staleness: int = typer.Option(0, "--max-staleness", min=0, help="Train on steps at most this many versions old."),
     seed: int = typer.Option(0, "--seed"),
     jobs: int = jobs_option(4),
@@ -253,13 +272,24 @@ def rl_cmd(
     from clawgym.core.errors import ClawgymError
     from clawgym.core.jsonl import read_records_lenient
     from clawgym.core.records import Task
-    from clawgym.pool.credit import ALGOS, CREDITS
+    from clawgym.pool.credit import CREDITS
+    from clawgym.rl import algos
     from clawgym.rollout.executor import make_executor
     from clawgym.sandbox import get_backend
+    from clawgym.train.dtypes import check_dtype
+    from clawgym.train.reporting import check_report_to
     from clawgym.train.rl_loop import RLError, RLOptions, run_rl, train_device
+    from clawgym.train.rl_schedule import SCHEDULES
 
-    if algo not in ALGOS:
-        fail(f"--algo {algo!r}: choose one of {', '.join(ALGOS)}", 2)
+    if algo not in algos():
+        fail(f"--algo {algo!r}: choose one of {', '.join(algos())}", 2)
+    if lr_schedule not in SCHEDULES:
+        fail(f"--lr-schedule {lr_schedule!r}: choose one of {', '.join(SCHEDULES)}", 2)
+    try:
+        check_dtype(dtype)
+        check_report_to(report_to)
+    except (ValueError, ClawgymError) as exc:
+        fail(str(exc), 2)
     if credit not in CREDITS:
         fail(f"--credit {credit!r}: choose one of {', '.join(CREDITS)}", 2)
     if agent not in ("llm", "openclaw"):
@@ -294,7 +324,11 @@ def rl_cmd(
                      lr=lr if lr is not None else (1e-5 if full else 1e-4), lora_r=lora_r,
                      epochs=epochs, max_staleness=max_staleness, seed=seed, jobs=jobs, sandbox=sandbox,
                      episode_timeout=episode_timeout, executor=ex, precision=precision, full=full, agent=agent,
-                     device=device, train_precision=train_precision, share_prefixes=share_prefixes)
+                     device=device, train_precision=train_precision, share_prefixes=share_prefixes,
+                     progress=progress_rewards or credit == "progress", mini_batches=mini_batches,
+                     micro_batch_tokens=micro_batch_tokens, lr_schedule=lr_schedule, warmup_steps=warmup_steps,
+                     max_grad_norm=max_grad_norm or None, dtype=dtype, gradient_checkpointing=gradient_checkpointing,
+                     report_to=report_to)
 
     def show(kind: str, data: dict) -> None:
         if kind == "rollout":

@@ -25,7 +25,7 @@ DTYPES = ("auto", "bf16", "fp32")
 
 def check_dtype(dtype: str) -> None:
     if dtype not in DTYPES:
-        raise ClawgymError(f"unknown dtype {dtype!r}; use {', '.join(DTYPES)}")
+        raise ClawgymError(f"--dtype {dtype!r}: use {', '.join(DTYPES)}")
 
 
 def resolve_dtype(dtype: str, full: bool = False) -> str:

@@ -64,6 +64,7 @@ class RLOptions:
     max_tokens: int = 256
     algo: str = "grpo"
     credit: str = "outcome"
+    progress: bool = False  # record progress rewards (clawgym.verify.progress); always with credit "progress"
     gamma: float = 1.0
     kl_coef: float = 0.0
     clip: float = 0.2
@@ -84,6 +85,14 @@ class RLOptions:
     train_precision: str = "fp32"  # the update's forward passes: fp32, bf16 (autocast; fp32 weights and loss), auto
     share_prefixes: bool = True  # run the tokens a micro-batch's rows share once (exact; see train.prefix_tree)
     device: str = "auto"  # where the update runs: auto (a CUDA GPU when torch sees one, else the CPU), cpu, cuda[:N]
+    # the update at scale (clawgym.train.rl_update): optimizer steps per pass over a batch (PPO mini-batches)
+    mini_batches: int = 1
+    lr_schedule: str = "constant"  # constant | linear | cosine over the run's steps (clawgym.train.rl_schedule)
+    warmup_steps: int = 0
+    max_grad_norm: float | None = 1.0  # each step's gradient clipped to this norm; None: not clipped
+    dtype: str = "fp32"  # auto | bf16 | fp32: the policy's weights in the update (clawgym.train.dtypes)
+    gradient_checkpointing: bool = False  # recompute activations in the backward pass (less memory, same gradient)
+    report_to: str = "none"  # none | tensorboard | wandb, besides metrics.jsonl (clawgym.train.rl_report)
 
 
 @dataclass
@@ -91,6 +100,7 @@ class RLState:
     version: int = 0  # the published policy version (0: the initial policy, no adapter)
     starts: dict[str, int] = field(default_factory=dict)  # iteration -> times it was started
     trained_groups: list[str] = field(default_factory=list)
+    optimizer_steps: int = 0  # taken so far (the LR schedule's position on resume)
 
     @classmethod
     def load(cls, path: Path) -> RLState:
@@ -225,11 +235,12 @@ def _trainable_model(opts: RLOptions, adapter: Path | None, device: str = "cpu")
         from clawgym.train.sft import load_base_config
 
         src = adapter or path
-        model = AutoModelForCausalLM.from_pretrained(str(src), config=load_base_config(src), dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(str(src), config=load_base_config(src), dtype=_weights_dtype(opts))
         model.to(device)
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=opts.lr)
         return tok, model, opt
-    base = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).to(device)
+    # a bf16 base keeps its LoRA adapter in fp32 (peft's autocast_adapter_dtype): fp32 master weights
+    base = AutoModelForCausalLM.from_pretrained(str(path), dtype=_weights_dtype(opts)).to(device)
     if adapter is not None:
         model = PeftModel.from_pretrained(base, str(adapter), is_trainable=True)
     else:
@@ -243,6 +254,29 @@ def _trainable_model(opts: RLOptions, adapter: Path | None, device: str = "cpu")
         # saved on whatever device the last update ran on; load_state_dict moves it to the parameters' device
         opt.load_state_dict(torch.load(adapter / "optimizer.pt", weights_only=True, map_location="cpu"))
     return tok, model, opt
+
+
+def _weights_dtype(opts: RLOptions) -> Any:
+    """The torch dtype of `opts.dtype` (auto: bf16 on a CUDA GPU with it, else fp32; see clawgym.train.dtypes)."""
+    from clawgym.train.dtypes import resolve_dtype, torch_dtype
+
+    return torch_dtype(resolve_dtype(opts.dtype))
+
+
+def _check_update_options(opts: RLOptions) -> None:
+    """The update's settings (dtype, report_to, LR schedule, mini-batches), checked before anything loads."""
+    from clawgym.train.dtypes import check_dtype
+    from clawgym.train.reporting import check_report_to
+    from clawgym.train.rl_schedule import LRSchedule
+
+    try:
+        check_dtype(opts.dtype)
+        check_report_to(opts.report_to)
+        LRSchedule(opts.lr, opts.lr_schedule, opts.warmup_steps)
+        if opts.mini_batches < 1:
+            raise ValueError(f"mini_batches {opts.mini_batches}: at least 1")
+    except (ValueError, ClawgymError) as exc:
+        raise RLError(str(exc)) from None
 
 
 def _save_adapter(model: Any, opt: Any, dest: Path) -> None:
@@ -280,14 +314,13 @@ def _reference_model(opts: RLOptions, model_dir: Path | None, device: str = "cpu
     """The initial policy for the KL term of a full update (a LoRA update disables its adapter instead)."""
     if not (opts.full and opts.kl_coef > 0):
         return None
-    import torch
     from transformers import AutoModelForCausalLM
 
     from clawgym.llm.models import resolve_model_dir
     from clawgym.train.sft import load_base_config
 
     src = model_dir or resolve_model_dir(opts.model)
-    ref = AutoModelForCausalLM.from_pretrained(str(src), config=load_base_config(src), dtype=torch.float32)
+    ref = AutoModelForCausalLM.from_pretrained(str(src), config=load_base_config(src), dtype=_weights_dtype(opts))
     ref.to(device)
     ref.eval()
     for p in ref.parameters():
@@ -362,7 +395,7 @@ def _reward_summary(trajs: list[Any], tasks: dict[str, Task]) -> dict[str, Any]:
     }
 
 
-def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
+def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,  # noqa: PLR0915 (the loop of one run: resume, serve, roll out, update, publish, record, in that order)
            on_event: Callable[[str, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Run (or resume) the loop; return the metrics rows of the iterations run now."""
     import torch
@@ -371,6 +404,8 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
     from clawgym.rollout import RolloutOptions, run_rollout
     from clawgym.rollout.setup import AgentSpec, agent_session
     from clawgym.train.rl_objective import ObjectiveConfig
+    from clawgym.train.rl_report import MetricsReport
+    from clawgym.train.rl_schedule import LRSchedule
     from clawgym.train.rl_update import rl_update
 
     if not tasks:
@@ -378,6 +413,7 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
     if opts.full and opts.precision == "q4":
         raise RLError("--full with --precision q4: fully trained weights leave the 4-bit grid q4 decodes from; "
                       "use fp32 or bf16")
+    _check_update_options(opts)
     emit = on_event or (lambda kind, data: None)
     out.mkdir(parents=True, exist_ok=True)
     state_path = out / "state.json"
@@ -396,7 +432,10 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
     cfg = ObjectiveConfig(algo=opts.algo, clip_low=opts.clip, clip_high=opts.clip, kl_coef=opts.kl_coef,
                           max_response_len=opts.max_tokens)
     (out / "logs").mkdir(exist_ok=True)
-    with PolicyServer(opts.model, opts.base_url, out / "logs" / "server.log", opts.precision) as server:
+    schedule = LRSchedule(opts.lr, opts.lr_schedule, opts.warmup_steps,
+                          max(1, opts.iterations * max(1, opts.epochs) * opts.mini_batches))
+    with PolicyServer(opts.model, opts.base_url, out / "logs" / "server.log", opts.precision) as server, \
+            MetricsReport(out, opts.report_to, vars(opts)) as metrics_report:
         if state.version > 0:
             if opts.full:
                 server.publish_full(current)
@@ -418,7 +457,7 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
                              pool_dir=out / "pool", id_prefix=prefix, group_prefix=f"v{v}.",
                              precision=opts.precision, seed=opts.seed * 1_000_003 + v * 1009, impose_sampling=True)
             ropts = RolloutOptions(samples=opts.samples, jobs=opts.jobs, episode_timeout=opts.episode_timeout,
-                                   executor=opts.executor)
+                                   executor=opts.executor, progress=opts.progress or opts.credit == "progress")
             run_dir = out / "rollouts" / f"v{v}"
             with agent_session(spec, run_dir, it_tasks, ropts) as session:
                 report = run_rollout(it_tasks, session.factory, backend, run_dir, ropts,
@@ -449,7 +488,9 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
             emit("update", {"version": v, "rows": len(rows)})
             upd = rl_update(model, opt, rows, cfg, epochs=opts.epochs, micro_batch_tokens=opts.micro_batch_tokens,
                             pad_id=tok.pad_token_id or 0, ref_model=ref_model, precision=train_precision,
-                            share_prefixes=opts.share_prefixes)
+                            share_prefixes=opts.share_prefixes, mini_batches=opts.mini_batches,
+                            lr_schedule=schedule, first_step=state.optimizer_steps, max_grad_norm=opts.max_grad_norm,
+                            gradient_checkpointing=opts.gradient_checkpointing)
             t_train = time.monotonic() - t1
 
             t2 = time.monotonic()
@@ -461,6 +502,7 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
             else:
                 _save_adapter(model, opt, dest)
             state.version = new
+            state.optimizer_steps += int(upd.stats.get("optimizer_steps", 0))
             state.trained_groups = sorted(set(state.trained_groups) | this_iter | {r["group_id"] for r in rows})
             state.save(state_path)
             if opts.full:
@@ -480,10 +522,12 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
                 "rollout_s": round(t_roll, 2), "train_s": round(t_train, 2), "publish_s": round(t_pub, 2),
                 "rollout_tokens_per_s": round(usage.get("completion_tokens", 0) / t_roll, 2) if t_roll else 0.0,
                 "train_tokens_per_s": round(upd.stats.get("tokens", 0) / t_train, 2) if t_train else 0.0,
+                "update_steps": upd.steps,  # each optimizer step's statistics (PPO epochs x mini-batches)
             }
             with open(out / "metrics.jsonl", "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(row) + "\n")
             ran.append(row)
+            metrics_report.log_iteration(row, upd.steps)
             all_rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
             _chart(all_rows, out / "metrics.png")
             emit("published", row)

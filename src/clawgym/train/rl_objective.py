@@ -20,8 +20,8 @@ aggregated is the preset's loss (:mod:`clawgym.rl.losses`, chosen by :func:`claw
 TRL: ``grpo`` the mean over each sequence's tokens then over sequences, ``dr-grpo`` the sum over all tokens
 divided by (sequences x ``max_response_len``), ``rloo`` and ``reinforce++`` the mean over all tokens of the batch.
 
-:func:`policy_loss` also returns the statistics the loop reports: clip fraction, ratio mean and max, KL,
-entropy, and the gap between the logprobs the trainer computes and the engine's for the same ids.
+:func:`policy_loss` also returns the statistics the loop reports: clip fraction, ratio mean and max, KL to the
+initial policy (`kl`) and to the old one (`kl_old`), entropy, and the gap between the logprobs the trainer computes and the engine's for the same ids.
 """
 
 from __future__ import annotations
@@ -248,6 +248,8 @@ def policy_loss(logps: torch.Tensor, batch: TokenBatch, cfg: ObjectiveConfig,
             "ratio_max": float(r.max()) if r.numel() else 1.0,
             "clip_fraction": float(is_clipped[on].float().mean()) if r.numel() else 0.0,
             "kl": float((kl * mask).sum() / n_tokens) if kl is not None else 0.0,
+            # KL(old || policy), k3 again: how far the policy has moved from the one that sampled the tokens
+            "kl_old": float((((ratio - 1) - log_ratio) * mask).sum() / n_tokens),
             "entropy": float((entropy * mask).sum() / n_tokens) if entropy is not None else 0.0,
         }
         engine_rows = (batch.has_old_logps[:, None] * mask).bool()
