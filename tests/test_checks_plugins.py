@@ -5,7 +5,6 @@ the library's sha256 covers it."""
 from __future__ import annotations
 
 import pytest
-from tests.plugin_dist import install_dist
 
 from clawgym.agent.transcript import TranscriptBuilder
 from clawgym.checks import (
@@ -18,6 +17,7 @@ from clawgym.checks import (
 from clawgym.checks.library import CHECKLIB_SOURCE, EXTENSIONS, library_source, program_checks
 from clawgym.core.records import CodeCheck, Task, VerifierSpec
 from clawgym.verify import verify_episode
+from plugin_dist import install_dist
 
 WORDS = '''"""Acme's check functions: standard library only, the library's helpers used directly."""
 
