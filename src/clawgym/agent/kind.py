@@ -22,8 +22,9 @@ and `clawgym rollout --agent scripted` runs it; a kind whose agent needs nothing
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -124,7 +125,7 @@ def settings_data(settings: Any) -> dict[str, Any]:
     return dict(settings or {})
 
 
-class AgentKind:
+class AgentKind(ABC):
     """One kind of agent (see the module docstring). Subclasses set `settings` and override `session` (and
     `build`, to run on remote workers); `mounts`, `check_nodes` and `node_check` when their agent needs more
     than a sandbox on a node."""
@@ -148,12 +149,12 @@ class AgentKind:
             return self.settings(**given)
         raise TypeError(f"agent {self.name!r} takes {self.settings.__name__} settings, not {type(given).__name__}")
 
-    @contextmanager
+    @abstractmethod
     def session(self, spec: AgentSpec, run_dir: Path, tasks: list[Task], options: RunOptions,
-                announce: Callable[[Any], None] | None = None) -> Iterator[AgentSession]:
-        """Yield the agent factory for a rollout into `run_dir`. Sets `options.recipe` (how a remote worker
-        builds the agent), and may set `options.on_attempt` and `options.mounts`."""
-        raise NotImplementedError
+                announce: Callable[[Any], None] | None = None) -> AbstractContextManager[AgentSession]:
+        """A context manager yielding the agent factory for a rollout into `run_dir` (a subclass decorates its
+        generator with @contextmanager). Sets `options.recipe` (how a remote worker builds the agent), and may set
+        `options.on_attempt` and `options.mounts`."""
         yield  # pragma: no cover
 
     def build(self, recipe: AgentRecipe) -> Agent:
