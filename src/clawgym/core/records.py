@@ -8,6 +8,8 @@ hand-written task is an error instead of a silently ignored key. Task, Trajector
 
 from __future__ import annotations
 
+import copy
+import json
 import math
 import posixpath
 import re
@@ -23,6 +25,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ModelWrapValidatorHandler,
+    SerializationInfo,
     SerializerFunctionWrapHandler,
     ValidationError,
     field_validator,
@@ -455,6 +458,16 @@ class WorkspaceFile(TaskPart):
     def _relative_source(cls, v: str | None) -> str | None:
         return None if v is None else _check_relative_path(v)
 
+    @model_serializer(mode="wrap")
+    def _written_without_unset(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):
+        # a file is written with the one way it is given (and its mode if set), not three nulls beside it
+        data = handler(self)
+        if info.mode == "json":
+            for key in ("content", "content_b64", "source", "generate", "mode"):
+                if data.get(key) is None:
+                    data.pop(key, None)
+        return data
+
     @model_validator(mode="after")
     def _exactly_one_source(self) -> WorkspaceFile:
         given = [k for k in ("content", "content_b64", "source", "generate") if getattr(self, k) is not None]
@@ -495,6 +508,20 @@ class WorkspaceSpec(CheckedTaskPart):
 # --------------------------------------------------------------------------------------------- verifier
 
 
+def _use_in_schema(schema: dict[str, Any], cls: type) -> None:
+    """JSON Schema of a written check: `use` names shared values (:func:`hoist_shared_values`)."""
+    schema.setdefault("properties", {})["use"] = {
+        "type": "object", "additionalProperties": {"type": "string"},
+        "description": "Arguments given by name from the code check's `values` (argument -> value name)."}
+
+
+def _values_in_schema(schema: dict[str, Any], cls: type) -> None:
+    """JSON Schema of a written code check: `values` holds the argument values its checks share."""
+    schema.setdefault("properties", {})["values"] = {
+        "type": "object", "description": "Argument values two or more checks give alike, each written once "
+                                         "(checks name them in `use`)."}
+
+
 class CheckCall(TaskPart):
     """One check as data: the check-library function `fn` (registered with `clawgym.checks.checklib.check`)
     called as `fn(ws, **args)`, or, with `parts`, the combinator `fn` (all_of, min_of, mean_of, gated) over the
@@ -505,6 +532,8 @@ class CheckCall(TaskPart):
     grading, whichever names it first), instead of a copy of that check (check library v3). A ref to a name the
     task lacks, to the check it is part of, or in a cycle is refused with the task (:class:`CodeCheck`). `ref`
     is a minor addition (clawgym.core.versions)."""
+
+    model_config = ConfigDict(json_schema_extra=_use_in_schema)
 
     name: str | None = Field(default=None, min_length=1, max_length=200)
     fn: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -574,6 +603,117 @@ def _check_refs(checks: list[CheckCall]) -> None:
                 path.append(nxt)
 
 
+MAX_EXPANDED_VALUE_BYTES = 16 * 1024 * 1024
+"""Most bytes a code check's shared values may add when expanded into its checks (the values' JSON once per
+use): a hostile task naming one large value from thousands of checks would otherwise grow in memory a thousand
+times over its size on disk."""
+
+SHARED_VALUE_MIN_BYTES = 24
+"""An argument value shorter than this (as compact JSON) is written in place even when checks repeat it: the
+name and the `use` entry would cost about as much."""
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def hoist_shared_values(checks: list[Any]) -> tuple[list[Any], dict[str, Any]]:
+    """The written form of a `checks` code check's check list (JSON data): an argument value that two or more
+    checks (or parts) give alike is written once, in the code check's `values` under a name (`v0`, `v1`, ... in
+    the order first met), and each check using it names it in `use` ({argument: value name}) instead of carrying
+    it. Reading expands it back (:func:`expand_shared_values`), so the checks in memory, and what graders get,
+    are unchanged: an encoding only (five projections of one expected table, a gate's copy of a check's rows)."""
+    counts: dict[str, int] = {}
+
+    def count(call: Any) -> None:
+        if isinstance(call, dict):
+            for value in (call.get("args") or {}).values():
+                text = _compact_json(value)
+                if len(text.encode("utf-8")) >= SHARED_VALUE_MIN_BYTES:
+                    counts[text] = counts.get(text, 0) + 1
+            for part in call.get("parts") or ():
+                count(part)
+
+    for call in checks:
+        count(call)
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {}
+
+    def rewrite(call: Any) -> Any:
+        if not isinstance(call, dict):
+            return call
+        out = dict(call)
+        args, use = {}, {}
+        for arg, value in (call.get("args") or {}).items():
+            text = _compact_json(value)
+            if counts.get(text, 0) > 1:
+                if text not in names:
+                    names[text] = f"v{len(names)}"
+                    values[names[text]] = value
+                use[arg] = names[text]
+            else:
+                args[arg] = value
+        if "args" in out:
+            if args:
+                out["args"] = args
+            else:
+                del out["args"]
+        if use:
+            out["use"] = use
+        if call.get("parts"):
+            out["parts"] = [rewrite(p) for p in call["parts"]]
+        return out
+
+    return [rewrite(c) for c in checks], values
+
+
+def expand_shared_values(checks: Any, values: Any) -> Any:
+    """The check list of a written `checks` code check with each `use` ({argument: value name}) replaced by
+    the named value of `values` (see :func:`hoist_shared_values`); ValueError for a name `values` lacks, an
+    argument given both ways, or a value no check uses."""
+    if not isinstance(values, dict):
+        raise ValueError("`values` must be an object of named argument values")
+    if not isinstance(checks, list):
+        return checks
+    used: set[str] = set()
+    sizes = {name: len(_compact_json(v).encode("utf-8")) for name, v in values.items()}
+    added = 0
+
+    def expand(call: Any, where: str) -> Any:
+        nonlocal added
+        if not isinstance(call, dict):
+            return call
+        out = dict(call)
+        where = f"check {call['name']!r}" if isinstance(call.get("name"), str) else where
+        if "use" in out:
+            use = out.pop("use")
+            if not isinstance(use, dict):
+                raise ValueError(f"{where}: `use` must be an object of argument -> value name")
+            args = dict(out.get("args") or {})
+            for arg, name in use.items():
+                if not isinstance(name, str) or name not in values:
+                    raise ValueError(f"{where}: `use` names {_show(str(name))} for argument {_show(str(arg))}, "
+                                     "which `values` does not hold")
+                if arg in args:
+                    raise ValueError(f"{where}: argument {_show(str(arg))} is given in `args` and in `use`")
+                added += sizes[name]
+                if added > MAX_EXPANDED_VALUE_BYTES:
+                    raise ValueError(f"{where}: the checks' uses of `values` add over "
+                                     f"{MAX_EXPANDED_VALUE_BYTES // (1024 * 1024)} MiB of arguments")
+                args[arg] = copy.deepcopy(values[name])
+                used.add(name)
+            out["args"] = args
+        if isinstance(out.get("parts"), list):
+            out["parts"] = [expand(p, where) for p in out["parts"]]
+        return out
+
+    expanded = [expand(c, f"check #{i}") for i, c in enumerate(checks)]
+    unused = sorted(set(values) - used)
+    if unused:
+        raise ValueError(f"`values` holds {_show(unused[0])}, which no check uses")
+    return expanded
+
+
 class CheckLibRef(TaskPart):
     """A version of the check library: its CHECKLIB_VERSION and the sha256 of its source
     (`clawgym.checks.current_checklib`)."""
@@ -595,6 +735,8 @@ class CodeCheck(TaskPart):
 
     `checks` and `checklib` are a minor addition (see clawgym.core.versions): written only for kind `checks`.
     """
+
+    model_config = ConfigDict(json_schema_extra=_values_in_schema)
 
     kind: Literal["python", "shell", "checks"]
     source: str | None = None
@@ -631,13 +773,30 @@ class CodeCheck(TaskPart):
             raise ValueError(f"`checks` and `checklib` belong to a code check of kind `checks`, not {self.kind!r}")
         return self
 
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_shared_values(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "values" in data:
+            data = dict(data)
+            data["checks"] = expand_shared_values(data.get("checks"), data.pop("values"))
+        return data
+
     @model_serializer(mode="wrap")
-    def _omit_unused_checks(self, handler: SerializerFunctionWrapHandler):
+    def _omit_unused_checks(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):
         # a minor addition: python and shell checks are written as before
         data = handler(self)
         if not self.checks and self.checklib is None:
             data.pop("checks", None)
             data.pop("checklib", None)
+        elif info.mode == "json":
+            for key in ("source", "entry", "subscores_entry"):
+                if data.get(key) is None:
+                    data.pop(key, None)
+            if not data.get("files"):
+                data.pop("files", None)
+            data["checks"], values = hoist_shared_values(data["checks"])
+            if values:
+                data["values"] = values
         return data
 
 

@@ -41,6 +41,10 @@ Minor additions in version 2 (no bump; an older clawgym reads every record that 
   `python` grade() source keep their form and bytes.
 * Task: a part of such a check may name another check (`{"ref": name}`, :class:`clawgym.core.records.CheckCall`,
   written for check library v3); a clawgym from before refuses it as an unknown field (and its library as newer).
+* Task: such a code check may write an argument value its checks share once (`values`, which each check names in
+  `use`: :func:`clawgym.core.records.hoist_shared_values`); a clawgym from before refuses `values` as an unknown
+  field. Unset fields of a workspace file and of a `checks` code check are no longer written as nulls (every
+  version reads them absent as unset).
 * Verdict: `checklib`, the check library that graded a task whose checks are data.
 """
 
