@@ -93,6 +93,9 @@ class RLOptions:
     dtype: str = "fp32"  # auto | bf16 | fp32: the policy's weights in the update (clawgym.train.dtypes)
     gradient_checkpointing: bool = False  # recompute activations in the backward pass (less memory, same gradient)
     report_to: str = "none"  # none | tensorboard | wandb, besides metrics.jsonl (clawgym.train.rl_report)
+    # the rubric judge (a clawgym.verify.Judge, kept open by the caller): episodes of tasks with a rubric are judged
+    # as they end and rewarded with the hybrid score (0.7 code + 0.3 rubric by default); None: code checks only
+    judge: Any = None
 
 
 @dataclass
@@ -457,7 +460,8 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,  # no
                              pool_dir=out / "pool", id_prefix=prefix, group_prefix=f"v{v}.",
                              precision=opts.precision, seed=opts.seed * 1_000_003 + v * 1009, impose_sampling=True)
             ropts = RolloutOptions(samples=opts.samples, jobs=opts.jobs, episode_timeout=opts.episode_timeout,
-                                   executor=opts.executor, progress=opts.progress or opts.credit == "progress")
+                                   executor=opts.executor, progress=opts.progress or opts.credit == "progress",
+                                   judge=opts.judge)
             run_dir = out / "rollouts" / f"v{v}"
             with agent_session(spec, run_dir, it_tasks, ropts) as session:
                 report = run_rollout(it_tasks, session.factory, backend, run_dir, ropts,

@@ -144,11 +144,23 @@ def fell_back(metadata: dict[str, Any] | None) -> str | None:
 
 
 def progress_of(metadata: dict[str, Any] | None) -> list[float] | None:
-    """A trajectory's progress rewards (its metadata, or the pool's verdict dict), one per step; None without."""
+    """A trajectory's progress rewards (its metadata, or the pool's verdict dict), one per step; None without.
+
+    Given the pool's verdict of a judged episode (a `rubric_score` and weights (wc, wr) with wr > 0), the rewards
+    are those of its hybrid score: each step's code progress times wc, and wr x the rubric score added to the last
+    step (the rubric judges the finished work, not a state). They then sum to wc x (P(final) - P(untouched)) + wr x
+    rubric, the hybrid score on a validated synthesized task, as the code rewards sum to its code score."""
     info = (metadata or {}).get(PROGRESS_KEY)
-    if isinstance(info, dict) and info.get("credit") == "progress" and isinstance(info.get("rewards"), list):
-        return [float(r) for r in info["rewards"]]
-    return None
+    if not (isinstance(info, dict) and info.get("credit") == "progress" and isinstance(info.get("rewards"), list)):
+        return None
+    rewards = [float(r) for r in info["rewards"]]
+    rubric, weights = (metadata or {}).get("rubric_score"), (metadata or {}).get("weights")
+    if rewards and isinstance(rubric, (int, float)) and isinstance(weights, (list, tuple)) and len(weights) == 2:
+        wc, wr = float(weights[0]), float(weights[1])
+        if wr > 0:
+            rewards = [wc * r for r in rewards]
+            rewards[-1] += wr * float(rubric)
+    return rewards
 
 
 def fallback_line(trajectories: Sequence[Any], limit: int = 10) -> str | None:
