@@ -5,6 +5,9 @@ short markdown report naming the top group and the grand total (the table helper
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
 from clawgym.synth.grammar import expand, one_of
@@ -103,6 +106,75 @@ def key_figures(report: str, numbers: list, words: list, gate_words: bool = Fals
         Check("", "data_numbers_in_text", {"path": report, "numbers": numbers, "words": words}), *gate])
 
 
+@dataclass
+class _Table:
+    """The data stage: the table summarised (the previous step's or our own), the name left out, the groups."""
+
+    header: list[str]
+    rows: list[list[str]]
+    gcol: str
+    vcol: str
+    src_path: str
+    src_words: str  # how the request names the table
+    own: bool  # our own table (in `files`), not the previous step's
+    what: str  # what our own table is ("" for the previous step's)
+    files: list[WorkspaceFile]
+    skip_name: str | None  # own data: the name whose rows do not count
+    agg: list  # [group, count, total, average], largest total first
+    ties: bool  # two groups have the same total
+    n_rows: int  # the rows counted
+    grand: float
+
+
+@dataclass
+class _Layout:
+    """The summary's layout: its columns, the total row, its rows, and where the summary and the report go."""
+
+    total_row: bool
+    c_col: str
+    t_col: str
+    a_col: str
+    label: str  # the total row's label
+    out_header: list[str]
+    out_rows: list[list[str]]
+    summary: str
+    report: str
+
+
+@dataclass
+class _Counts:
+    """The counting variant: the count per category (or folder), the output's layout and paths."""
+
+    gcol: str  # the category column ("folder" when counting the folders of a path column)
+    gcol_words: str  # how the request names it
+    g: str  # the output's category column
+    agg: list  # [category, count], most frequent first
+    n_rows: int
+    c_col: str
+    sh_col: str
+    out_header: list[str]
+    out_rows: list[list[str]]
+    summary: str
+    report: str
+
+
+@dataclass
+class _Ranking:
+    """The ranking variant: the items by value, the output's layout and paths."""
+
+    items: list[tuple[str, float]]  # (name, value), highest first
+    grand: float
+    k: str  # the output's name column
+    v: str  # the output's value column
+    rk: str  # the rank column
+    sh: str  # the share column
+    out_header: list[str]
+    fmt: Callable[[float], str]  # a value as the output writes it
+    out_rows: list[list[str]]
+    summary: str
+    report: str
+
+
 @operation
 class AggregateAndReport(OperationGenerator):
     id = "aggregate_and_report"
@@ -134,29 +206,72 @@ class AggregateAndReport(OperationGenerator):
         words = words[:1].lower() + words[1:]
         return header, rows, sc.group, sc.value, name, words, True, sc.what
 
-    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:  # noqa: C901, PLR0915 (one linear recipe: its rng draws, in order, fix the tasks a seed gives)
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        shape = self._from_source(ctx, source)
+        if isinstance(shape, StepPlan):
+            return shape
+        data = self._table(ctx, shape)
+        lay = self._layout(ctx, data)
+        instruction = self._request(ctx, data, lay)
+        report_text = self._report(ctx, data, lay)
+        checks = self._checks(data, lay)
+        # partial: half the groups, unsorted, one total wrong, no TOTAL row, no report
+        group_rows = lay.out_rows[: len(data.agg)]
+        half = [list(r) for r in group_rows[: max(1, (len(group_rows) + 1) // 2)]]
+        half.reverse()
+        half[0][2] = money(float(half[0][2]) + 10)
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
+        src_path, gcol, summary, report, out_header = data.src_path, data.gcol, lay.summary, lay.report, lay.out_header
+        return StepPlan(
+            operation=self.id,
+            instruction=instruction,
+            files=data.files,
+            checks=checks,
+            steps=[read(src_path), write(summary, to_csv(out_header, lay.out_rows)), write(report, report_text)],
+            partial=[read(src_path), write(summary, to_csv(out_header, half))],
+            outputs=[
+                Artifact(summary, TABLE, {"header": out_header, "rows": lay.out_rows},
+                         f"the per-{gcol} summary ({summary})",
+                         roles={"group": out_header[0], "name": out_header[0], "value": lay.t_col}),
+                Artifact(report, DOCUMENT, report_text, f"the {gcol} summary report ({report})"),
+            ],
+            summary=f"summarise {src_path} by {gcol} into {summary} and {report}",
+            fingerprint=digest([data.header, data.rows, gcol, data.vcol, lay.total_row]),
+        )
+
+    # ----------------------------------------------------------------------------------------- data
+    def _from_source(self, ctx: OpContext, source: Artifact | None) -> StepPlan | tuple | None:
+        """Which shape the previous step's table calls for: a sum per group (the picked table, as `_own_input`
+        gives it), a count per category or folder, or a ranking (those as their whole StepPlan); None when it
+        fits none and we bring our own table."""
+        t = table_of(source)
+        if t is None or source is None:
+            return None
+        picked = None
+        header, rows = t
+        vcol = numeric_column(header, rows, role_column(source, header, "value"))
+        gcol = group_column(header, rows, role_column(source, header, "group"), exclude=(vcol or "",))
+        if vcol and gcol and len(_aggregate(header, rows, gcol, vcol)) >= 2:
+            picked = (header, rows, gcol, vcol, source.path, refer(source, ctx.rng), False, "")
+        elif gcol is None and vcol is None:
+            gcol = group_column(header, rows, role_column(source, header, "group"))
+        if picked is None and gcol and vcol is None:
+            return self._count_plan(ctx, source, header, rows, gcol)
+        if picked is None and vcol is None:
+            pcol = folder_column(header, rows)
+            if pcol:
+                return self._count_plan(ctx, source, header, rows, pcol, folders=True)
+        if picked is None and vcol:
+            key = unique_column(header, rows, role_column(source, header, "name"), exclude=(vcol,))
+            if key and sum(1 for r in rows if num(r[header.index(vcol)]) is not None) >= 3:
+                return self._rank_plan(ctx, source, header, rows, key, vcol)
+        return picked
+
+    def _table(self, ctx: OpContext, picked: tuple | None) -> _Table:
+        """The table (the picked one, or our own added to the files), the name whose rows are left out (own data
+        only), and the per-group figures, tied totals of our own data nudged apart."""
         rng = ctx.rng
         files: list[WorkspaceFile] = []
-        picked = None
-        t = table_of(source)
-        if t is not None and source is not None:
-            header, rows = t
-            vcol = numeric_column(header, rows, role_column(source, header, "value"))
-            gcol = group_column(header, rows, role_column(source, header, "group"), exclude=(vcol or "",))
-            if vcol and gcol and len(_aggregate(header, rows, gcol, vcol)) >= 2:
-                picked = (header, rows, gcol, vcol, source.path, refer(source, ctx.rng), False, "")
-            elif gcol is None and vcol is None:
-                gcol = group_column(header, rows, role_column(source, header, "group"))
-            if picked is None and gcol and vcol is None:
-                return self._count_plan(ctx, source, header, rows, gcol)
-            if picked is None and vcol is None:
-                pcol = folder_column(header, rows)
-                if pcol:
-                    return self._count_plan(ctx, source, header, rows, pcol, folders=True)
-            if picked is None and vcol:
-                key = unique_column(header, rows, role_column(source, header, "name"), exclude=(vcol,))
-                if key and sum(1 for r in rows if num(r[header.index(vcol)]) is not None) >= 3:
-                    return self._rank_plan(ctx, source, header, rows, key, vcol)
         if picked is None:
             picked = self._own_input(ctx)
         header, rows, gcol, vcol, src_path, src_words, own, what = picked
@@ -188,6 +303,15 @@ class AggregateAndReport(OperationGenerator):
         ties = len({a[2] for a in agg}) != len(agg)
         n_rows = sum(a[1] for a in agg)
         grand = round(sum(a[2] for a in agg), 2)
+        return _Table(header, rows, gcol, vcol, src_path, src_words, own, what, files, skip_name, agg, ties, n_rows,
+                      grand)
+
+    # ----------------------------------------------------------------------------------------- phrasing
+    def _layout(self, ctx: OpContext, data: _Table) -> _Layout:
+        """The summary's columns, whether it ends with a total row (and its label), its rows, and where the
+        summary and the report go."""
+        rng = ctx.rng
+        gcol, agg, n_rows, grand = data.gcol, data.agg, data.n_rows, data.grand
         total_row = rng.random() < 0.5
         c_col, t_col, a_col = rng.choice(COUNT_COLS), rng.choice(TOTAL_COLS), rng.choice(AVG_COLS)
         g_out = gcol.lower()
@@ -203,10 +327,19 @@ class AggregateAndReport(OperationGenerator):
         rfold = _report_folder(ctx)
         summary = _out_name(ctx, SUMMARY_NAMES, gcol, "csv", rfold)
         report = _out_name(ctx, REPORT_NAMES, gcol, "md", rfold)
-        top = agg[0]
-        cols = V.cols(rng, out_header)
+        return _Layout(total_row, c_col, t_col, a_col, label, out_header, out_rows, summary, report)
+
+    def _request(self, ctx: OpContext, data: _Table, lay: _Layout) -> str:
+        """The request: the summary's rules (one row per group, columns, sums, order, blanks, ties, the left-out
+        name, the total row), a lead naming the source and a tail asking for the report."""
+        rng = ctx.rng
+        header, rows, gcol, vcol, skip_name = data.header, data.rows, data.gcol, data.vcol, data.skip_name
+        src_words, own, what, ties = data.src_words, data.own, data.what, data.ties
+        gi, vi = header.index(gcol), header.index(vcol)
+        summary, report, label, total_row = lay.summary, lay.report, lay.label, lay.total_row
+        cols = V.cols(rng, lay.out_header)
         G, VC = f"`{gcol}`", f"`{vcol}`"
-        c_t, t_t, a_t = (f"`{c}`" for c in (c_col, t_col, a_col))
+        c_t, t_t, a_t = (f"`{c}`" for c in (lay.c_col, lay.t_col, lay.a_col))
         items = [
             one_of(rng, ["[one row per {g}|a row for [each|every] {g}][| value]",
                          "{g} values [each get|get] [exactly one|their own] row",
@@ -284,21 +417,33 @@ class AggregateAndReport(OperationGenerator):
             lead = " ".join(x for x in (lead, V.story(
                 rng, ctx.persona, what, list(dict.fromkeys(r[1] for r in rows)),
                 list(dict.fromkeys(r[gi] for r in rows)), len(rows), V.month_name(int(rows[0][0][5:7])))) if x)
-        instruction = V.glue(rng, lead, V.reqs(rng, items), tail)
+        return V.glue(rng, lead, V.reqs(rng, items), tail)
 
+    # ----------------------------------------------------------------------------------------- solutions
+    @staticmethod
+    def _report(ctx: OpContext, data: _Table, lay: _Layout) -> str:
+        """The reference report: rows counted, grand total, the top group, then the groups as a table or a list."""
+        rng = ctx.rng
+        gcol, agg, top = data.gcol, data.agg, data.agg[0]
         lines = [f"# {gcol.capitalize()} summary", "",
-                 f"- Rows counted: {n_rows}",
-                 f"- Grand total: {money(grand)}",
+                 f"- Rows counted: {data.n_rows}",
+                 f"- Grand total: {money(data.grand)}",
                  f"- Top {gcol}: {top[0]} with {money(top[2])} ({top[1]} rows)", ""]
         if rng.random() < 0.5:
-            lines += [f"| {gcol} | {c_col} | {t_col} | {a_col} |", "|---|---:|---:|---:|"]
+            lines += [f"| {gcol} | {lay.c_col} | {lay.t_col} | {lay.a_col} |", "|---|---:|---:|---:|"]
             lines += [f"| {a[0]} | {a[1]} | {money(a[2])} | {money(a[3])} |" for a in agg]
         else:
             lines += [f"## By {gcol}", ""] + [f"- {a[0]}: {money(a[2])} over {a[1]} rows" for a in agg]
-        report_text = "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n"
 
-        group_rows = out_rows[: len(agg)]
-        checks = [
+    # ----------------------------------------------------------------------------------------- checks
+    @staticmethod
+    def _checks(data: _Table, lay: _Layout) -> list[Check]:
+        """The summary's rows, its order by total, counts and averages, and the report's key figures."""
+        summary, out_header, out_rows, c_col, t_col, a_col = (lay.summary, lay.out_header, lay.out_rows, lay.c_col,
+                                                              lay.t_col, lay.a_col)
+        top = data.agg[0]
+        return [
             Check("summary_rows_correct", "csv_rows", {"path": summary, "header": out_header, "rows": out_rows}),
             Check("summary_sorted_by_total", "csv_rows",
                   {"path": summary, "header": [out_header[0], t_col], "rows": [[r[0], r[2]] for r in out_rows],
@@ -306,34 +451,41 @@ class AggregateAndReport(OperationGenerator):
             Check("counts_and_averages", "csv_rows",
                   {"path": summary, "header": [out_header[0], c_col, a_col],
                    "rows": [[r[0], r[1], r[3]] for r in out_rows]}),
-            key_figures(report, [grand, top[2]], [top[0]]),
+            key_figures(lay.report, [data.grand, top[2]], [top[0]]),
         ]
-        # partial: half the groups, unsorted, one total wrong, no TOTAL row, no report
-        half = [list(r) for r in group_rows[: max(1, (len(group_rows) + 1) // 2)]]
-        half.reverse()
-        half[0][2] = money(float(half[0][2]) + 10)
-        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
-        return StepPlan(
-            operation=self.id,
-            instruction=instruction,
-            files=files,
-            checks=checks,
-            steps=[read(src_path), write(summary, to_csv(out_header, out_rows)), write(report, report_text)],
-            partial=[read(src_path), write(summary, to_csv(out_header, half))],
-            outputs=[
-                Artifact(summary, TABLE, {"header": out_header, "rows": out_rows},
-                         f"the per-{gcol} summary ({summary})",
-                         roles={"group": out_header[0], "name": out_header[0], "value": t_col}),
-                Artifact(report, DOCUMENT, report_text, f"the {gcol} summary report ({report})"),
-            ],
-            summary=f"summarise {src_path} by {gcol} into {summary} and {report}",
-            fingerprint=digest([header, rows, gcol, vcol, total_row]),
-        )
+
 
     # ----------------------------------------------------------------------------------------- other shapes
     def _count_plan(self, ctx: OpContext, source: Artifact, header, rows, gcol, folders: bool = False) -> StepPlan:
         """A table with a category column but no numbers: count the rows per category (or per folder of a path
         column)."""
+        cn = self._counts(ctx, header, rows, gcol, folders)
+        instruction = self._count_request(ctx, source, cn)
+        gcol, g, agg, n_rows, top = cn.gcol, cn.g, cn.agg, cn.n_rows, cn.agg[0]
+        out_header, out_rows, summary, report, c_col = cn.out_header, cn.out_rows, cn.summary, cn.report, cn.c_col
+        lines = [f"# Rows per {gcol}", "", f"- Total rows: {n_rows}", f"- Most common {gcol}: {top[0]} ({top[1]} rows)",
+                 "", f"## By {gcol}", ""] + [f"- {a[0]}: {a[1]}" for a in agg]
+        report_text = "\n".join(lines) + "\n"
+        checks = self._count_checks(cn)
+        # partial: the first half of the counts, in reverse order, the share written as the count, no note
+        half = [list(r) for r in out_rows[: max(1, (len(out_rows) + 1) // 2)]][::-1]
+        for r in half:
+            r[2] = str(r[1])  # share written as the count
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
+        return StepPlan(
+            operation=self.id, instruction=instruction, checks=checks,
+            steps=[read(source.path), write(summary, to_csv(out_header, out_rows)), write(report, report_text)],
+            partial=[write(summary, to_csv(out_header, half))],
+            outputs=[Artifact(summary, TABLE, {"header": out_header, "rows": out_rows}, f"the per-{gcol} counts ({summary})",
+                              roles={"group": g, "name": g, "value": c_col}),
+                     Artifact(report, DOCUMENT, report_text, f"the {gcol} count note ({report})")],
+            summary=f"count {source.path} per {gcol} into {summary} and {report}",
+            fingerprint=digest([header, rows, gcol, "count"]),
+        )
+
+    def _counts(self, ctx: OpContext, header, rows, gcol, folders: bool) -> _Counts:
+        """The count per category (or folder), most frequent first, the output's columns and rows, and where
+        the counts and the note go."""
         rng = ctx.rng
         gi = header.index(gcol)
         counts: dict[str, list] = {}
@@ -356,7 +508,13 @@ class AggregateAndReport(OperationGenerator):
         summary = _out_name(ctx, ["counts_by_{g}", "{g}_counts", "summary", "breakdown", "how_many_per_{g}",
                                   "{g}_frequency", "tally"], g, "csv", rfold)
         report = _out_name(ctx, REPORT_NAMES, g, "md", rfold)
-        top = agg[0]
+        return _Counts(gcol, gcol_words, g, agg, n_rows, c_col, sh_col, out_header, out_rows, summary, report)
+
+    def _count_request(self, ctx: OpContext, source: Artifact, cn: _Counts) -> str:
+        """The request for the counts: one row per category, the columns, the share, the order, and the note."""
+        rng = ctx.rng
+        gcol, gcol_words, out_header, summary, report, sh_col, c_col = (cn.gcol, cn.gcol_words, cn.out_header,
+                                                                        cn.summary, cn.report, cn.sh_col, cn.c_col)
         cols = V.cols(rng, out_header)
         items = [
             expand("[one row per {g}|a row for [each|every] {g}]", rng, g=gcol_words),
@@ -380,11 +538,14 @@ class AggregateAndReport(OperationGenerator):
             "`{report}` ([markdown|a .md note], [short|a few lines]) [should tell me|states] how many rows there are "
             "[altogether|overall] and which {g} [comes up most|is the most frequent], with [its count|how often].",
         ], report=report, g=gcol)
-        instruction = V.glue(rng, lead, V.reqs(rng, items), tail)
-        lines = [f"# Rows per {gcol}", "", f"- Total rows: {n_rows}", f"- Most common {gcol}: {top[0]} ({top[1]} rows)",
-                 "", f"## By {gcol}", ""] + [f"- {a[0]}: {a[1]}" for a in agg]
-        report_text = "\n".join(lines) + "\n"
-        checks = [
+        return V.glue(rng, lead, V.reqs(rng, items), tail)
+
+    @staticmethod
+    def _count_checks(cn: _Counts) -> list[Check]:
+        """The counts, the shares, the order, and the note's key figures."""
+        g, c_col, sh_col, out_rows, summary, top = cn.g, cn.c_col, cn.sh_col, cn.out_rows, cn.summary, cn.agg[0]
+        report, n_rows = cn.report, cn.n_rows
+        return [
             Check("counts_correct", "csv_rows", {"path": summary, "header": [g, c_col],
                                                  "rows": [r[:2] for r in out_rows]}),
             Check("shares_correct", "csv_rows", {"path": summary, "header": [g, sh_col],
@@ -393,23 +554,38 @@ class AggregateAndReport(OperationGenerator):
                                                   "rows": [r[:2] for r in out_rows], "ordered": True}),
             key_figures(report, [n_rows, top[1]], [top[0]], gate_words=True),
         ]
-        half = [list(r) for r in out_rows[: max(1, (len(out_rows) + 1) // 2)]][::-1]
+
+    def _rank_plan(self, ctx: OpContext, source: Artifact, header, rows, key, vcol) -> StepPlan:
+        """One row per item with a number: rank the items and give each one's share of the total."""
+        ranking = self._ranking(ctx, header, rows, key, vcol)
+        instruction = self._rank_request(ctx, source, rows, key, vcol, ranking)
+        items, grand, fmt, out_rows, out_header = (ranking.items, ranking.grand, ranking.fmt, ranking.out_rows,
+                                                   ranking.out_header)
+        k, v, summary, report = ranking.k, ranking.v, ranking.summary, ranking.report
+        lines = [f"# {vcol.capitalize()} ranking", "", f"- Total {vcol}: {fmt(grand)}",
+                 f"- Top {key}: {items[0][0]} ({fmt(items[0][1])}, {out_rows[0][3]}%)", "", "## Ranking", ""]
+        lines += [f"{r[0]}. {r[1]}: {r[2]}" for r in out_rows]
+        report_text = "\n".join(lines) + "\n"
+        checks = self._rank_checks(ranking)
+        # partial: the first half of the ranking with the shares left as "?", no note
+        half = [list(r) for r in out_rows[: max(1, (len(out_rows) + 1) // 2)]]
         for r in half:
-            r[2] = str(r[1])  # share written as the count
+            r[3] = "?"
         instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
         return StepPlan(
             operation=self.id, instruction=instruction, checks=checks,
             steps=[read(source.path), write(summary, to_csv(out_header, out_rows)), write(report, report_text)],
             partial=[write(summary, to_csv(out_header, half))],
-            outputs=[Artifact(summary, TABLE, {"header": out_header, "rows": out_rows}, f"the per-{gcol} counts ({summary})",
-                              roles={"group": g, "name": g, "value": c_col}),
-                     Artifact(report, DOCUMENT, report_text, f"the {gcol} count note ({report})")],
-            summary=f"count {source.path} per {gcol} into {summary} and {report}",
-            fingerprint=digest([header, rows, gcol, "count"]),
+            outputs=[Artifact(summary, TABLE, {"header": out_header, "rows": out_rows}, f"the {vcol} ranking ({summary})",
+                              roles={"name": k, "value": v}),
+                     Artifact(report, DOCUMENT, report_text, f"the {vcol} ranking note ({report})")],
+            summary=f"rank {source.path} by {vcol} into {summary} and {report}",
+            fingerprint=digest([header, rows, key, vcol, "rank"]),
         )
 
-    def _rank_plan(self, ctx: OpContext, source: Artifact, header, rows, key, vcol) -> StepPlan:
-        """One row per item with a number: rank the items and give each one's share of the total."""
+    def _ranking(self, ctx: OpContext, header, rows, key, vcol) -> _Ranking:
+        """The items by value, highest first, the output's columns and rows (values as integers when all are),
+        and where the ranking and the note go."""
         rng = ctx.rng
         ki, vi = header.index(key), header.index(vcol)
         items = [(r[ki].strip(), num(r[vi])) for r in rows if num(r[vi]) is not None]
@@ -432,6 +608,13 @@ class AggregateAndReport(OperationGenerator):
         summary = _out_name(ctx, ["ranking", "{g}_ranking", "top_list", "leaderboard", "{g}_ranked", "ranked"], k,
                             "csv", rfold)
         report = _out_name(ctx, REPORT_NAMES, k, "md", rfold)
+        return _Ranking(items, grand, k, v, rk, sh, out_header, fmt, out_rows, summary, report)
+
+    def _rank_request(self, ctx: OpContext, source: Artifact, rows, key, vcol, ranking: _Ranking) -> str:
+        """The request for the ranking: the columns, the rank and share, the order and ties, and the note."""
+        rng = ctx.rng
+        items, rk, sh, out_header, summary, report = (ranking.items, ranking.rk, ranking.sh, ranking.out_header,
+                                                      ranking.summary, ranking.report)
         cols = V.cols(rng, out_header)
         reqs = [
             expand("[the columns [must be |]exactly|columns:|header:] {cols}", rng, cols=cols),
@@ -456,12 +639,15 @@ class AggregateAndReport(OperationGenerator):
             "[Sum it all up|Summarise] in `{report}` (markdown): [who|which {k}] [leads|comes first] and with how "
             "much, plus the [total over everyone|overall sum].",
         ], report=report, k=key, v=vcol)
-        instruction = V.glue(rng, lead, V.reqs(rng, reqs), tail)
-        lines = [f"# {vcol.capitalize()} ranking", "", f"- Total {vcol}: {fmt(grand)}",
-                 f"- Top {key}: {items[0][0]} ({fmt(items[0][1])}, {out_rows[0][3]}%)", "", "## Ranking", ""]
-        lines += [f"{r[0]}. {r[1]}: {r[2]}" for r in out_rows]
-        report_text = "\n".join(lines) + "\n"
-        checks = [
+        return V.glue(rng, lead, V.reqs(rng, reqs), tail)
+
+    @staticmethod
+    def _rank_checks(ranking: _Ranking) -> list[Check]:
+        """The values ranked and shared out, the order, the shares, and the note's key figures."""
+        items, grand, k, v, rk, sh, out_rows, summary, report = (ranking.items, ranking.grand, ranking.k, ranking.v,
+                                                                 ranking.rk, ranking.sh, ranking.out_rows,
+                                                                 ranking.summary, ranking.report)
+        return [
             # the values count as far as they are ranked and shared out: the source table copied as it is holds
             # every item with its value already
             Check("ranking_values", "gated", parts=[
@@ -477,20 +663,6 @@ class AggregateAndReport(OperationGenerator):
                                                  "rows": [[r[1], r[3]] for r in out_rows], "tol": 0.06}),
             key_figures(report, [grand, items[0][1]], [items[0][0]]),
         ]
-        half = [list(r) for r in out_rows[: max(1, (len(out_rows) + 1) // 2)]]
-        for r in half:
-            r[3] = "?"
-        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
-        return StepPlan(
-            operation=self.id, instruction=instruction, checks=checks,
-            steps=[read(source.path), write(summary, to_csv(out_header, out_rows)), write(report, report_text)],
-            partial=[write(summary, to_csv(out_header, half))],
-            outputs=[Artifact(summary, TABLE, {"header": out_header, "rows": out_rows}, f"the {vcol} ranking ({summary})",
-                              roles={"name": k, "value": v}),
-                     Artifact(report, DOCUMENT, report_text, f"the {vcol} ranking note ({report})")],
-            summary=f"rank {source.path} by {vcol} into {summary} and {report}",
-            fingerprint=digest([header, rows, key, vcol, "rank"]),
-        )
 
 
 GENERATORS = [AggregateAndReport()]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+from dataclasses import dataclass
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
@@ -258,6 +259,63 @@ def _fmt(t: dt.datetime) -> str:
     return t.strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _is_error(kind: str, e: dict) -> bool:
+    """Whether a log entry of this kind of log is an error (a 5xx status, level error/fatal, ERROR/CRITICAL)."""
+    if kind == "nginx":
+        return int(e["level"]) >= 500
+    if kind == "logfmt":
+        return e["level"] in ("error", "fatal")
+    return e["level"] in ERROR_LEVELS
+
+
+@dataclass
+class _Log:
+    """The data stage: the log itself."""
+
+    service: str
+    day: dt.date
+    kind: str  # app, nginx, syslog, jsonl or logfmt
+    text: str
+    entries: list[dict]  # {time, level, group}; the excluded source's left out
+    excluded: str | None  # the source whose lines do not count
+
+
+@dataclass
+class _Format:
+    """The log's path, what its groups and counts are called, and the request's definition of an error."""
+
+    log: str
+    group: str
+    unit: str
+    levels_key: str
+    total_key: str
+    err_def: str
+
+
+@dataclass
+class _Results:
+    """The expected results: the JSON summary and its key names, the breakdown table, the output paths."""
+
+    total: int
+    n_errors: int
+    rate: float
+    top_n: int
+    count_key: str
+    rate_key: str
+    first_key: str
+    last_key: str
+    errs_col: str
+    tsfmt: str  # how the request spells the timestamp format
+    first: str
+    last: str
+    top_key: str
+    summary: dict
+    header: list[str]
+    rows: list[list[str]]
+    out_json: str
+    out_csv: str
+
+
 @operation
 class AnalyzeLogs(OperationGenerator):
     id = "analyze_logs"
@@ -265,7 +323,42 @@ class AnalyzeLogs(OperationGenerator):
     produces = (RECORDS, TABLE)
     standalone = True
 
-    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:  # noqa: PLR0915 (one linear recipe: its rng draws, in order, fix the tasks a seed gives)
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        lg = self._log(ctx)
+        fm = self._format(ctx, lg)
+        res = self._results(ctx, lg, fm)
+        instruction = self._request(ctx, lg, fm, res)
+        checks = self._checks(fm, res)
+        text, entries, log, group = lg.text, lg.entries, fm.log, fm.group
+        summary, header, rows, out_json, out_csv = res.summary, res.header, res.rows, res.out_json, res.out_csv
+        count_key, first_key, last_key, errs_col = res.count_key, res.first_key, res.last_key, res.errs_col
+        # partial: counts right, but errors spotted by grepping for "error" (traces, INFO lines) and half a table
+        wrong = dict(summary)
+        wrong[count_key] = res.n_errors + sum(1 for line in text.splitlines() if "rror" in line) // 2 + 1
+        wrong[first_key], wrong[last_key] = _fmt(entries[0]["time"]), _fmt(entries[-1]["time"])
+        half = rows[: max(1, len(rows) // 2)][::-1]
+        records = [{group: r[0], errs_col: int(r[1]), first_key: r[2], last_key: r[3]} for r in rows]
+        return StepPlan(
+            operation=self.id,
+            instruction=instruction,
+            files=[WorkspaceFile(path=log, content=text)],
+            checks=checks,
+            steps=[read(log), write(out_json, json.dumps(summary, indent=2) + "\n"), write(out_csv, to_csv(header, rows))],
+            partial=[write(out_json, json.dumps(wrong, indent=2) + "\n"), write(out_csv, to_csv(header, half))],
+            outputs=[
+                Artifact(out_csv, TABLE, {"header": header, "rows": rows}, f"the per-{group} error breakdown ({out_csv})",
+                         roles={"group": group, "value": errs_col, "date": last_key, "name": group}),
+                Artifact(out_csv, RECORDS, records, f"the per-{group} error breakdown ({out_csv})",
+                         roles={"group": group, "value": errs_col, "date": last_key, "name": group}),
+            ],
+            summary=f"summarise errors in {log}",
+            fingerprint=hashlib.sha256(text.encode()).hexdigest()[:16],
+        )
+
+    # ------------------------------------------------------------------------------------------ data
+    def _log(self, ctx: OpContext) -> _Log:
+        """The log: its service, day and kind, its text and entries (drawn again until it has an error), and the
+        one source whose lines do not count, if the persona has such an exception."""
         rng = ctx.rng
         persona = ctx.persona
         voc = flavor.vocab(persona.domain, persona.occupation)
@@ -280,24 +373,24 @@ class AnalyzeLogs(OperationGenerator):
         else:
             maker = {"app": _app_log, "nginx": _nginx, "syslog": _syslog, "jsonl": _jsonl_log}[kind]
 
-        def is_err(e):
-            if kind == "nginx":
-                return int(e["level"]) >= 500
-            if kind == "logfmt":
-                return e["level"] in ("error", "fatal")
-            return e["level"] in ERROR_LEVELS
-
         while True:  # a log without a single error would make an empty report
             text, entries = maker(rng, day, voc, service)
-            if any(is_err(e) for e in entries):
+            if any(_is_error(kind, e) for e in entries):
                 break
         # the persona's exception: one source whose lines do not count at all (a test instance, a known-noisy
         # probe); only when others have errors too
-        err_groups = sorted({e["group"] for e in entries if is_err(e)})
+        err_groups = sorted({e["group"] for e in entries if _is_error(kind, e)})
         excluded = None
         if len(err_groups) >= 2 and rng.random() < 0.3:
             excluded = rng.choice(err_groups)
             entries = [e for e in entries if e["group"] != excluded]
+        return _Log(service, day, kind, text, entries, excluded)
+
+    def _format(self, ctx: OpContext, lg: _Log) -> _Format:
+        """Where the log lies, what its groups are called (component, endpoint, service, device), the keys of
+        the summary's counts, and how the request defines an error in this format."""
+        rng = ctx.rng
+        service, day, kind, text = lg.service, lg.day, lg.kind, lg.text
         ext = {"jsonl": "jsonl", "logfmt": "log"}.get(kind, "log")
         ldir = rng.choice(["logs", "logs", "log", "var/log", "incident", f"{service}_logs", "support"])
         if kind in ("app", "jsonl"):
@@ -333,7 +426,15 @@ class AnalyzeLogs(OperationGenerator):
                                "level=fatal, and the device is the device= field", rng)
             if rng.random() < 0.5:
                 group = "sensor"
-        errors = [e for e in entries if is_err(e)]
+        return _Format(log, group, unit, levels_key, total_key, err_def)
+
+    def _results(self, ctx: OpContext, lg: _Log, fm: _Format) -> _Results:
+        """The expected results: the JSON summary (with its key names) and the per-group breakdown table, and
+        where the two go."""
+        rng = ctx.rng
+        entries, kind, service, day = lg.entries, lg.kind, lg.service, lg.day
+        group, levels_key, total_key = fm.group, fm.levels_key, fm.total_key
+        errors = [e for e in entries if _is_error(kind, e)]
         by_level: dict[str, int] = {}
         for e in entries:
             by_level[e["level"]] = by_level.get(e["level"], 0) + 1
@@ -366,6 +467,22 @@ class AnalyzeLogs(OperationGenerator):
                                         f"{pre}{service}_{day:%Y%m%d}_summary.json", f"{pre}error_stats.json"]))
         out_csv = ctx.path(rng.choice([f"{pre}{base}_by_{group}.csv", f"{pre}{group}_errors.csv",
                                        f"{pre}errors_per_{group}.csv", f"{pre}{service}_{group}_breakdown.csv"]))
+        return _Results(total, len(errors), rate, top_n, count_key, rate_key, first_key, last_key, errs_col, tsfmt,
+                        first, last, top_key, summary, header, rows, out_json, out_csv)
+
+    # ------------------------------------------------------------------------------------------ phrasing
+    def _request(self, ctx: OpContext, lg: _Log, fm: _Format, res: _Results) -> str:
+        """The request: the incident, the excluded source, the JSON summary's keys (as prose or a skeleton) and
+        the breakdown table's layout."""
+        rng = ctx.rng
+        persona = ctx.persona
+        kind, excluded, service, day, text, entries = lg.kind, lg.excluded, lg.service, lg.day, lg.text, lg.entries
+        log, group, unit, levels_key, total_key, err_def = (fm.log, fm.group, fm.unit, fm.levels_key, fm.total_key,
+                                                            fm.err_def)
+        count_key, rate_key, first_key, last_key, tsfmt = (res.count_key, res.rate_key, res.first_key, res.last_key,
+                                                           res.tsfmt)
+        top_key, top_n, header, out_json, out_csv, errs_col = (res.top_key, res.top_n, res.header, res.out_json,
+                                                               res.out_csv, res.errs_col)
         what = {"app": "application log", "jsonl": "JSON-lines application log", "nginx": "nginx access log",
                 "syslog": "syslog", "logfmt": "device gateway log"}[kind]
         lv = "status code, keys are the codes as strings" if kind == "nginx" else "level, spelled as in the log"
@@ -455,38 +572,27 @@ class AnalyzeLogs(OperationGenerator):
                        t1=entries[-1]["time"].strftime("%H:%M"), g=group.capitalize(),
                        gs=V.listing(sorted({e["group"] for e in entries})[:6]))
         instruction = V.glue(head, V.story(persona, rng, "logs", 0.5), counts, excl_sent, hint, *tail, V.timing(rng))
-        checks = [
+        return instruction
+
+    # ------------------------------------------------------------------------------------------ checks
+    @staticmethod
+    def _checks(fm: _Format, res: _Results) -> list[Check]:
+        """Totals and counts per level, the error window, the top groups, the breakdown and its order."""
+        group, levels_key, total_key = fm.group, fm.levels_key, fm.total_key
+        out_json, out_csv, header, rows, summary = res.out_json, res.out_csv, res.header, res.rows, res.summary
+        count_key, rate_key, first_key, last_key = res.count_key, res.rate_key, res.first_key, res.last_key
+        total, rate, first, last, top_key = res.total, res.rate, res.first, res.last, res.top_key
+        top = summary[top_key]
+        return [
             Check("totals_by_level", "sys_json_matches", {"path": out_json, "expected": {
                 total_key: total, levels_key: summary[levels_key]}}),
             Check("error_window", "sys_json_matches", {"path": out_json, "tol": 0.06, "expected": {
-                count_key: len(errors), rate_key: rate, first_key: first, last_key: last}}),
+                count_key: res.n_errors, rate_key: rate, first_key: first, last_key: last}}),
             Check(f"top_{group}s", "sys_json_matches", {"path": out_json, "expected": {top_key: top}}),
             Check(f"errors_by_{group}", "sys_table_rows", {"path": out_csv, "header": header, "rows": rows}),
             Check("breakdown_sorted", "sys_table_rows", {"path": out_csv, "header": header[:2],
                                                           "rows": [r[:2] for r in rows], "ordered": True}),
         ]
-        # partial: counts right, but errors spotted by grepping for "error" (traces, INFO lines) and half a table
-        wrong = dict(summary)
-        wrong[count_key] = len(errors) + sum(1 for line in text.splitlines() if "rror" in line) // 2 + 1
-        wrong[first_key], wrong[last_key] = _fmt(entries[0]["time"]), _fmt(entries[-1]["time"])
-        half = rows[: max(1, len(rows) // 2)][::-1]
-        records = [{group: r[0], errs_col: int(r[1]), first_key: r[2], last_key: r[3]} for r in rows]
-        return StepPlan(
-            operation=self.id,
-            instruction=instruction,
-            files=[WorkspaceFile(path=log, content=text)],
-            checks=checks,
-            steps=[read(log), write(out_json, json.dumps(summary, indent=2) + "\n"), write(out_csv, to_csv(header, rows))],
-            partial=[write(out_json, json.dumps(wrong, indent=2) + "\n"), write(out_csv, to_csv(header, half))],
-            outputs=[
-                Artifact(out_csv, TABLE, {"header": header, "rows": rows}, f"the per-{group} error breakdown ({out_csv})",
-                         roles={"group": group, "value": errs_col, "date": last_key, "name": group}),
-                Artifact(out_csv, RECORDS, records, f"the per-{group} error breakdown ({out_csv})",
-                         roles={"group": group, "value": errs_col, "date": last_key, "name": group}),
-            ],
-            summary=f"summarise errors in {log}",
-            fingerprint=hashlib.sha256(text.encode()).hexdigest()[:16],
-        )
 
 
 GENERATORS = [AnalyzeLogs()]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
@@ -122,6 +123,34 @@ def _higher_version(rng, v: str) -> str:
     return ".".join(parts)
 
 
+@dataclass
+class _Machine:
+    """The data stage: the machine's snapshot, the policy's rules and what breaks them."""
+
+    host: str
+    root: str  # the snapshot's folder
+    dom: str
+    rules: list[str]
+    data: dict  # the snapshot (see `_snapshot`) and the file names
+    ids: dict[str, str]  # rule -> its id in the policy
+    violations: list[dict]  # {rule, item, detail, mention, rule_id}; the waived one left out
+    waiver: dict | None  # the finding the persona has a waiver for
+    files: list[WorkspaceFile]
+    policy_path: str
+
+
+@dataclass
+class _Request:
+    """The phrasing stage: the output paths, the findings' keys, the request."""
+
+    out_json: str
+    out_md: str
+    k_rule: str
+    k_item: str
+    k_detail: str
+    instruction: str
+
+
 @operation
 class AuditEnvironment(OperationGenerator):
     id = "audit_environment"
@@ -131,6 +160,30 @@ class AuditEnvironment(OperationGenerator):
     folder_scoped = True
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        box = self._machine(ctx)
+        ask = self._request(ctx, box)
+        checks = self._checks(box, ask)
+        records, md_text, wrong = self._solutions(box, ask)
+        root, policy_path, out_json, out_md = box.root, box.policy_path, ask.out_json, ask.out_md
+        return StepPlan(
+            operation=self.id,
+            instruction=ask.instruction,
+            files=box.files,
+            checks=checks,
+            steps=[read(policy_path), ls(root), write(out_json, json.dumps(records, indent=2) + "\n"),
+                   write(out_md, md_text)],
+            partial=[write(out_json, json.dumps(wrong, indent=2) + "\n")],
+            outputs=[Artifact(out_md, DOCUMENT, md_text, f"the audit report ({out_md})"),
+                     Artifact(out_json, RECORDS, records, f"the list of policy violations ({out_json})",
+                              roles={"group": ask.k_rule, "name": ask.k_item})],
+            summary=f"audit {root} against its policy",
+            fingerprint=hashlib.sha256(json.dumps([box.rules, records, box.host]).encode()).hexdigest()[:16],
+        )
+
+    # -------------------------------------------------------------------------------------- data
+    def _machine(self, ctx: OpContext) -> _Machine:
+        """The machine: its host name and snapshot folder, the policy's rules (drawn until the snapshot breaks
+        at least 3 items of 2 rules) and their ids, the file names, the waived finding, and the files."""
         rng = ctx.rng
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
         persona = ctx.persona
@@ -166,6 +219,15 @@ class AuditEnvironment(OperationGenerator):
             v["rule_id"] = ids[v["rule"]]
         files = self._files(root, host, rules, data)
         policy_path = f"{root}/{data['policy_file']}"
+        return _Machine(host, root, dom, rules, data, ids, violations, waiver, files, policy_path)
+
+    # -------------------------------------------------------------------------------------- phrasing
+    def _request(self, ctx: OpContext, box: _Machine) -> _Request:
+        """Where the findings and the report go, the findings' keys, and the request (or its terse register)."""
+        rng = ctx.rng
+        persona = ctx.persona
+        host, root, dom, rules, data, ids = box.host, box.root, box.dom, box.rules, box.data, box.ids
+        waiver, files, policy_path = box.waiver, box.files, box.policy_path
         out_json = ctx.path(rng.choice(["audit/findings.json", f"audit_{host}.json", "reports/audit_findings.json",
                                         f"findings_{host}.json", "audit/violations.json"]))
         out_md = ctx.path(rng.choice(["audit/report.md", f"audit_{host}.md", "reports/audit_report.md",
@@ -231,6 +293,15 @@ class AuditEnvironment(OperationGenerator):
                 "fix per finding -> `{m}`. [Policy rules only, no false alarms.|Nothing outside the policy counts.]"
                 "{wv}", rng, root=root, host=host, policy=policy_path, j=out_json, fmt=fmt, m=out_md, wv=wv),
                 V.timing(rng))
+        return _Request(out_json, out_md, k_rule, k_item, k_detail, instruction)
+
+    # -------------------------------------------------------------------------------------- checks
+    @staticmethod
+    def _checks(box: _Machine, ask: _Request) -> list[Check]:
+        """Every violation found, no false alarm, and the report covering the findings with a fix for each
+        (both counted as far as the findings are right)."""
+        violations, ids = box.violations, box.ids
+        out_json, out_md, k_rule, k_item = ask.out_json, ask.out_md, ask.k_rule, ask.k_item
         expected = [{k_rule: v["rule_id"], k_item: v["item"]} for v in violations]
         mentions = [v["mention"] for v in violations]
         violated = sorted({v["rule"] for v in violations}, key=list(RULES).index)
@@ -247,6 +318,16 @@ class AuditEnvironment(OperationGenerator):
             Check("fixes_recommended", "gated", parts=[Check("", "sys_text_findings", {
                 "path": out_md, "window": 8, "findings": [[ids[r], [FIXES[r][1]]] for r in violated]}), found]),
         ]
+        return checks
+
+    # -------------------------------------------------------------------------------------- solutions
+    def _solutions(self, box: _Machine, ask: _Request) -> tuple[list[dict], str, list[dict]]:
+        """The findings, the report (per rule: its violations and the fix), and a partial list (half the
+        findings plus a false alarm from a rule the policy does not have)."""
+        host, rules, data, ids, violations, policy_path = (box.host, box.rules, box.data, box.ids, box.violations,
+                                                           box.policy_path)
+        k_rule, k_item, k_detail = ask.k_rule, ask.k_item, ask.k_detail
+        violated = sorted({v["rule"] for v in violations}, key=list(RULES).index)
         records = [{k_rule: v["rule_id"], k_item: v["item"], k_detail: v["detail"]} for v in violations]
         md = [f"# Audit of {host}", "", f"Policy: `{policy_path}`. {len(violations)} violation"
               f"{'s' if len(violations) != 1 else ''} of {len(violated)} rule{'s' if len(violated) != 1 else ''}.", ""]
@@ -266,20 +347,7 @@ class AuditEnvironment(OperationGenerator):
         fake = ({k_rule: extra[0]["rule"], k_item: extra[0]["item"], k_detail: extra[0]["detail"]} if extra
                 else {k_rule: "SSH-9", k_item: "Port", k_detail: "22"})
         wrong = records[: max(1, len(records) // 2)] + [fake]
-        return StepPlan(
-            operation=self.id,
-            instruction=instruction,
-            files=files,
-            checks=checks,
-            steps=[read(policy_path), ls(root), write(out_json, json.dumps(records, indent=2) + "\n"),
-                   write(out_md, md_text)],
-            partial=[write(out_json, json.dumps(wrong, indent=2) + "\n")],
-            outputs=[Artifact(out_md, DOCUMENT, md_text, f"the audit report ({out_md})"),
-                     Artifact(out_json, RECORDS, records, f"the list of policy violations ({out_json})",
-                              roles={"group": k_rule, "name": k_item})],
-            summary=f"audit {root} against its policy",
-            fingerprint=hashlib.sha256(json.dumps([rules, records, host]).encode()).hexdigest()[:16],
-        )
+        return records, md_text, wrong
 
     # -------------------------------------------------------------------------------------- snapshot data
 

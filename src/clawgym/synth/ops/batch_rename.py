@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 import re
 import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
@@ -70,6 +72,49 @@ def client_slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.casefold()).strip("-")
 
 
+@dataclass
+class _Papers:
+    """The data stage: the documents to rename and the naming convention."""
+
+    doc: str  # the kind of document ("invoice", "delivery note", ...)
+    dslug: str  # its slug in the new names
+    plabel: str  # what the counterparty is called in the file
+    pword: str  # the counterparty's placeholder in the pattern
+    plural: str
+    year: int
+    folder: str
+    clients: list[str]
+    convention: str  # date_first, number_first or party_first
+    compact: bool  # YYYYMMDD instead of YYYY-MM-DD
+    pad: int
+    ext: str
+    dpat: str
+    npat: str
+    new_name: Callable[[dt.date, str, int], str]  # (date, party slug, number) -> the new file name
+    skip_party: str | None  # whose files keep their names
+    entries: list[dict]  # {old, new, content, client, amount, no, date, skip}
+
+
+@dataclass
+class _Index:
+    """The folder's index, before (the workspace's) and after (the reference's) the renames."""
+
+    index: str
+    index_name: str
+    old_index: str
+    new_index: str
+
+
+@dataclass
+class _Request:
+    """The phrasing stage: the rename map's header and path, the naming pattern, the request."""
+
+    map_header: list[str]
+    mapping: str
+    pattern: str
+    instruction: str
+
+
 @operation
 class BatchRename(OperationGenerator):
     id = "batch_rename"
@@ -78,7 +123,38 @@ class BatchRename(OperationGenerator):
     standalone = True
     folder_scoped = True
 
-    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:  # noqa: PLR0915 (one linear recipe: its rng draws, in order, fix the tasks a seed gives)
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        pp = self._papers(ctx)
+        ix = self._index(ctx, pp)
+        ask = self._request(ctx, pp, ix)
+        moves, map_rows = self._renames(pp)
+        checks = self._checks(pp, ix, ask, moves, map_rows)
+        folder, entries, index, mapping, map_header = pp.folder, pp.entries, ix.index, ask.mapping, ask.map_header
+        # the reference moves every file at once; the partial moves half of them and maps only those
+        cmd = " && ".join(f"mv {shlex.quote(o)} {shlex.quote(n)}" for o, (n, _) in moves.items())
+        some = list(moves.items())[: max(1, len(moves) // 2)]
+        pcmd = " && ".join(f"mv {shlex.quote(o)} {shlex.quote(n)}" for o, (n, _) in some)
+        files = [WorkspaceFile(path=f"{folder}/{e['old']}", content=e["content"]) for e in entries]
+        files.append(WorkspaceFile(path=index, content=ix.old_index))
+        ctx.used_paths.update(f.path for f in files)
+        return StepPlan(
+            operation=self.id,
+            instruction=ask.instruction,
+            files=files,
+            checks=checks,
+            steps=[ls(folder), read(index), exec_(cmd), write(index, ix.new_index),
+                   write(mapping, to_csv(map_header, map_rows))],
+            partial=[exec_(pcmd), write(mapping, to_csv(map_header, map_rows[: len(some)]))],
+            outputs=[Artifact(mapping, TABLE, {"header": map_header, "rows": map_rows}, f"the rename map ({mapping})",
+                              roles={"name": map_header[1]})],
+            summary=f"rename the {pp.plural} in {folder}/ to {ask.pattern} and update {index}",
+            fingerprint=digest([pp.convention, [(e["old"], e["new"], e["content"]) for e in entries]]),
+        )
+
+    # ------------------------------------------------------------------------------------------ data
+    def _papers(self, ctx: OpContext) -> _Papers:
+        """The documents: their kind, folder and parties, the naming convention, the party whose files stay as
+        they are (if any), and each file's old name, new name and content."""
         rng = ctx.rng
         persona = ctx.persona
         voc = flavor.vocab(persona.domain, persona.occupation)
@@ -156,6 +232,16 @@ class BatchRename(OperationGenerator):
         for e in entries:
             if e["skip"]:
                 e["new"] = e["old"]
+        return _Papers(doc, dslug, plabel, pword, plural, year, folder, clients, convention, compact, pad, ext, dpat,
+                       npat, new_name, skip_party, entries)
+
+    def _index(self, ctx: OpContext, pp: _Papers) -> _Index:
+        """The folder's index: its name, its title and owner line, a status per file, with the old names (the
+        workspace's) and the new ones (the reference's)."""
+        rng = ctx.rng
+        persona = ctx.persona
+        doc, dslug, plabel, plural, year, folder, entries = (pp.doc, pp.dslug, pp.plabel, pp.plural, pp.year, pp.folder,
+                                                             pp.entries)
         idx_name = rng.choice(["index.md", "contents.md", "overview.md", "README.md", "register.md", "_list.md",
                                f"{dslug}_register.md", "what_is_here.md"])
         index = ctx.path(f"{folder}/{idx_name}")
@@ -179,6 +265,19 @@ class BatchRename(OperationGenerator):
         rng_status = {e["no"]: rng.choice(status_pool) for e in entries}
         old_index = render("old")
         new_index = render("new")
+        return _Index(index, index_name, old_index, new_index)
+
+    # ------------------------------------------------------------------------------------------ phrasing
+    def _request(self, ctx: OpContext, pp: _Papers, ix: _Index) -> _Request:
+        """The rename map's header and path, the naming pattern with an example, the rules, and the request (or
+        its terse register)."""
+        rng = ctx.rng
+        persona = ctx.persona
+        doc, dslug, pword, plural, year, folder, clients = (pp.doc, pp.dslug, pp.pword, pp.plural, pp.year, pp.folder,
+                                                            pp.clients)
+        convention, compact, pad, ext, dpat, npat, new_name = (pp.convention, pp.compact, pp.pad, pp.ext, pp.dpat,
+                                                               pp.npat, pp.new_name)
+        skip_party, entries, index, index_name = pp.skip_party, pp.entries, ix.index, ix.index_name
         map_header = list(rng.choice(MAP_HEADERS))
         mapping = ctx.path(rng.choice(["rename_map.csv", "renamed_files.csv", "rename_log.csv", "renames.csv",
                                        f"{dslug}_renames.csv", "name_changes.csv"]))
@@ -277,12 +376,27 @@ class BatchRename(OperationGenerator):
                 "`{mapping}` ({cols}, [file names only|bare names]).", rng, plural=plural, folder=folder,
                 pattern=pattern, ex=ex, pw=pword, npat=npat, doc=doc, pad=pad, wd=what_date, skip=skip_txt,
                 index=index, mapping=mapping, cols=map_cols), V.timing(rng))
+        return _Request(map_header, mapping, pattern, instruction)
+
+    # ------------------------------------------------------------------------------------------ checks
+    @staticmethod
+    def _renames(pp: _Papers) -> tuple[dict[str, list[str]], list[list[str]]]:
+        """The moves (old path -> [new path, content]) and the rename map's rows, the skipped files left out."""
+        folder, entries = pp.folder, pp.entries
+        renamed = [e for e in entries if not e["skip"]]
+        moves = {f"{folder}/{e['old']}": [f"{folder}/{e['new']}", e["content"]] for e in renamed}
+        map_rows = [[e["old"], e["new"]] for e in renamed]
+        return moves, map_rows
+
+    @staticmethod
+    def _checks(pp: _Papers, ix: _Index, ask: _Request, moves: dict, map_rows: list) -> list[Check]:
+        """The files renamed, the index updated (new names in, old ones out), the rename map, and the
+        persona's exception left alone."""
+        folder, entries, index, mapping, map_header = pp.folder, pp.entries, ix.index, ask.mapping, ask.map_header
         renamed = [e for e in entries if not e["skip"]]
         skipped = [e for e in entries if e["skip"]]
-        moves = {f"{folder}/{e['old']}": [f"{folder}/{e['new']}", e["content"]] for e in renamed}
         new_names = [e["new"] for e in entries]
         old_names = [e["old"] for e in renamed if not any(e["old"] in t for t in new_names)]
-        map_rows = [[e["old"], e["new"]] for e in renamed]
         index_check = [Check("", "text_has", {"path": index, "needles": new_names})]
         if old_names:
             index_check.append(Check("", "text_has_none", {"path": index, "needles": old_names}))
@@ -297,25 +411,7 @@ class BatchRename(OperationGenerator):
                 Check("", "mean_of", parts=[Check("", "text_equals", {"path": f"{folder}/{e['old']}",
                                                                        "expected": e["content"]}) for e in skipped]),
                 Check("", "files_moved", {"moves": moves})]))
-        cmd = " && ".join(f"mv {shlex.quote(o)} {shlex.quote(n)}" for o, (n, _) in moves.items())
-        some = list(moves.items())[: max(1, len(moves) // 2)]
-        pcmd = " && ".join(f"mv {shlex.quote(o)} {shlex.quote(n)}" for o, (n, _) in some)
-        files = [WorkspaceFile(path=f"{folder}/{e['old']}", content=e["content"]) for e in entries]
-        files.append(WorkspaceFile(path=index, content=old_index))
-        ctx.used_paths.update(f.path for f in files)
-        return StepPlan(
-            operation=self.id,
-            instruction=instruction,
-            files=files,
-            checks=checks,
-            steps=[ls(folder), read(index), exec_(cmd), write(index, new_index),
-                   write(mapping, to_csv(map_header, map_rows))],
-            partial=[exec_(pcmd), write(mapping, to_csv(map_header, map_rows[: len(some)]))],
-            outputs=[Artifact(mapping, TABLE, {"header": map_header, "rows": map_rows}, f"the rename map ({mapping})",
-                              roles={"name": map_header[1]})],
-            summary=f"rename the {plural} in {folder}/ to {pattern} and update {index}",
-            fingerprint=digest([convention, [(e["old"], e["new"], e["content"]) for e in entries]]),
-        )
+        return checks
 
 
 GENERATORS = [BatchRename()]

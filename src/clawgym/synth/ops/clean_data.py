@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from dataclasses import dataclass
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
@@ -46,6 +47,26 @@ SKIP_DOM = {
 }
 
 
+@dataclass
+class _Table:
+    """The data stage: the messy export and the rows a clean copy holds."""
+
+    sc: V.Schema  # the table's columns, names, groups and what it is
+    month: int
+    messy: list[list[str]]  # the export as the workspace has it
+    skip: list[str]  # the name whose rows are left out (none or one)
+    rows: list[list[str]]  # the clean rows, sorted
+
+
+@dataclass
+class _Request:
+    """The phrasing stage: the export's path, the clean copy's path, the request."""
+
+    src: str
+    out: str
+    instruction: str
+
+
 @operation
 class CleanData(OperationGenerator):
     id = "clean_data"
@@ -54,9 +75,38 @@ class CleanData(OperationGenerator):
     standalone = True
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        tb = self._table(ctx)
+        ask = self._request(ctx, tb)
+        checks = self._checks(tb, ask)
+        sc, header, messy, rows, skip, src, out = tb.sc, tb.sc.header, tb.messy, tb.rows, tb.skip, ask.src, ask.out
+        # partial: half the rows, in reverse order, plus two messy rows as they are
+        half = rows[: max(1, len(rows) // 2)]
+        partial_rows = list(reversed(half)) + [[m[0], m[1].strip(), m[2], m[3]] for m in messy[:2]]
+        digest = hashlib.sha256(repr((header, rows)).encode()).hexdigest()[:16]
+        instruction = V.with_aside(ctx.rng, ctx.persona, ask.instruction)
+        return StepPlan(
+            operation=self.id,
+            instruction=instruction,
+            files=[WorkspaceFile(path=src, content=to_csv(header, messy))],
+            checks=checks,
+            steps=[
+                read(src),
+                write(out, to_csv(header, rows)),
+            ],
+            partial=[write(out, to_csv(header, partial_rows))],
+            program=[read(src), python(render("clean_data", src=src, out=out, cols=header, skip=skip))],
+            outputs=[Artifact(out, TABLE, {"header": header, "rows": rows}, f"the cleaned {sc.what} ({out})",
+                              roles=sc.roles)],
+            summary=f"clean {src} into {out}",
+            fingerprint=digest,
+        )
+
+    # ------------------------------------------------------------------------------------------ data
+    def _table(self, ctx: OpContext) -> _Table:
+        """The clean rows (no two alike), the messy export made from them (odd date and money formats, stray
+        spaces, duplicated rows, rows without an amount), the name left out (if any) and the expected rows."""
         rng = ctx.rng
         sc = V.schema(rng, ctx.persona, n_names=rng.randint(4, 6))
-        header = sc.header
         month = rng.randint(1, 12)
         n = rng.randint(8, 14)
         clean: list[list] = []
@@ -91,7 +141,13 @@ class CleanData(OperationGenerator):
                 skip = [cand]
         kept = [r for r in clean if r[1] not in skip]
         rows = sorted(kept, key=lambda r: (r[0], r[1], r[2], r[3]))
+        return _Table(sc, month, messy, skip, rows)
 
+    # ------------------------------------------------------------------------------------------ phrasing
+    def _request(self, ctx: OpContext, tb: _Table) -> _Request:
+        """Where the export lies and the clean copy goes, the cleaning rules, and the request."""
+        rng = ctx.rng
+        sc, header, month, messy, skip = tb.sc, tb.sc.header, tb.month, tb.messy, tb.skip
         fold = V.folder(ctx.persona, rng)
         src = ctx.path(V.join(fold, f"{sc.stem}_{rng.choice(V.EXPORT_SUFFIX)}.csv"))
         out_fold = fold if rng.random() < 0.6 else V.folder(ctx.persona, rng, ["clean", "processed", "output"])
@@ -149,6 +205,13 @@ class CleanData(OperationGenerator):
         instruction = " ".join(x for x in (lead, story, ask) if x) + V.reqs(
             rng, items, ("What clean means here:", "When you clean it:", "Cleaning rules:", "By clean I mean:"),
             verbs=True)
+        return _Request(src, out, instruction)
+
+    # ------------------------------------------------------------------------------------------ checks
+    @staticmethod
+    def _checks(tb: _Table, ask: _Request) -> list[Check]:
+        """The clean rows, ISO dates and plain amounts (counted as far as the rows are right), sorted by date."""
+        sc, header, rows, out = tb.sc, tb.sc.header, tb.rows, ask.out
         rows_match = Check("", "csv_rows", {"path": out, "header": header, "rows": rows})
         # the formats count only as far as the rows are right: the messy export copied as it is has some ISO dates
         # and plain amounts already
@@ -162,26 +225,7 @@ class CleanData(OperationGenerator):
                 rows_match]),
             Check("sorted_by_date", "csv_rows", {"path": out, "header": header, "rows": rows, "ordered": True}),
         ]
-        half = rows[: max(1, len(rows) // 2)]
-        partial_rows = list(reversed(half)) + [[m[0], m[1].strip(), m[2], m[3]] for m in messy[:2]]
-        digest = hashlib.sha256(repr((header, rows)).encode()).hexdigest()[:16]
-        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
-        return StepPlan(
-            operation=self.id,
-            instruction=instruction,
-            files=[WorkspaceFile(path=src, content=to_csv(header, messy))],
-            checks=checks,
-            steps=[
-                read(src),
-                write(out, to_csv(header, rows)),
-            ],
-            partial=[write(out, to_csv(header, partial_rows))],
-            program=[read(src), python(render("clean_data", src=src, out=out, cols=header, skip=skip))],
-            outputs=[Artifact(out, TABLE, {"header": header, "rows": rows}, f"the cleaned {what} ({out})",
-                              roles=sc.roles)],
-            summary=f"clean {src} into {out}",
-            fingerprint=digest,
-        )
+        return checks
 
 
 GENERATORS = [CleanData()]

@@ -5,6 +5,7 @@ removed and why. A look-alike name with different content is not a duplicate and
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
@@ -55,6 +56,35 @@ def _doc_text(rng, title: str, voc: dict, people: list[str], ext: str, topics: l
     return "\n".join(lines) + "\n"
 
 
+@dataclass
+class _Folder:
+    """The data stage: the folder's files, what is removed and what is kept."""
+
+    folder: str
+    exts: list[str]
+    pool: list[str]  # the persona's topics
+    topics: list[str]  # the ones the documents are about, in order
+    header: list[str]  # the log's columns: removed, reason, kept
+    dup_word: str  # the reason for an exact copy
+    sup_word: str  # the reason for a superseded draft
+    marks: list[tuple[str, str]]  # how copies are named here
+    vdesc: str  # how the request describes the draft numbering
+    files: dict[str, str]  # path -> content
+    order: list[str]  # the files in the order the workspace lists them
+    removed: list[list[str]]  # [path, reason, kept path]
+    kept: dict[str, str]  # path -> content
+    n_docs: int  # documents (copied, drafted or unique)
+    exception: tuple[str, str] | None  # an old draft the persona wants to keep: (path, why)
+
+
+@dataclass
+class _Request:
+    """The phrasing stage: the log's path and the request."""
+
+    log: str
+    instruction: str
+
+
 @operation
 class DeduplicateFiles(OperationGenerator):
     id = "deduplicate_files"
@@ -63,7 +93,35 @@ class DeduplicateFiles(OperationGenerator):
     standalone = True
     folder_scoped = True
 
-    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:  # noqa: PLR0915 (one linear recipe: its rng draws, in order, fix the tasks a seed gives)
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        fo = self._folder(ctx)
+        ask = self._request(ctx, fo)
+        checks = self._checks(fo, ask)
+        folder, files, removed, header, dup_word, log = fo.folder, fo.files, fo.removed, fo.header, fo.dup_word, ask.log
+        # the reference deletes every copy and old draft; the partial only the exact copies
+        dup_removed = [r[0] for r in removed if r[1] == dup_word]
+        cmd = "rm -- " + " ".join(shlex.quote(r[0]) for r in removed)
+        pcmd = "rm -- " + " ".join(shlex.quote(p) for p in dup_removed)
+        ctx.used_paths.update(files)
+        return StepPlan(
+            operation=self.id,
+            instruction=ask.instruction,
+            files=[WorkspaceFile(path=p, content=files[p]) for p in fo.order],
+            checks=checks,
+            steps=[ls(folder), exec_(cmd),
+                   write(log, to_csv(header, removed))],
+            partial=[exec_(pcmd), write(log, to_csv(header, [r for r in removed if r[1] == dup_word]))],
+            outputs=[Artifact(log, TABLE, {"header": header, "rows": removed}, f"the de-duplication log ({log})",
+                              roles={"group": header[1], "name": header[0]})],
+            summary=f"de-duplicate {folder}/ and log removals in {log}",
+            fingerprint=digest(sorted(files.items())),
+        )
+
+    # ------------------------------------------------------------------------------------------ data
+    def _folder(self, ctx: OpContext) -> _Folder:
+        """The folder: its documents with their exact copies, numbered drafts (an old one sometimes kept as the
+        persona's exception), unique files and a look-alike name with other content; the log's header and
+        reason words; what is removed (and why, and what stays instead) and what is kept."""
         rng = ctx.rng
         persona = ctx.persona
         voc = flavor.vocab(persona.domain, persona.occupation)
@@ -149,6 +207,18 @@ class DeduplicateFiles(OperationGenerator):
             kept[p] = files[p]
         order = sorted(files)
         rng.shuffle(order)
+        return _Folder(folder, exts, pool, topics, header, dup_word, sup_word, marks, vdesc, files, order,
+                       removed, kept, n_dup + n_ver + n_uniq, exception)
+
+    # ------------------------------------------------------------------------------------------ phrasing
+    def _request(self, ctx: OpContext, fo: _Folder) -> _Request:
+        """Where the log goes, the rules (copies, drafts, look-alikes, the exception), and the request (or its
+        terse register)."""
+        rng = ctx.rng
+        persona = ctx.persona
+        folder, exts, pool, topics, header, marks, vdesc = fo.folder, fo.exts, fo.pool, fo.topics, fo.header, \
+            fo.marks, fo.vdesc
+        dup_word, sup_word, files, exception = fo.dup_word, fo.sup_word, fo.files, fo.exception
         log = ctx.path(rng.choice(["removed_files.csv", "dedup_log.csv", "cleanup_log.csv", "deleted.csv",
                                    f"{folder.rsplit('/', 1)[-1]}_cleanup.csv", "duplicates_removed.csv"]))
         mark_text = ", ".join(m[1] for m in marks)
@@ -232,7 +302,7 @@ class DeduplicateFiles(OperationGenerator):
             "`{log}` [should list|gets] [each|every] file you [removed|deleted], [one per row|a row each] "
             "({cols}: {k} = [what replaces it|the survivor], {r} = `{dw}`/`{sw}`; {rel}).",
         ], log=log, cols=cols, rel=V.paths_rel(rng), k=header[2], r=header[1], dw=dup_word, sw=sup_word)
-        hint = V.contents_hint(rng, f"`{folder}/`", [x for x in topics[:n_dup + n_ver + n_uniq]], len(files))
+        hint = V.contents_hint(rng, f"`{folder}/`", [x for x in topics[:fo.n_docs]], len(files))
         instruction = V.glue(head, V.story(persona, rng, "dedup"), hint,
                              V.mention(persona, rng, rng.choice(sorted(files))), rules, log_sent,
                              V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
@@ -245,6 +315,15 @@ class DeduplicateFiles(OperationGenerator):
                 "names with different content|same-looking name but different content] -> keep.{exc} Log "
                 "[to|in] `{log}` ({cols}; {rel}).", rng, folder=folder, marks=mark_text, dw=dup_word, vd=vdesc,
                 sw=sup_word, exc=exc, log=log, cols=",".join(header), rel=V.paths_rel(rng)), V.timing(rng))
+        return _Request(log, instruction)
+
+    # ------------------------------------------------------------------------------------------ checks
+    @staticmethod
+    def _checks(fo: _Folder, ask: _Request) -> list[Check]:
+        """The exact copies and the old drafts removed (the rest kept), every removal logged with its reason and
+        the file kept instead."""
+        folder, removed, kept, header, dup_word, sup_word, log = (fo.folder, fo.removed, fo.kept, fo.header,
+                                                                  fo.dup_word, fo.sup_word, ask.log)
         dup_removed = [r[0] for r in removed if r[1] == dup_word]
         sup_removed = [r[0] for r in removed if r[1] == sup_word]
         checks = [
@@ -257,22 +336,7 @@ class DeduplicateFiles(OperationGenerator):
                   {"path": log, "header": [header[0], header[2]], "rows": [[r[0], r[2]] for r in removed],
                    "path_columns": [header[0], header[2]], "base": folder}),
         ]
-        cmd = "rm -- " + " ".join(shlex.quote(r[0]) for r in removed)
-        pcmd = "rm -- " + " ".join(shlex.quote(p) for p in dup_removed)
-        ctx.used_paths.update(files)
-        return StepPlan(
-            operation=self.id,
-            instruction=instruction,
-            files=[WorkspaceFile(path=p, content=files[p]) for p in order],
-            checks=checks,
-            steps=[ls(folder), exec_(cmd),
-                   write(log, to_csv(header, removed))],
-            partial=[exec_(pcmd), write(log, to_csv(header, [r for r in removed if r[1] == dup_word]))],
-            outputs=[Artifact(log, TABLE, {"header": header, "rows": removed}, f"the de-duplication log ({log})",
-                              roles={"group": header[1], "name": header[0]})],
-            summary=f"de-duplicate {folder}/ and log removals in {log}",
-            fingerprint=digest(sorted(files.items())),
-        )
+        return checks
 
 
 GENERATORS = [DeduplicateFiles()]
