@@ -93,6 +93,9 @@ class RLOptions:
     dtype: str = "fp32"  # auto | bf16 | fp32: the policy's weights in the update (clawgym.train.dtypes)
     gradient_checkpointing: bool = False  # recompute activations in the backward pass (less memory, same gradient)
     report_to: str = "none"  # none | tensorboard | wandb, besides metrics.jsonl (clawgym.train.rl_report)
+    # one-step asynchronous rollouts: iteration v + 1's episodes are made by policy v while v's update runs (needs
+    # max_staleness >= 1 to train on them)
+    async_rollouts: bool = False
     # the rubric judge (a clawgym.verify.Judge, kept open by the caller): episodes of tasks with a rubric are judged
     # as they end and rewarded with the hybrid score (0.7 code + 0.3 rubric by default); None: code checks only
     judge: Any = None
@@ -278,6 +281,9 @@ def _check_update_options(opts: RLOptions) -> None:
         LRSchedule(opts.lr, opts.lr_schedule, opts.warmup_steps)
         if opts.mini_batches < 1:
             raise ValueError(f"mini_batches {opts.mini_batches}: at least 1")
+        if opts.async_rollouts and opts.max_staleness < 1:
+            raise ValueError("async rollouts train on episodes of the policy before the one being updated: they "
+                             "need --max-staleness 1 or more")
     except (ValueError, ClawgymError) as exc:
         raise RLError(str(exc)) from None
 
@@ -382,6 +388,82 @@ def _chart(rows: list[dict[str, Any]], path: Path) -> None:
     tmp.replace(path)
 
 
+@dataclass
+class _Rollout:
+    iteration: int
+    policy: int  # the version of the policy that made the episodes (their steps' policy_version)
+    report: Any
+    usage: dict[str, Any]
+    seconds: float
+    run_dir: Path
+
+
+class _Served:
+    """The policy versions the server holds: the base model, and the adapters published to it (with `full`, the
+    one version whose weights it serves). A version is published when a rollout needs it (after a resume: the
+    current one, and with async rollouts the one before), and a new one when it is made, retiring the adapter it
+    replaces (no later rollout uses it: with async rollouts the next iteration's episodes are already made)."""
+
+    def __init__(self, server: PolicyServer, opts: RLOptions, adapter_dir: Path, fresh: bool):
+        self.server, self.full, self.dir, self.model = server, opts.full, adapter_dir, opts.model
+        # a server started here serves the base model; a given one, with full weights, may serve anything
+        self.loaded: set[int] = {0} if fresh or not opts.full else set()
+
+    def ensure(self, version: int) -> None:
+        if version in self.loaded or (version == 0 and not self.full):
+            return
+        if self.full:
+            if version == 0:
+                from clawgym.llm.models import resolve_model_dir
+
+                self.server.publish_full(resolve_model_dir(self.model))
+            else:
+                self.server.publish_full(self.dir / f"v{version}")
+            self.loaded = {version}
+        else:
+            self.server.publish(adapter_name(version), self.dir / f"v{version}")
+            self.loaded.add(version)
+
+    def publish(self, version: int) -> None:
+        """Publish the version just made and retire the adapters of older ones."""
+        self.ensure(version)
+        if not self.full:
+            for old in sorted(v for v in self.loaded if 0 < v < version):
+                self.server.retire(adapter_name(old))
+                self.loaded.discard(old)
+
+
+def _behaviour_version(iteration: int, opts: RLOptions) -> int:
+    """The policy version that makes iteration `iteration`'s episodes: the one published before it (sync), or,
+    with `async_rollouts`, the one before that (iteration n is rolled out by policy n - 1 while policy n is being
+    trained; iteration 0 by the initial policy). Fixed by the iteration, so a resumed run rolls out the same way."""
+    return max(0, iteration - 1) if opts.async_rollouts else iteration
+
+
+def _overlapped(update: Callable[[], Any], roll_next: Callable[[], _Rollout]) -> tuple[Any, _Rollout]:
+    """Run `update` in a thread while `roll_next` runs here (the rollout keeps the main thread: it owns the
+    sandboxes and turns SIGTERM into a clean stop); both results, or the first error (after both ended)."""
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["update"] = update()
+        except BaseException as exc:  # noqa: BLE001 (re-raised in the main thread below)
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="rl-update", daemon=True)
+    worker.start()
+    try:
+        nxt = roll_next()
+    finally:
+        worker.join()
+    if "error" in box:
+        raise box["error"]
+    return box["update"], nxt
+
+
 def _reward_summary(trajs: list[Any], tasks: dict[str, Task]) -> dict[str, Any]:
     scored = [t for t in trajs if t.score is not None]
     by_op: dict[str, list[float]] = {}
@@ -439,40 +521,48 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,  # no
                           max(1, opts.iterations * max(1, opts.epochs) * opts.mini_batches))
     with PolicyServer(opts.model, opts.base_url, out / "logs" / "server.log", opts.precision) as server, \
             MetricsReport(out, opts.report_to, vars(opts)) as metrics_report:
-        if state.version > 0:
-            if opts.full:
-                server.publish_full(current)
-            else:
-                server.publish(adapter_name(state.version), current)
-        while state.version < opts.iterations:
-            v = state.version
-            key = str(v)
+        served_versions = _Served(server, opts, adapter_dir, fresh=opts.base_url is None)
+
+        def roll_out(n: int) -> _Rollout:
+            """Iteration n's rollout: its tasks x k samples by the policy that makes them (`_behaviour_version`),
+            its steps stamped with that policy's version; a new start of the iteration (see the module doc)."""
+            key = str(n)
             state.starts[key] = state.starts.get(key, 0) + 1
             state.save(state_path)
-            prefix = f"v{v}.r{state.starts[key]}."
-            served = adapter_name(v) if v > 0 and not opts.full else opts.model
-            it_tasks = tasks_of_iteration(tasks, opts.tasks_per_iter, v, opts.seed)
-            emit("rollout", {"version": v, "tasks": len(it_tasks), "samples": opts.samples})
+            prefix = f"v{n}.r{state.starts[key]}."
+            b = _behaviour_version(n, opts)
+            served_versions.ensure(b)  # a resumed run publishes the policy again (and with async, the one before)
+            served = adapter_name(b) if b > 0 and not opts.full else opts.model
+            it_tasks = tasks_of_iteration(tasks, opts.tasks_per_iter, n, opts.seed)
+            emit("rollout", {"version": n, "tasks": len(it_tasks), "samples": opts.samples, "policy": b})
             t0 = time.monotonic()
             # impose_sampling: a black-box agent's calls get the run's temperature and seeds from the gateway
             spec = AgentSpec(name=opts.agent, model=served, base_url=server.base_url, max_turns=opts.max_turns,
-                             max_tokens=opts.max_tokens, temperature=opts.temperature, policy_version=str(v),
-                             pool_dir=out / "pool", id_prefix=prefix, group_prefix=f"v{v}.",
-                             precision=opts.precision, seed=opts.seed * 1_000_003 + v * 1009, impose_sampling=True)
+                             max_tokens=opts.max_tokens, temperature=opts.temperature, policy_version=str(b),
+                             pool_dir=out / "pool", id_prefix=prefix, group_prefix=f"v{n}.",
+                             precision=opts.precision, seed=opts.seed * 1_000_003 + n * 1009, impose_sampling=True)
             ropts = RolloutOptions(samples=opts.samples, jobs=opts.jobs, episode_timeout=opts.episode_timeout,
                                    executor=opts.executor, progress=opts.progress or opts.credit == "progress",
                                    judge=opts.judge)
-            run_dir = out / "rollouts" / f"v{v}"
+            run_dir = out / "rollouts" / f"v{n}"
             with agent_session(spec, run_dir, it_tasks, ropts) as session:
                 report = run_rollout(it_tasks, session.factory, backend, run_dir, ropts,
-                                     settings={**session.settings, "rl_version": v})
+                                     settings={**session.settings, "rl_version": n})
                 usage = session.client.usage.as_dict() if session.client is not None else {
                     # a black-box agent's calls (openclaw) were made by its own client: count them from the episodes
                     "completion_tokens": sum(int((t.usage or {}).get("completion_tokens", 0) or 0)
                                              for t in report.all)}
-            t_roll = time.monotonic() - t0
+            done = _Rollout(n, b, report, usage, time.monotonic() - t0, run_dir)
+            emit("rolled_out", {"version": n, **_reward_summary(report.all, by_id)})
+            return done
+
+        ahead: _Rollout | None = None  # the next iteration's rollout, made while the last update ran
+        while state.version < opts.iterations:
+            v = state.version
+            rolled = ahead if ahead is not None and ahead.iteration == v else roll_out(v)
+            ahead = None
+            report, usage, t_roll, run_dir = rolled.report, rolled.usage, rolled.seconds, rolled.run_dir
             summary = _reward_summary(report.all, by_id)
-            emit("rolled_out", {"version": v, **summary})
 
             t1 = time.monotonic()
             batch_path = out / "batches" / f"v{v}.jsonl"
@@ -490,11 +580,20 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,  # no
                 raise RLError(f"iteration {v}: no step to train on (episodes: {summary['statuses']}; export dropped "
                               f"{exported.get('dropped', {})}); see {run_dir / 'logs' / 'run.log'}")
             emit("update", {"version": v, "rows": len(rows)})
-            upd = rl_update(model, opt, rows, cfg, epochs=opts.epochs, micro_batch_tokens=opts.micro_batch_tokens,
-                            pad_id=tok.pad_token_id or 0, ref_model=ref_model, precision=train_precision,
-                            share_prefixes=opts.share_prefixes, mini_batches=opts.mini_batches,
-                            lr_schedule=schedule, first_step=state.optimizer_steps, max_grad_norm=opts.max_grad_norm,
-                            gradient_checkpointing=opts.gradient_checkpointing)
+
+            def update(rows=rows):
+                return rl_update(model, opt, rows, cfg, epochs=opts.epochs, micro_batch_tokens=opts.micro_batch_tokens,
+                                 pad_id=tok.pad_token_id or 0, ref_model=ref_model, precision=train_precision,
+                                 share_prefixes=opts.share_prefixes, mini_batches=opts.mini_batches,
+                                 lr_schedule=schedule, first_step=state.optimizer_steps,
+                                 max_grad_norm=opts.max_grad_norm, gradient_checkpointing=opts.gradient_checkpointing)
+
+            if opts.async_rollouts and v + 1 < opts.iterations:
+                # one step off-policy: the next iteration's episodes are made by this policy while it is updated;
+                # nothing is saved or published until both are done, so a kill leaves the state of a sync run
+                upd, ahead = _overlapped(update, lambda n=v + 1: roll_out(n))
+            else:
+                upd = update()
             t_train = time.monotonic() - t1
 
             t2 = time.monotonic()
@@ -509,12 +608,7 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,  # no
             state.optimizer_steps += int(upd.stats.get("optimizer_steps", 0))
             state.trained_groups = sorted(set(state.trained_groups) | this_iter | {r["group_id"] for r in rows})
             state.save(state_path)
-            if opts.full:
-                server.publish_full(dest)
-            else:
-                server.publish(adapter_name(new), dest)
-                if v > 0:
-                    server.retire(adapter_name(v))
+            served_versions.publish(new)
             t_pub = time.monotonic() - t2
 
             stale = [r["staleness"] for r in rows]
@@ -523,6 +617,7 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,  # no
                 "batch_rows": len(rows), "batch_dropped": dict(skipped) | exported.get("dropped", {}),
                 "superseded_episodes": superseded,
                 "staleness_mean": sum(stale) / len(stale) if stale else 0.0, "staleness_max": max(stale, default=0),
+                "behaviour_policy": rolled.policy, "overlapped_next_rollout": ahead is not None,
                 "rollout_s": round(t_roll, 2), "train_s": round(t_train, 2), "publish_s": round(t_pub, 2),
                 "rollout_tokens_per_s": round(usage.get("completion_tokens", 0) / t_roll, 2) if t_roll else 0.0,
                 "train_tokens_per_s": round(upd.stats.get("tokens", 0) / t_train, 2) if t_train else 0.0,
