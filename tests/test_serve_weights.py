@@ -8,6 +8,7 @@ import json
 import shutil
 
 import httpx
+import pytest
 import torch
 
 from conftest import embedded_model_dir
@@ -62,6 +63,33 @@ def test_full_weights_swap_in_place_and_bad_weights_are_refused(tmp_path):
         assert httpx.post(f"{root}/update_weights_from_disk", json={}, timeout=60).status_code == 400
         assert httpx.get(f"{root}/health").json()["weights"]["version"] == 1  # refused loads changed nothing
         assert _chat(root, "Name a colour.")["choices"][0]["message"]["content"] == after
+
+
+def test_full_weights_reach_the_server_by_vllms_route_too(tmp_path):
+    """`train rl --full --weights-route vllm` publishes by vLLM's dev-mode route (`/pause`, `/collective_rpc`
+    reload_weights, `/reset_prefix_cache`, `/resume`), which the embedded server serves as vLLM does; `auto`
+    takes SGLang's route where the server has it. (A real vLLM server: unmeasured here, no GPU.)"""
+    from clawgym.serve import ServerProcess
+    from clawgym.train.rl_loop import PolicyServer, RLError
+
+    src = _model_dir()
+    new = _perturbed_copy(src, tmp_path / "new", 0.5)
+    with ServerProcess(BASE, log_path=tmp_path / "server.log", precision="fp32") as server:
+        root = f"http://127.0.0.1:{server.port}"
+        before = _chat(root, "Name a colour.")["choices"][0]["message"]["content"]
+        vllm = PolicyServer(BASE, f"{root}/v1", tmp_path / "unused.log", "fp32", weights_route="vllm")
+        vllm.publish_full(new)
+        assert httpx.get(f"{root}/health").json()["weights"] == {"path": str(new), "version": 1}
+        assert _chat(root, "Name a colour.")["choices"][0]["message"]["content"] != before
+        with pytest.raises(RLError, match=r"vLLM's /collective_rpc reload_weights \(400\).*no model directory"):
+            vllm.publish_full(tmp_path / "nowhere")
+        bad = httpx.post(f"{root}/collective_rpc", json={"method": "sleep"}, timeout=60)
+        assert bad.status_code == 400 and "only the method 'reload_weights'" in bad.text
+        PolicyServer(BASE, f"{root}/v1", tmp_path / "unused.log", "fp32").publish_full(src)  # auto: SGLang's
+        assert httpx.get(f"{root}/health").json()["weights"] == {"path": str(src), "version": 2}
+        assert _chat(root, "Name a colour.")["choices"][0]["message"]["content"] == before
+    with pytest.raises(RLError, match="weights route 'tgi'"):
+        PolicyServer(BASE, None, tmp_path / "unused.log", "fp32", weights_route="tgi")
 
 
 def test_train_rl_full_publishes_whole_models(bwrap_backend, tmp_path):

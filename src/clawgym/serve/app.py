@@ -27,6 +27,11 @@ model's weights from a model directory of the same architecture once the running
 "message"}` when the directory, a tensor or a shape does not fit (nothing is changed then). `/health` reports
 `weights` (the directory and how many swaps).
 
+The same with vLLM's routes (its dev mode, `VLLM_SERVER_DEV_MODE=1`): `POST /collective_rpc` `{"method":
+"reload_weights", "kwargs": {"weights_path"}}` -> `{"results": [...]}` (only that method), and `POST /pause`,
+`/resume`, `/reset_prefix_cache`, which a weight update here does not need (the swap waits for the running
+requests and drops the prefix cache) and are answered at once.
+
 Errors have OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`, as vLLM's.
 
 A request body over `max_body_bytes` (16 MiB by default) is answered 413 while it is read, before it is parsed
@@ -127,6 +132,60 @@ class TokenLog:
             self._fh.flush()
 
 
+def _weight_routes(app: FastAPI, engine: BatchEngine) -> None:
+    """The routes that replace the base model's weights: SGLang's and vLLM's (see the module docstring)."""
+
+    @app.post("/update_weights_from_disk")
+    async def update_weights_from_disk(request: Request):
+        """SGLang's route and body for full weights: `{"model_path"}` -> `{"success", "message"}`."""
+        body = await _json_object(request)
+        if isinstance(body, JSONResponse):
+            return body
+        path = body.get("model_path")
+        if not path or not isinstance(path, str):
+            return JSONResponse({"success": False, "message": "'model_path' must be provided."}, status_code=400)
+        try:
+            weights = await asyncio.to_thread(engine.load_weights, path)
+        except EngineError as exc:
+            return JSONResponse({"success": False, "message": str(exc)}, status_code=400)
+        return {"success": True, "message": f"Succeeded to update model weights from {path}.",
+                "weights_version": weights["version"]}
+
+    @app.post("/collective_rpc")
+    async def collective_rpc(request: Request):
+        """vLLM's route for full weights (its dev mode, `VLLM_SERVER_DEV_MODE=1`): `{"method": "reload_weights",
+        "kwargs": {"weights_path"}}` -> `{"results": [...]}`, one result per worker (here one). Only that method is
+        served; anything else is answered 400."""
+        body = await _json_object(request)
+        if isinstance(body, JSONResponse):
+            return body
+        kwargs = body.get("kwargs") or {}
+        if body.get("method") != "reload_weights" or not isinstance(kwargs, dict):
+            return _error(400, f"this server runs only the method 'reload_weights', not {body.get('method')!r}")
+        path = kwargs.get("weights_path")
+        if not path or not isinstance(path, str):
+            return _error(400, "reload_weights needs kwargs.weights_path (a model directory)")
+        try:
+            weights = await asyncio.to_thread(engine.load_weights, path)
+        except EngineError as exc:
+            return _error(400, str(exc))
+        return {"results": [{"weights_version": weights["version"]}]}
+
+    @app.post("/pause")
+    async def pause():
+        """vLLM's pause around a weight update: a no-op here, where a swap waits for the running requests."""
+        return {"status": "paused"}
+
+    @app.post("/resume")
+    async def resume():
+        return {"status": "resumed"}
+
+    @app.post("/reset_prefix_cache")
+    async def reset_prefix_cache():
+        """vLLM's route: the prefix cache is already dropped with every weight swap here (see the engine)."""
+        return PlainTextResponse("OK")
+
+
 def create_app(engine: BatchEngine, served_name: str, token_log: Path | None = None,  # noqa: C901 (the routes are closures over the engine: their branches count here)
                max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """`max_body_bytes`: larger request bodies are answered 413 and never parsed (None: no limit)."""
@@ -182,21 +241,7 @@ def create_app(engine: BatchEngine, served_name: str, token_log: Path | None = N
             return _adapter_error(exc)
         return PlainTextResponse(f"Success: LoRA adapter '{name}' removed successfully.")
 
-    @app.post("/update_weights_from_disk")
-    async def update_weights_from_disk(request: Request):
-        """SGLang's route and body for full weights: `{"model_path"}` -> `{"success", "message"}`."""
-        body = await _json_object(request)
-        if isinstance(body, JSONResponse):
-            return body
-        path = body.get("model_path")
-        if not path or not isinstance(path, str):
-            return JSONResponse({"success": False, "message": "'model_path' must be provided."}, status_code=400)
-        try:
-            weights = await asyncio.to_thread(engine.load_weights, path)
-        except EngineError as exc:
-            return JSONResponse({"success": False, "message": str(exc)}, status_code=400)
-        return {"success": True, "message": f"Succeeded to update model weights from {path}.",
-                "weights_version": weights["version"]}
+    _weight_routes(app, engine)
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):

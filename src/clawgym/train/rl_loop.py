@@ -18,7 +18,8 @@ The output directory holds:
 
 Versions are published by `POST /v1/load_lora_adapter` (vLLM's route, also served by `clawgym serve`): adapter
 `policy-v<N>` is then the `model` of the next rollouts. With `--full` every weight is trained and a version is
-published by `POST /update_weights_from_disk` (SGLang's route and body, also served by `clawgym serve`): the
+published by `POST /update_weights_from_disk` (SGLang's route and body, also served by `clawgym serve`) or by
+vLLM's `POST /collective_rpc` `reload_weights` (`weights_route`, :meth:`PolicyServer.publish_full`): the
 server swaps its base weights in place once its running requests are done, and the model keeps its name.
 Adam's moments are not saved with full weights (they would triple each version's size): a resumed `--full` run
 starts them afresh. Resume: after a kill at any point, the same command
@@ -44,6 +45,8 @@ from clawgym.core.errors import ClawgymError
 from clawgym.core.records import Task
 
 ADAPTER_PREFIX = "policy-v"
+WEIGHTS_ROUTES = ("auto", "sglang", "vllm")
+"""How full weights reach the engine (:meth:`PolicyServer.publish_full`)."""
 
 
 class RLError(ClawgymError):
@@ -96,6 +99,7 @@ class RLOptions:
     # one-step asynchronous rollouts: iteration v + 1's episodes are made by policy v while v's update runs (needs
     # max_staleness >= 1 to train on them)
     async_rollouts: bool = False
+    weights_route: str = "auto"  # how --full publishes a version: auto, sglang or vllm (PolicyServer.publish_full)
     # the rubric judge (a clawgym.verify.Judge, kept open by the caller): episodes of tasks with a rubric are judged
     # as they end and rewarded with the hybrid score (0.7 code + 0.3 rubric by default); None: code checks only
     judge: Any = None
@@ -161,12 +165,15 @@ class PolicyServer:
     """Where the policy is served: the embedded server (started here) or a given engine; publishes adapters with
     vLLM's `load_lora_adapter` / `unload_lora_adapter`."""
 
-    def __init__(self, model: str, base_url: str | None, log_path: Path, precision: str):
+    def __init__(self, model: str, base_url: str | None, log_path: Path, precision: str, weights_route: str = "auto"):
+        if weights_route not in WEIGHTS_ROUTES:
+            raise RLError(f"weights route {weights_route!r}: choose one of {', '.join(WEIGHTS_ROUTES)}")
         self.model = model
         self._given = base_url
         self._proc = None
         self._log = log_path
         self._precision = precision
+        self.weights_route = weights_route
         self.base_url = base_url or ""
 
     def __enter__(self) -> PolicyServer:
@@ -197,15 +204,37 @@ class PolicyServer:
     def retire(self, name: str) -> None:
         self._post("unload_lora_adapter", {"lora_name": name})
 
-    def publish_full(self, path: Path) -> None:
-        """Full weights (SGLang's route, served by `clawgym serve` too)."""
+    def _root_post(self, route: str, body: dict[str, Any] | None, timeout: float = 1800) -> tuple[int, str]:
         import httpx
 
         root = self.base_url.rstrip("/")
         root = root[: -len("/v1")] if root.endswith("/v1") else root
-        res = httpx.post(f"{root}/update_weights_from_disk", json={"model_path": str(path)}, timeout=1800)
-        if res.status_code != 200:
-            raise RLError(f"the server refused the weights of {path} ({res.status_code}): {res.text[:300]}")
+        res = httpx.post(f"{root}/{route}", json=body, timeout=timeout)
+        return res.status_code, res.text
+
+    def publish_full(self, path: Path) -> None:
+        """Full weights from the model directory `path`, by the engine's own route: SGLang's `POST
+        /update_weights_from_disk` `{"model_path"}` (served by `clawgym serve` too), or vLLM's `POST /collective_rpc`
+        `{"method": "reload_weights", "kwargs": {"weights_path"}}` (vLLM's dev mode, `VLLM_SERVER_DEV_MODE=1`) between
+        `/pause` and `/resume`, with its prefix cache reset (keys and values of the old weights must not be reused).
+        `auto` tries SGLang's route and takes vLLM's where the server has no such route (404)."""
+        if self.weights_route in ("auto", "sglang"):
+            code, text = self._root_post("update_weights_from_disk", {"model_path": str(path)})
+            if code == 200:
+                return
+            if not (code == 404 and self.weights_route == "auto"):
+                raise RLError(f"the server refused the weights of {path} ({code}): {text[:300]}")
+        self._root_post("pause", None, timeout=600)  # absent on older vLLM (404): its reload waits by itself
+        try:
+            code, text = self._root_post("collective_rpc", {"method": "reload_weights",
+                                                             "kwargs": {"weights_path": str(path)}})
+            if code == 200:
+                self._root_post("reset_prefix_cache", None, timeout=600)
+        finally:
+            self._root_post("resume", None, timeout=600)
+        if code != 200:
+            raise RLError(f"the server refused the weights of {path} through vLLM's /collective_rpc reload_weights "
+                          f"({code}): {text[:300]} (vLLM serves that route with VLLM_SERVER_DEV_MODE=1)")
 
 
 def train_device(name: str) -> str:
@@ -519,7 +548,8 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,  # no
     (out / "logs").mkdir(exist_ok=True)
     schedule = LRSchedule(opts.lr, opts.lr_schedule, opts.warmup_steps,
                           max(1, opts.iterations * max(1, opts.epochs) * opts.mini_batches))
-    with PolicyServer(opts.model, opts.base_url, out / "logs" / "server.log", opts.precision) as server, \
+    with PolicyServer(opts.model, opts.base_url, out / "logs" / "server.log", opts.precision,
+                      opts.weights_route) as server, \
             MetricsReport(out, opts.report_to, vars(opts)) as metrics_report:
         served_versions = _Served(server, opts, adapter_dir, fresh=opts.base_url is None)
 
