@@ -26,12 +26,21 @@ What makes an update cheap without changing it (each exact, each tested against 
   once (`share_prefixes`, :mod:`clawgym.train.prefix_tree`): the micro-batch is one prefix tree whose attention
   gives each token exactly the context it has in its rows. Micro-batches are then filled by the tree's size, rows
   in token order so that rows with a common prefix land together.
+
+Several processes (``torchrun``: gloo on CPUs, NCCL on GPUs; see :func:`process_world`): every process holds the
+same rows and the same weights; each runs its share of every mini-batch's micro-batches (:func:`assign_micro_batches`),
+the gradients are summed over the processes before the clip and the step (:func:`_all_reduce_grads`), so every
+process takes the same step, the one a single process takes on the whole batch. The loss's denominators are the
+whole mini-batch's (:class:`Norm` from its rows, whoever runs them), so the micro-batch losses of all processes
+add up to the single-process loss; the statistics are summed (or maxed) over the processes the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,14 +191,138 @@ def _autocast(device: torch.device, precision: str):
 @dataclass
 class _MiniBatch:
     """One optimizer step's share of the batch: its micro-batches (each with the start and reference logprobs
-    computed before the first step) and the denominators of its loss."""
+    computed before the first step; in several processes, only this process's share of them), the denominators of
+    its loss and its trained tokens (both of the whole mini-batch, in every process)."""
 
     norm: Norm
+    tokens: float
     batches: list[tuple[TokenBatch, torch.Tensor | None, torch.Tensor | None]] = field(default_factory=list)
 
-    @property
-    def tokens(self) -> float:
-        return sum(float(b.response_mask.sum()) for b, _, _ in self.batches)
+
+def process_world() -> tuple[int, int]:
+    """(rank, world size) when torch.distributed is initialized with several processes, else (0, 1)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _cost(group: list[dict[str, Any]], tree: bool) -> int:
+    """The tokens a micro-batch's forward pass runs: its prefix tree's nodes, or rows x the longest row."""
+    seqs = [list(r["prompt_ids"]) + list(r["response_ids"]) for r in group]
+    if not tree:
+        return len(seqs) * max(map(len, seqs))
+    trie = Trie()
+    for s in seqs:
+        trie.insert(s)
+    return trie.nodes
+
+
+def assign_micro_batches(groups: list[list[dict[str, Any]]], world: int,
+                         tree: bool = True) -> list[list[list[dict[str, Any]]]]:
+    """One mini-batch's micro-batches dealt to `world` processes: element r holds process r's. With fewer
+    micro-batches than processes, the one with the most rows is halved (its rows in order) until there are
+    enough or every one is a single row; then the micro-batches go, costliest first, each to the process with
+    the least cost so far (lowest rank on a tie). Deterministic: every process computes the same deal from the
+    same rows. A process may get none (fewer rows than processes); it still joins the gradient sum."""
+    groups = [list(g) for g in groups]
+    while len(groups) < world:
+        i = max(range(len(groups)), key=lambda j: (len(groups[j]), -j))
+        if len(groups[i]) < 2:
+            break
+        g = groups[i]
+        groups[i:i + 1] = [g[:len(g) // 2], g[len(g) // 2:]]
+    owned: list[list[int]] = [[] for _ in range(world)]
+    load = [0] * world
+    costs = [_cost(g, tree) for g in groups]
+    for i in sorted(range(len(groups)), key=lambda j: (-costs[j], j)):
+        r = min(range(world), key=lambda k: (load[k], k))
+        owned[r].append(i)
+        load[r] += costs[i]
+    return [[groups[i] for i in sorted(mine)] for mine in owned]  # each in the batch's order
+
+
+def _all_reduce_grads(params: list[torch.nn.Parameter], bucket_elems: int = 1 << 24) -> None:
+    """Sum the gradients of `params` over the processes, in place (a parameter without a gradient in one process
+    counts as zeros there; one without a gradient in every process keeps none, as in one process, so the
+    optimizer skips it alike). Flattened into buckets of at most `bucket_elems` elements per dtype, so a LoRA
+    adapter's hundreds of small tensors cost a few collectives."""
+    import torch.distributed as dist
+
+    if not params:
+        return
+    has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32, device=params[0].device)
+    dist.all_reduce(has, op=dist.ReduceOp.MAX)
+    params = [p for p, h in zip(params, has.tolist(), strict=True) if h]
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    by_dtype: dict[torch.dtype, list[torch.nn.Parameter]] = {}
+    for p in params:
+        by_dtype.setdefault(p.grad.dtype, []).append(p)
+    for group in by_dtype.values():
+        start = 0
+        while start < len(group):
+            bucket, n = [], 0
+            while start < len(group) and (not bucket or n + group[start].grad.numel() <= bucket_elems):
+                bucket.append(group[start])
+                n += group[start].grad.numel()
+                start += 1
+            flat = torch.cat([p.grad.reshape(-1) for p in bucket])
+            dist.all_reduce(flat)
+            offset = 0
+            for p in bucket:
+                k = p.grad.numel()
+                p.grad.copy_(flat[offset:offset + k].view_as(p.grad))
+                offset += k
+
+
+_SUMMED = ("loss", "ratio_mean", "clip_fraction", "kl", "kl_old", "entropy")
+
+
+def _reduce_stats(st: dict[str, float], device: torch.device) -> dict[str, float]:
+    """A step's statistics over the processes: each process's parts of the sums (its micro-batches' losses and
+    token-weighted means, weighted by the whole mini-batch's tokens) summed, the ratio's max maxed."""
+    import torch.distributed as dist
+
+    t = torch.tensor([st.get(k, 0.0) for k in _SUMMED], dtype=torch.float64, device=device)
+    dist.all_reduce(t)
+    m = torch.tensor([st.get("ratio_max", 0.0)], dtype=torch.float64, device=device)
+    dist.all_reduce(m, op=dist.ReduceOp.MAX)
+    return {**st, **dict(zip(_SUMMED, (float(x) for x in t.tolist()), strict=True)), "ratio_max": float(m)}
+
+
+def _check_same_inputs(model: Any, rows: list[dict[str, Any]], device: torch.device) -> None:
+    """Every process must hold the same rows and start from the same trained weights (else each would step
+    differently and the processes drift apart silently): a checksum of each, compared over the processes."""
+    import torch.distributed as dist
+
+    digest = zlib.crc32(json.dumps([[r["prompt_ids"], r["response_ids"], r["advantage"], r.get("logprobs"),
+                                     r.get("trajectory_id"), r.get("step_index")] for r in rows]).encode())
+    with torch.no_grad():
+        # a float64 sum of each tensor (no copy of it): different draws of an adapter never sum alike
+        weights = sum(float(p.detach().sum(dtype=torch.float64)) for p in model.parameters() if p.requires_grad)
+    t = torch.tensor([digest, weights, -digest, -weights], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    if float(t[0]) != -float(t[2]):
+        raise ValueError("the processes of the update hold different rows; give every process the same batch")
+    if float(t[1]) != -float(t[3]):
+        raise ValueError("the processes of the update start from different weights; load the same adapter in each "
+                         "or call broadcast_trainable(model) first")
+
+
+def broadcast_trainable(model: Any) -> None:
+    """Rank 0's trainable weights copied to every process (a fresh LoRA adapter is drawn at random in each); a
+    no-op in one process."""
+    import torch.distributed as dist
+
+    if process_world()[1] == 1:
+        return
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                dist.broadcast(p.data, 0)
 
 
 def _norm(rows: list[dict[str, Any]]) -> Norm:
@@ -249,16 +382,21 @@ def _checkpointing(model: Any, on: bool):
 def _prepare(model: Any, ref_model: Any, parts: list[list[dict[str, Any]]], runs: list[list[dict[str, Any]]], *,
              need_start: bool, want_ref: bool, micro_batch_tokens: int, pad_id: int, share_prefixes: bool,
              device: torch.device, precision: str) -> list[_MiniBatch]:
-    """The mini-batches' micro-batches on `device`, with the policy's logprobs before the first step (when
-    needed) and the reference's (with a KL term): the no-gradient pass before the update."""
+    """The mini-batches' micro-batches on `device` (this process's share of them), with the policy's logprobs
+    before the first step (when needed) and the reference's (with a KL term): the no-gradient pass before the
+    update."""
     minis: list[_MiniBatch] = []
+    rank, world = process_world()
     with torch.no_grad(), _autocast(device, precision):
         grouping = tree_micro_batches if share_prefixes else micro_batches
         for part, run in zip(parts, runs, strict=True):
             if not run:  # a part without signal and no KL term: no gradient, no step
                 continue
-            mini = _MiniBatch(norm=_norm(part))
-            for group in grouping(run, micro_batch_tokens):
+            mini = _MiniBatch(norm=_norm(part), tokens=_norm(run).tokens)
+            groups = grouping(run, micro_batch_tokens)
+            if world > 1:
+                groups = assign_micro_batches(groups, world, share_prefixes)[rank]
+            for group in groups:
                 b = build_batch(group, pad_id, tree=share_prefixes).to(device)
                 start = token_logps(model, b)[0] if need_start else None
                 ref = None
@@ -287,7 +425,7 @@ def _accumulate(model: Any, mini: _MiniBatch, cfg: ObjectiveConfig, *, device: t
                 measure_gap(b, logps.detach())
             loss, st = policy_loss(logps, b, cfg, ref_logps=ref, entropy=ent, start_logps=start, norm=mini.norm)
             loss.backward()
-        share = float(b.response_mask.sum()) / max(mini.tokens, 1.0)
+        share = float(b.response_mask.sum()) / max(mini.tokens, 1.0)  # of the whole mini-batch (all processes)
         st_step["loss"] = st_step.get("loss", 0.0) + st["loss"]  # the parts of the mini-batch's loss (see Norm)
         for k in ("ratio_mean", "clip_fraction", "kl", "kl_old", "entropy"):
             st_step[k] = st_step.get(k, 0.0) + st[k] * share
@@ -307,6 +445,14 @@ def rl_update(model: Any, optimizer: torch.optim.Optimizer, rows: list[dict[str,
     disabled. `precision`: fp32, or bf16 for the forward passes under autocast (see :func:`_autocast`).
     `share_prefixes`: run the tokens rows share once (see the module's notes); the same loss and gradient
     either way.
+
+    In several processes (torch.distributed initialized, world size > 1) every process must be given the same
+    `rows` and hold the same weights (checked; see :func:`broadcast_trainable`); each runs its share of the
+    micro-batches and the gradients are summed before each step, so every process takes the single-process step
+    and returns the same statistics (the whole batch's). The gradients are summed by hand rather than by
+    wrapping the model in DDP: the processes may run different numbers of micro-batches (or none) per step, the
+    forward passes go through the tree attention, the adapter-disabled reference and checkpointing of the bare
+    model, and only the trainable parameters (a LoRA adapter's) are summed, once per step.
 
     At scale (PPO's inner loop): `epochs` passes over the batch, each of `mini_batches` optimizer steps on a part
     of it (:func:`split_mini_batches`; each part's loss normalized by its own steps and tokens), each part run as
@@ -336,12 +482,15 @@ def rl_update(model: Any, optimizer: torch.optim.Optimizer, rows: list[dict[str,
     need_start = epochs > 1 or n_parts > 1 or any(r.get("logprobs") is None for run in runs for r in run) \
         or _dropout(model)
     device = next(model.parameters()).device  # rows are built on the CPU, then go where the policy is
+    world = process_world()[1]
+    if world > 1:
+        _check_same_inputs(model, rows, device)
     model.eval()
     minis = _prepare(model, ref_model, parts, runs, need_start=need_start, want_ref=want_ref,
                      micro_batch_tokens=micro_batch_tokens, pad_id=pad_id, share_prefixes=share_prefixes,
                      device=device, precision=precision)
-    batches = [x for m in minis for x in m.batches]
-    total_tokens = sum(m.tokens for m in minis)
+    batches = [x for m in minis for x in m.batches]  # this process's
+    total_tokens = sum(m.tokens for m in minis)  # the whole batch's
     result = UpdateResult()
     gap = {"sum": 0.0, "n": 0, "max": 0.0}
 
@@ -356,6 +505,7 @@ def rl_update(model: Any, optimizer: torch.optim.Optimizer, rows: list[dict[str,
     for b, start, _ in batches:
         if start is not None:
             measure_gap(b, start)
+    params = [p for p in model.parameters() if p.requires_grad]
     step = first_step
     model.train()
     with _checkpointing(model, gradient_checkpointing):
@@ -366,8 +516,10 @@ def rl_update(model: Any, optimizer: torch.optim.Optimizer, rows: list[dict[str,
                 st_step = _accumulate(model, mini, cfg, device=device, precision=precision,
                                       checkpointing=gradient_checkpointing,
                                       measure_gap=measure_gap if epoch == 0 else None)
+                if world > 1:
+                    _all_reduce_grads(params)
+                    st_step = _reduce_stats(st_step, device)
                 if max_grad_norm is not None:
-                    params = [p for p in model.parameters() if p.requires_grad]
                     st_step["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
                 if lr_schedule is not None and not lr_schedule.inert:
                     lr_schedule.apply(optimizer, step)
@@ -385,13 +537,34 @@ def rl_update(model: Any, optimizer: torch.optim.Optimizer, rows: list[dict[str,
                 agg["lr"] = st_step["lr"]
             result.epochs.append(agg)
     model.eval()
+    counts = {"sequence_tokens": sum(int(b.attention_mask.sum()) for b, _, _ in batches),
+              "computed_tokens": sum(b.computed_tokens for b, _, _ in batches), "micro_batches": len(batches)}
+    if world > 1:  # the whole batch's counts and logprob gap, over the processes
+        counts, gap = _reduce_counts(counts, gap, device)
     result.stats = {**result.epochs[-1], "tokens": int(total_tokens), "rows": len(rows), "packed_rows": len(packed),
-                    "rows_run": sum(len(r) for r in runs),
-                    "sequence_tokens": int(sum(int(b.attention_mask.sum()) for b, _, _ in batches)),
-                    "computed_tokens": int(sum(b.computed_tokens for b, _, _ in batches)),
-                    "micro_batches": len(batches), "mini_batches": len(minis),
+                    "rows_run": sum(len(r) for r in runs), **counts, "mini_batches": len(minis),
                     "optimizer_steps": len(result.steps), "update_s": round(time.monotonic() - t0, 3)}
+    if world > 1:
+        result.stats["processes"] = world
     if gap["n"]:
         result.stats["engine_logprob_gap_mean"] = gap["sum"] / gap["n"]
         result.stats["engine_logprob_gap_max"] = gap["max"]
     return result
+
+
+def _reduce_counts(counts: dict[str, int], gap: dict[str, Any],
+                   device: torch.device) -> tuple[dict[str, int], dict[str, Any]]:
+    """The token and micro-batch counts and the engine-logprob gap summed (its max maxed) over the processes, and
+    the most tokens one process computed."""
+    import torch.distributed as dist
+
+    keys = sorted(counts)
+    t = torch.tensor([float(counts[k]) for k in keys] + [gap["sum"], float(gap["n"])], dtype=torch.float64,
+                     device=device)
+    dist.all_reduce(t)
+    m = torch.tensor([gap["max"], float(counts["computed_tokens"])], dtype=torch.float64, device=device)
+    dist.all_reduce(m, op=dist.ReduceOp.MAX)
+    vals = t.tolist()
+    # the busiest process's forward tokens: the update's time is about its share (computed_tokens / it: the speedup)
+    return ({**{k: int(v) for k, v in zip(keys, vals, strict=False)}, "computed_tokens_process_max": int(m[1])},
+            {"sum": vals[-2], "n": int(vals[-1]), "max": float(m[0])})
