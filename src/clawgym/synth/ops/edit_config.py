@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 
 import yaml
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor, world
 from clawgym.synth.grammar import one_of, requirements
-from clawgym.synth.ops import operation
+from clawgym.synth.ops import operation, programs
 from clawgym.synth.ops.base import (
     CONFIG,
     Artifact,
@@ -242,83 +243,62 @@ def _name(fmt: str, s: str, k: str) -> str:
 
 # ------------------------------------------------------------------------------------------ program
 # The reference solution by computing: PATH and EDITS (one line per bullet of the request, keys and values
-# copied as the request writes them) on top of a fixed body per format. Text formats are edited line by line
-# so comments and key order stay; JSON (no comments) is loaded and dumped with the original indentation.
+# copied as the request writes them) on top of a fixed body per format, programs/edit_config_<fmt>.py. Text
+# formats are edited line by line so comments and key order stay; JSON (no comments) is loaded and dumped with
+# the original indentation.
 
-_LINE_HEAD = """L = open(PATH).read().splitlines()
-"""
-_LINE_LOOP = """for e in EDITS:
-    if e[0] == 'set':
-        i = find(e[1])
-        L[i] = {set_}
-    elif e[0] == 'rename':
-        i = find(e[1])
-        L[i] = L[i].replace({rename}, 1)
-    elif e[0] == 'drop':
-        for key in e[1:]:
-            i = find(key)
-            del L[i]
-            if L[i - 1].lstrip().startswith('#'):
-                del L[i - 1]
-    elif e[0] == 'add':
-        {add}
-open(PATH, 'w').write('\\n'.join(L) + '\\n')
-print('applied', len(EDITS), 'changes to', PATH)
-"""
-_KEY_RENAME = "e[1].split('.')[1], e[2].split('.')[1]"
-_SECTIONED = _LINE_HEAD + """def find(key):
-    s, k = key.split('.')
-    i = L.index({head}) + 1
-    while L[i].split('{sep}')[0].strip() != k:
-        assert not {stop}, key
-        i += 1
-    return i
-"""
-BODIES = {
-    "yaml": _SECTIONED.format(head="s + ':'", sep=":", stop="L[i][:1].isalnum()") + _LINE_LOOP.format(
-        set_="L[i].split(':')[0] + ': ' + e[2]", rename=_KEY_RENAME,
-        add="L += ['', e[1] + ':'] + ['  %s: %s' % kv for kv in e[2].items()]"),
-    "ini": _SECTIONED.format(head="'[' + s + ']'", sep="=", stop="L[i].startswith('[')") + _LINE_LOOP.format(
-        set_="L[i].split('=')[0] + '= ' + e[2]", rename=_KEY_RENAME,
-        add="L += ['', '[' + e[1] + ']'] + ['%s = %s' % kv for kv in e[2].items()]"),
-    "env": _LINE_HEAD + """def find(key):
-    return [x.split('=')[0].strip() for x in L].index(key)
-def q(v):
-    return '"' + v + '"' if any(c in v for c in ' #*') else v
-""" + _LINE_LOOP.format(
-        set_="e[1] + '=' + q(e[2])", rename="e[1], e[2]",
-        add="L += [''] + [x.split('=')[0] + '=' + q(x.split('=', 1)[1]) for x in e[1:]]"),
-    "json": """import json
-def val(x):
-    try:
-        return json.loads(x)
-    except ValueError:
-        return x
-C = json.load(open(PATH))
-for e in EDITS:
-    s, _, k = e[1].partition('.')
-    if e[0] == 'set':
-        C[s][k] = val(e[2])
-    elif e[0] == 'rename':
-        n = e[2].split('.')[1]
-        C[s] = {n if a == k else a: b for a, b in C[s].items()}
-    elif e[0] == 'drop':
-        for key in e[1:]:
-            s, k = key.split('.')
-            del C[s][k]
-    elif e[0] == 'add':
-        C[e[1]] = {a: val(b) for a, b in e[2].items()}
-open(PATH, 'w').write(json.dumps(C, indent=2) + '\\n')
-print('applied', len(EDITS), 'changes to', PATH)
-""",
-}
+
+class _EditLines(list):
+    """EDITS as the program writes them, one edit a line (what :func:`programs.render` puts for its marker)."""
+
+    def __repr__(self) -> str:
+        return "[\n" + "".join(f"    {e!r},\n" for e in self) + "]"
 
 
 def program(fmt: str, path: str, edits: list[tuple]) -> str:
     """The python3 script applying `edits` (('set', key, value), ('rename', key, new_key), ('drop', key, ...),
     ('add', section, {key: value}) or for .env ('add', 'KEY=value', ...)) to the config at `path`."""
-    lines = "".join(f"    {e!r},\n" for e in edits)
-    return f"PATH = {path!r}\nEDITS = [\n{lines}]\n" + BODIES[fmt]
+    return programs.render(f"edit_config_{fmt}", path=path, edits=_EditLines(edits))
+
+
+@dataclass
+class _Config:
+    """The data stage, the config as it is: the service, its settings with deprecated keys, the comments."""
+
+    service: str
+    owner: str
+    project_word: str
+    fmt: str
+    cfg: dict[str, dict]
+    header: list[str]  # the file's opening comment lines
+    sec_notes: dict[str, str]
+    key_notes: dict[tuple[str, str], str]
+    dep_items: list[tuple[str, str]]  # the deprecated keys (to remove)
+
+
+@dataclass
+class _Change:
+    """The data stage, the change: the edits, the config they give, the file before and after."""
+
+    renames: list[tuple[str, str]]  # the keys to rename (to RENAMES[key])
+    new_vals: dict[tuple[str, str], object]  # the values to change
+    taken: set[tuple[str, str]]  # the keys some edit touches
+    add_name: str  # the section to add
+    add_kv: dict
+    add_note: str
+    new: dict[str, dict]  # the config as it should become
+    new_sec_notes: dict[str, str]
+    path: str
+    before: str  # the file as it is
+    after: str  # the file as it should become
+
+
+@dataclass
+class _Request:
+    """The phrasing stage: the request's bullets (each with its line of the program's EDITS) and the request."""
+
+    changes: list[tuple[str, tuple]]  # (bullet, edit), in the request's order
+    instruction: str
 
 
 @operation
@@ -328,7 +308,36 @@ class EditConfig(OperationGenerator):
     produces = (CONFIG,)
     standalone = True
 
-    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:  # noqa: PLR0915 (one linear recipe: its rng draws, in order, fix the tasks a seed gives)
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        conf = self._config(ctx)
+        change = self._change(ctx, conf)
+        ask = self._request(ctx, conf, change, self._bullets(ctx, conf, change))
+        fmt, path, changes = conf.fmt, change.path, ask.changes
+        # partial: bumps and the new section done, renames and removals forgotten
+        half: dict[str, dict] = {}
+        for s, kv in conf.cfg.items():
+            half[s] = {k: change.new_vals.get((s, k), v) for k, v in kv.items()}
+        half[change.add_name] = dict(change.add_kv)
+        partial_text = render(fmt, half, conf.header, change.new_sec_notes, conf.key_notes)
+        return StepPlan(
+            operation=self.id,
+            instruction=ask.instruction,
+            files=[WorkspaceFile(path=path, content=change.before)],
+            checks=self._checks(conf, change),
+            steps=[read(path), write(path, change.after)],
+            program=[read(path), python(program(fmt, path, [e for _, e in changes]))],
+            partial=[write(path, partial_text)],
+            outputs=[Artifact(path, CONFIG, as_parsed(fmt, change.new), f"the updated {conf.service} config ({path})",
+                              roles={"format": fmt})],
+            summary=f"update {path} ({len(changes)} changes)",
+            fingerprint=hashlib.sha256(change.after.encode()).hexdigest()[:16],
+        )
+
+    # ----------------------------------------------------------------------------------------- data
+    @staticmethod
+    def _config(ctx: OpContext) -> _Config:
+        """The service (one of the domain's, or named after a project) and its config in one of the formats:
+        the sections, 1-2 deprecated keys scattered over them, comments on sections and keys, a header."""
         rng = ctx.rng
         dk = flavor.persona_domain(ctx.persona)
         voc = flavor.DOMAINS[dk]
@@ -357,7 +366,14 @@ class EditConfig(OperationGenerator):
         header = [f"{service} configuration", f"owner: {owner}", rng.choice([
             "edit with care: the service reads this on restart", "managed by hand, not by ansible (yet)",
             f"last reviewed {flavor.date_in(rng, 2025).isoformat()}"])]
+        return _Config(service, owner, project_word, fmt, cfg, header, sec_notes, key_notes, dep_items)
 
+    @staticmethod
+    def _change(ctx: OpContext, conf: _Config) -> _Change:
+        """The edits (1-2 keys to rename, 1-2 numbers and maybe the version to bump, a section to add, the
+        deprecated keys to drop), the config they give, where the file lives, and the file before and after."""
+        rng = ctx.rng
+        service, owner, fmt, cfg, dep_items = conf.service, conf.owner, conf.fmt, conf.cfg, conf.dep_items
         taken = set(dep_items)
         # renames: keys whose name has a newer spelling
         cand = [(s, k) for s, kv in cfg.items() for k in kv if k in RENAMES and (s, k) not in taken]
@@ -391,21 +407,28 @@ class EditConfig(OperationGenerator):
                 else:
                     new[s][k] = v
         new[add_name] = dict(add_kv)
-        new_key_notes = {sk: n for sk, n in key_notes.items() if sk not in dep_items}
+        new_key_notes = {sk: n for sk, n in conf.key_notes.items() if sk not in dep_items}
         add_note = {"metrics": "Prometheus scrape endpoint", "backup": "nightly backups", "alerts": "who gets paged",
                     "rate_limit": "per-client request limits", "tls": "certificates"}[add_name]
-        new_sec_notes = dict(sec_notes)
+        new_sec_notes = dict(conf.sec_notes)
         if fmt != "json":
             new_sec_notes[add_name] = add_note
 
         folder = world.folder(ctx.persona, rng, [f.format(service=service) for f in CONFIG_FOLDERS], p_world=0.25)
         path = ctx.path(f"{folder}/{rng.choice(FILE_NAMES[fmt]).format(service=service)}")
-        before = render(fmt, cfg, header, sec_notes, key_notes)
-        after = render(fmt, new, header, new_sec_notes, new_key_notes)
+        before = render(fmt, cfg, conf.header, conf.sec_notes, conf.key_notes)
+        after = render(fmt, new, conf.header, new_sec_notes, new_key_notes)
+        return _Change(renames, new_vals, taken, add_name, add_kv, add_note, new, new_sec_notes, path, before, after)
 
-        # the change request, each bullet with its line in the program's EDITS
+    # ----------------------------------------------------------------------------------------- phrasing
+    @staticmethod
+    def _bullets(ctx: OpContext, conf: _Config, change: _Change) -> list[tuple[str, tuple]]:
+        """One bullet of the request per edit (values to change, keys to rename, the section to add, the
+        deprecated keys to drop), each with its line of the program's EDITS, written as the request writes it."""
+        rng = ctx.rng
+        fmt, cfg, add_name, add_kv, dep_items = conf.fmt, conf.cfg, change.add_name, change.add_kv, conf.dep_items
         changes: list[tuple[str, tuple]] = []
-        for (s, k), v in new_vals.items():
+        for (s, k), v in change.new_vals.items():
             old = cfg[s][k]
             slots = dict(key=_name(fmt, s, k), old=_flat(old), new=_flat(v))
             changes.append((one_of(rng, [
@@ -414,7 +437,7 @@ class EditConfig(OperationGenerator):
                 "`{key}` [should be|must become|goes up to|needs to be] {new} ([it's|currently] {old}[ now|])",
                 "[set|change] `{key}` to {new}[ (was {old})|]",
             ], **slots), ("set", _name(fmt, s, k), _flat(v))))
-        for s, k in renames:
+        for s, k in change.renames:
             slots = dict(old=_name(fmt, s, k), new=_name(fmt, s, RENAMES[k]))
             changes.append((one_of(rng, [
                 "rename `{old}` to `{new}` [(same value)|and keep its value|- the value stays]",
@@ -438,7 +461,7 @@ class EditConfig(OperationGenerator):
                 "add a new `{sec}` section with {adds}",
                 "[create|add] [a|the] `{sec}` section: {adds}",
                 "we need [the|one more] `{sec}` [section|block] [too|now|for {note}]: {adds}",
-            ], sec=add_name, adds=adds, note=add_note.lower()),
+            ], sec=add_name, adds=adds, note=change.add_note.lower()),
                 ("add", add_name, {k: lit(v) for k, v in add_kv.items()})))
         dep_names = ", ".join(f"`{_name(fmt, s, k)}`" for s, k in dep_items)
         one = len(dep_items) == 1
@@ -450,6 +473,14 @@ class EditConfig(OperationGenerator):
         ], kw="key" if one else "keys", names=dep_names, it="it" if one else "them", subj="it" if one else "they",
             **{"is": "is" if one else "are"}, has="has" if one else "have"),
             ("drop", *(_name(fmt, s, k) for s, k in dep_items))))
+        return changes
+
+    @staticmethod
+    def _request(ctx: OpContext, conf: _Config, change: _Change, changes: list[tuple[str, tuple]]) -> _Request:
+        """The request: an opening (a deploy, a ticket, the owner's sign-off), the bullets in a shuffled order as
+        a list or a sentence, and what must stay as it is."""
+        rng = ctx.rng
+        fmt, service = conf.fmt, conf.service
         kind = {"yaml": "YAML", "json": "JSON", "ini": "INI", "env": ".env"}[fmt]
         things = rng.choice(["other keys and values", "the remaining settings", "every other key and value"]
                             if fmt == "json" else
@@ -464,8 +495,8 @@ class EditConfig(OperationGenerator):
             "remain parseable {kind}].",
         ], things=things, kind=kind)
         ticket = f"{rng.choice(['CHG', 'OPS', 'INFRA', 'REQ', 'TKT'])}-{rng.randint(100, 9999)}"
-        slots = dict(service=service, kind=kind, path=path, ticket=ticket, owner=owner.split()[0],
-                     version=new_vals.get(("app", "version"), cfg["app"]["version"]), p=project_word,
+        slots = dict(service=service, kind=kind, path=change.path, ticket=ticket, owner=conf.owner.split()[0],
+                     version=change.new_vals.get(("app", "version"), conf.cfg["app"]["version"]), p=conf.project_word,
                      day=rng.choice(["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]),
                      n=len(changes))
         opening = one_of(rng, [
@@ -493,22 +524,29 @@ class EditConfig(OperationGenerator):
             body = (lead + "\n" if lead else "") + "\n".join(f"{m} {i}" for m, i in zip(marks, items, strict=True))
         instruction = opening + ("\n" if style != "sentence" or rng.random() < 0.5 else " ") + body + \
             ("\n" if style != "sentence" or rng.random() < 0.5 else " ") + keep
+        return _Request(changes, instruction)
 
-        # checks
-        preserved = [(s, k) for s, kv in cfg.items() for k in kv if (s, k) not in taken]
-        comments = [] if fmt == "json" else [h for h in header if h] + [sec_notes[s] for s in sec_notes] + \
-            [n for sk, n in key_notes.items() if sk not in dep_items]
+    # ----------------------------------------------------------------------------------------- checks
+    @staticmethod
+    def _checks(conf: _Config, change: _Change) -> list[Check]:
+        """Each kind of edit on its own (values, renames, the new section, the removals, the last two counting
+        only in a config that still has its settings), and everything else kept, comments included."""
+        fmt, path, cfg, new, renames, dep_items = conf.fmt, change.path, conf.cfg, change.new, change.renames, \
+            conf.dep_items
+        preserved = [(s, k) for s, kv in cfg.items() for k in kv if (s, k) not in change.taken]
+        comments = [] if fmt == "json" else [h for h in conf.header if h] + [conf.sec_notes[s] for s in conf.sec_notes] + \
+            [n for sk, n in conf.key_notes.items() if sk not in dep_items]
         renamed_new = {(s, RENAMES[k]) for s, k in renames}
         exp_renamed = _sub(fmt, new, sorted(renamed_new))
-        exp_bumped = _sub(fmt, new, sorted(new_vals))
-        exp_added = _sub(fmt, new, [(add_name, k) for k in add_kv])
+        exp_bumped = _sub(fmt, new, sorted(change.new_vals))
+        exp_added = _sub(fmt, new, [(change.add_name, k) for k in change.add_kv])
         args = {"path": path, "fmt": fmt}
-        kept_parts = [Check("changed", "sys_changed", {"path": path, "original": before}),
+        kept_parts = [Check("changed", "sys_changed", {"path": path, "original": change.before}),
                       Check("preserved", "sys_config_matches", {**args, "expected": _sub(fmt, cfg, preserved)})]
         if comments:
             kept_parts.append(Check("comments", "text_has", {"path": path, "needles": comments}))
         # keys that must be gone count only in the config with its settings in it: an empty file has none of them
-        checks = [
+        return [
             Check("values_updated", "sys_config_matches", {**args, "expected": exp_bumped}),
             Check("keys_renamed", "gated", parts=[
                 Check("", "sys_config_matches", {**args, "expected": exp_renamed, "absent": _absent(fmt, renames)}),
@@ -519,25 +557,6 @@ class EditConfig(OperationGenerator):
                 Check("", "sys_config_matches", {**args, "expected": _sub(fmt, cfg, preserved)})]),
             Check("other_settings_kept", "min_of", parts=kept_parts),
         ]
-        # partial: bumps and the new section done, renames and removals forgotten
-        half: dict[str, dict] = {}
-        for s, kv in cfg.items():
-            half[s] = {k: new_vals.get((s, k), v) for k, v in kv.items()}
-        half[add_name] = dict(add_kv)
-        partial_text = render(fmt, half, header, new_sec_notes, key_notes)
-        return StepPlan(
-            operation=self.id,
-            instruction=instruction,
-            files=[WorkspaceFile(path=path, content=before)],
-            checks=checks,
-            steps=[read(path), write(path, after)],
-            program=[read(path), python(program(fmt, path, [e for _, e in changes]))],
-            partial=[write(path, partial_text)],
-            outputs=[Artifact(path, CONFIG, as_parsed(fmt, new), f"the updated {service} config ({path})",
-                              roles={"format": fmt})],
-            summary=f"update {path} ({len(changes)} changes)",
-            fingerprint=hashlib.sha256(after.encode()).hexdigest()[:16],
-        )
 
 
 GENERATORS = [EditConfig()]

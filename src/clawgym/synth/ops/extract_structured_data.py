@@ -8,6 +8,7 @@ import datetime as dt
 import html
 import json
 import re
+from dataclasses import dataclass
 from email.utils import parseaddr, parsedate_to_datetime
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
@@ -149,6 +150,26 @@ def _order(rng, d: str, f: str) -> str:
     ]), rng, clause=True, d=d, f=f)
 
 
+@dataclass
+class _Found:
+    """The data stage of a standalone variant: the workspace files and the rows they hold."""
+
+    files: list[WorkspaceFile]
+    rows: list[list[str]]  # in the order the output wants them
+    folder: str  # the files' folder ("" for a single file)
+    base: str = ""  # receipts: the persona's folder the scans are in ("" for none)
+    source: str = ""  # the web page: the supplier it is from
+
+
+@dataclass
+class _Request:
+    """The phrasing stage: the JSON copy's path (None when not asked for), its records, the request."""
+
+    jpath: str | None
+    records: list[dict]
+    instruction: str
+
+
 @operation
 class ExtractStructuredData(OperationGenerator):
     id = "extract_structured_data"
@@ -157,8 +178,12 @@ class ExtractStructuredData(OperationGenerator):
     standalone = True
     folder_scoped = True
 
-    # ----------------------------------------------------------------------------------------- standalone
-    def _receipts(self, ctx: OpContext):
+    # ----------------------------------------------------------------------------------------- data: standalone
+    @staticmethod
+    def _receipt_scans(ctx: OpContext) -> _Found:
+        """4-8 receipts of 2-4 vendors in one month, as OCR text files in a folder (a vendor's name in capitals or
+        not, a date in one of DATE_FORMATS, items, tax, total, payment), and their rows: file, vendor, ISO date,
+        total."""
         rng = ctx.rng
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
         base = V.folder(ctx.persona, rng, ["receipts", "scans", "paperwork", "expenses"]) if rng.random() < 0.5 else ""
@@ -211,6 +236,14 @@ class ExtractStructuredData(OperationGenerator):
             files.append(WorkspaceFile(path=path, content="\n".join(lines) + "\n"))
             rows.append([names[i], vendor, d.isoformat(), money(total)])
         rows.sort(key=lambda r: (r[2], r[0]))
+        return _Found(files, rows, folder, base=base)
+
+    def _receipts(self, ctx: OpContext) -> dict:
+        """The receipts variant: the scans, then the output's columns and path and how the request names the
+        fields."""
+        rng = ctx.rng
+        found = self._receipt_scans(ctx)
+        files, rows, folder, base = found.files, found.rows, found.folder, found.base
         fc, vc, dc, tc = (rng.choice(c) for c in (["file", "filename", "source_file", "receipt_file"],
                                                   ["vendor", "shop", "merchant", "store"],
                                                   ["date", "purchase_date", "receipt_date", "bought_on"],
@@ -243,7 +276,10 @@ class ExtractStructuredData(OperationGenerator):
                     roles={"date": dc, "name": vc, "group": vc, "value": tc},
                     reads=[read(f.path) for f in files[:3]], label="receipts", unit="receipt")
 
-    def _orders(self, ctx: OpContext):
+    @staticmethod
+    def _order_mails(ctx: OpContext) -> _Found:
+        """3-6 order confirmations of 2-4 shops in one month and 1-2 newsletters, as .eml files in a folder, and
+        the orders' rows: order number without #, shop, ISO date, total with shipping."""
         rng = ctx.rng
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
         folder = ctx.path(V.join(V.folder(ctx.persona, rng, ["mail", "inbox", "email"]) if rng.random() < 0.4 else "",
@@ -295,6 +331,14 @@ class ExtractStructuredData(OperationGenerator):
             files.append(WorkspaceFile(path=f"{folder}/{i + 1:03d}.eml", generate=GeneratedContent(kind="eml",
                                                                                                    params=params)))
         rows.sort(key=lambda r: (r[2], r[0]))
+        return _Found(files, rows, folder)
+
+    def _orders(self, ctx: OpContext) -> dict:
+        """The order emails variant: the emails, then the output's columns and path and how the request names the
+        fields."""
+        rng = ctx.rng
+        found = self._order_mails(ctx)
+        files, rows, folder = found.files, found.rows, found.folder
         oc, vc, dc, tc = (rng.choice(c) for c in (["order_id", "order_number", "order_ref", "order"],
                                                   ["vendor", "shop", "seller", "retailer"],
                                                   ["date", "order_date", "ordered_on"],
@@ -334,7 +378,10 @@ class ExtractStructuredData(OperationGenerator):
                     roles={"date": dc, "name": vc, "group": vc, "value": tc},
                     reads=[exec_(f"head -n 40 {folder}/*.eml")], label="order emails", unit="order")
 
-    def _html(self, ctx: OpContext):
+    @staticmethod
+    def _price_page(ctx: OpContext) -> _Found:
+        """A supplier's saved price-list page: 6-9 products (a bundle, maybe) with SKU, category, a price and
+        availability in a few HTML spellings, between a nav bar and a footer; and the products' rows."""
         rng = ctx.rng
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
         supplier = flavor.org(rng)
@@ -377,6 +424,15 @@ class ExtractStructuredData(OperationGenerator):
         path = ctx.path(V.join(rng.choice(["", "", "downloads", "web", "suppliers"]), rng.choice(
             ["price_list.html", "supplier_prices.html", "saved_page.html", f"{sname}.html", f"{sname}_prices.html",
              "catalogue.html"])))
+        return _Found([WorkspaceFile(path=path, content=page)], rows, "", source=supplier)
+
+    def _html(self, ctx: OpContext) -> dict:
+        """The web page variant: the page, then the output's columns and path and how the request names the
+        fields."""
+        rng = ctx.rng
+        found = self._price_page(ctx)
+        rows, supplier, path = found.rows, found.source, found.files[0].path
+        sname = flavor.slug(supplier)
         pc, kc, cc, prc, sc = (rng.choice(c) for c in (["product", "item", "name"], ["sku", "code", "article"],
                                                        ["category", "section", "range"],
                                                        ["price", "price_eur", "unit_price"],
@@ -399,14 +455,14 @@ class ExtractStructuredData(OperationGenerator):
                   "`yes` for in stock / available, `no` for anything else", "no unless the page marks it in stock "
                   "or available, in which case yes"]),
         ])
-        return dict(files=[WorkspaceFile(path=path, content=page)], header=header, rows=rows, out=out, what=what,
+        return dict(files=found.files, header=header, rows=rows, out=out, what=what,
                     fields=fields, folder="", key=pc, numeric={prc},
                     order=rng.choice(["in the page's order", "in the same order as on the page", "in page order",
                                       "keeping the table's order"]),
                     roles={"name": pc, "group": cc, "value": prc},
                     reads=[read(path)], label="price list", unit="product")
 
-    # ----------------------------------------------------------------------------------------- consumed
+    # ----------------------------------------------------------------------------------------- data: consumed
     def _messages(self, ctx: OpContext, source: Artifact):
         msgs = source.data
         if not isinstance(msgs, list) or len(msgs) < 2:
@@ -488,6 +544,44 @@ class ExtractStructuredData(OperationGenerator):
         if spec is None:
             src_path = None
             spec = rng.choice([self._receipts, self._orders, self._html])(ctx)
+        ask = self._request(ctx, spec)
+        header, rows, out, jpath, records = spec["header"], spec["rows"], spec["out"], ask.jpath, ask.records
+        checks = self._checks(spec, jpath, records)
+        steps = list(spec["reads"]) + ([read(src_path)] if src_path else [])
+        steps.append(write(out, to_csv(header, rows)))
+        if jpath:
+            steps.append(write(jpath, _json(records)))
+        # partial: the first half of the rows, in reverse order, with one field of each row left raw/blank
+        per_field = [h for h in header if h != spec["key"]]
+        half = [list(r) for r in rows[: max(1, len(rows) // 2)]][::-1]
+        blank_col = header.index(per_field[-1]) if per_field else 0
+        for r in half[1:] if len(rows) > 1 else half:
+            r[blank_col] = ""
+        outputs = [Artifact(out, TABLE, {"header": header, "rows": rows}, expand("[the extracted {l} table|the {l} table I asked for|the {l} extracted above|the table of "
+                            "{l}] ({o})", rng, clause=True, l=spec['label'], o=out),
+                            roles=spec["roles"])]
+        if jpath:
+            outputs.append(Artifact(jpath, RECORDS, records, f"the extracted {spec['label']} records ({jpath})",
+                                    roles=spec["roles"]))
+        instruction = V.with_aside(ctx.rng, ctx.persona, ask.instruction)
+        return StepPlan(
+            operation=self.id,
+            instruction=instruction,
+            files=spec["files"],
+            checks=checks,
+            steps=steps,
+            partial=[write(out, to_csv(header, half))],
+            outputs=outputs,
+            summary=f"extract {spec['label']} into {out}" + (f" and {jpath}" if jpath else ""),
+            fingerprint=digest([header, rows]),
+        )
+
+    # ----------------------------------------------------------------------------------------- phrasing
+    def _request(self, ctx: OpContext, spec: dict) -> _Request:
+        """Whether a JSON copy is asked for too (and where), and the request: what to read, the fields, the
+        columns and the order, the JSON note; for the operation's own files often a word on what they are. The
+        persona's aside is added by plan(), after the outputs are named."""
+        rng = ctx.rng
         header, rows, out = spec["header"], spec["rows"], spec["out"]
         ctx.used_paths.update(f.path for f in spec["files"])
         also_json = rng.random() < 0.5 and bool(spec["numeric"] or rng.random() < 0.5)
@@ -527,32 +621,48 @@ class ExtractStructuredData(OperationGenerator):
         ], one=expand("[one row per|a line for each] {u}", rng, clause=True, u=spec["unit"]), what=spec["what"], fields=spec["fields"], unit=spec["unit"], out=out, cols=cols, order=spec["order"],
             json=json_note)
         if spec["files"] and spec["roles"].get("name") in header:  # its own files: a word on what they are
-            ni = header.index(spec["roles"]["name"])
-            names = list(dict.fromkeys(r[ni] for r in rows))
-            n1, n2 = (names * 2)[:2] if len(names) < 2 else rng.sample(names, 2)
+            instruction = self._with_tale(ctx, spec, instruction)
+        return _Request(jpath, records, instruction)
+
+    @staticmethod
+    def _with_tale(ctx: OpContext, spec: dict, instruction: str) -> str:
+        """The request with, 65% of the time, a sentence about the files (how many, from whom, the persona's
+        chore of typing them up) before or after it."""
+        rng = ctx.rng
+        header, rows = spec["header"], spec["rows"]
+        ni = header.index(spec["roles"]["name"])
+        names = list(dict.fromkeys(r[ni] for r in rows))
+        n1, n2 = (names * 2)[:2] if len(names) < 2 else rng.sample(names, 2)
+        tales = [
+            "[These are|There are] {k} {unit}s[, from {n1}, {n2} and others| in there, {n1} and {n2} among "
+            "them].",
+            "I [usually|normally] [type|copy] these into {tool} by hand[ - {k} of them this time|].",
+            "[As a|Being a] {job}, I [get|collect] [a lot of|piles of] these; {n1} [is the worst for it|sends "
+            "the most].",
+            "[{n1} and {n2} are in there|Some are from {n1}, some from {n2}], [all|each] in [its|their] own "
+            "[format|layout].",
+            "[Nobody|No one] [has|'s] [logged|entered] these {unit}s [yet|since {n1}'s came in].",
+        ]
+        if spec["unit"] == "product":
             tales = [
-                "[These are|There are] {k} {unit}s[, from {n1}, {n2} and others| in there, {n1} and {n2} among "
-                "them].",
-                "I [usually|normally] [type|copy] these into {tool} by hand[ - {k} of them this time|].",
-                "[As a|Being a] {job}, I [get|collect] [a lot of|piles of] these; {n1} [is the worst for it|sends "
-                "the most].",
-                "[{n1} and {n2} are in there|Some are from {n1}, some from {n2}], [all|each] in [its|their] own "
-                "[format|layout].",
-                "[Nobody|No one] [has|'s] [logged|entered] these {unit}s [yet|since {n1}'s came in].",
+                "[The list has|There are] {k} {unit}s[, {n1} and {n2} among them| on it, from {n1} to {n2}].",
+                "I [usually|normally] [retype|copy] [this list|these prices] into {tool} by hand[ - {k} lines "
+                "this time|].",
+                "[As a|Being a] {job}, I [reorder|restock] from [this list|them] [every month|often]; {n1} "
+                "[is what we go through fastest|matters most].",
             ]
-            if spec["unit"] == "product":
-                tales = [
-                    "[The list has|There are] {k} {unit}s[, {n1} and {n2} among them| on it, from {n1} to {n2}].",
-                    "I [usually|normally] [retype|copy] [this list|these prices] into {tool} by hand[ - {k} lines "
-                    "this time|].",
-                    "[As a|Being a] {job}, I [reorder|restock] from [this list|them] [every month|often]; {n1} "
-                    "[is what we go through fastest|matters most].",
-                ]
-            tale = one_of(rng, tales, k=len(rows), unit=spec["unit"], n1=n1, n2=n2, tool=rng.choice(list(ctx.persona.tools)),
-                job=ctx.persona.occupation)
-            if rng.random() < 0.65:
-                instruction = f"{tale} {instruction}" if rng.random() < 0.5 else f"{instruction} {tale}"
-        key = spec["key"]
+        tale = one_of(rng, tales, k=len(rows), unit=spec["unit"], n1=n1, n2=n2, tool=rng.choice(list(ctx.persona.tools)),
+                      job=ctx.persona.occupation)
+        if rng.random() < 0.65:
+            instruction = f"{tale} {instruction}" if rng.random() < 0.5 else f"{instruction} {tale}"
+        return instruction
+
+    # ----------------------------------------------------------------------------------------- checks
+    @staticmethod
+    def _checks(spec: dict, jpath: str | None, records: list[dict]) -> list[Check]:
+        """The rows; the fields in two halves (each with the key), or the key's values alone; the row order; the
+        JSON records, typed, when asked for."""
+        header, rows, out, key = spec["header"], spec["rows"], spec["out"], spec["key"]
         pcols = [key] if spec.get("path_key") else []
         base = spec["folder"]
         checks = [
@@ -578,34 +688,9 @@ class ExtractStructuredData(OperationGenerator):
         if jpath:
             checks.append(Check("json_records", "data_records",
                                 {"path": jpath, "records": records, "typed": True}))
-        steps = list(spec["reads"]) + ([read(src_path)] if src_path else [])
-        steps.append(write(out, to_csv(header, rows)))
-        if jpath:
-            steps.append(write(jpath, _json(records)))
-        # partial: the first half of the rows, in reverse order, with one field of each row left raw/blank
-        half = [list(r) for r in rows[: max(1, len(rows) // 2)]][::-1]
-        blank_col = header.index(per_field[-1]) if per_field else 0
-        for r in half[1:] if len(rows) > 1 else half:
-            r[blank_col] = ""
-        outputs = [Artifact(out, TABLE, {"header": header, "rows": rows}, expand("[the extracted {l} table|the {l} table I asked for|the {l} extracted above|the table of "
-                            "{l}] ({o})", rng, clause=True, l=spec['label'], o=out),
-                            roles=spec["roles"])]
-        if jpath:
-            outputs.append(Artifact(jpath, RECORDS, records, f"the extracted {spec['label']} records ({jpath})",
-                                    roles=spec["roles"]))
-        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
-        return StepPlan(
-            operation=self.id,
-            instruction=instruction,
-            files=spec["files"],
-            checks=checks,
-            steps=steps,
-            partial=[write(out, to_csv(header, half))],
-            outputs=outputs,
-            summary=f"extract {spec['label']} into {out}" + (f" and {jpath}" if jpath else ""),
-            fingerprint=digest([header, rows]),
-        )
+        return checks
 
+    # ----------------------------------------------------------------------------------------- outline variant
     def _outline_plan(self, ctx: OpContext, source: Artifact, spec: dict) -> StepPlan:
         rng = ctx.rng
         outline = spec["outline"]

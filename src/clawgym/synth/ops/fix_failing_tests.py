@@ -8,6 +8,7 @@ The function library and repository builder it shares with implement_feature and
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
@@ -26,6 +27,26 @@ from clawgym.synth.ops._pyrepo import (
 from clawgym.synth.ops.base import Artifact, Check, OpContext, OperationGenerator, StepPlan, edit, exec_, read
 
 
+@dataclass
+class _Repo:
+    """The data stage: the repository, its good history and the commit that planted the bugs."""
+
+    pkg: str
+    project: str
+    repo: str  # its path in the workspace
+    owner: str  # who wrote the helpers
+    colleague: str  # who broke them
+    voc: dict
+    modules: dict  # module name -> its functions
+    buggy: list  # the functions with a bug
+    bugs: dict  # function name -> its bug
+    tests: dict[str, str]  # path in the repo -> test module
+    d3: str  # the breaking commit's date
+    msg: str  # ... and message
+    commits: list[dict]
+    ws_file: WorkspaceFile
+
+
 @operation
 class FixFailingTests(OperationGenerator):
     id = "fix_failing_tests"
@@ -35,6 +56,32 @@ class FixFailingTests(OperationGenerator):
     folder_scoped = True
 
     def plan(self, ctx: OpContext, source: Artifact | None = None) -> StepPlan:
+        r = self._repo(ctx)
+        instruction = self._request(ctx, r)
+        repo, pkg, buggy, bugs = r.repo, r.pkg, r.buggy, r.bugs
+        edits = [edit(f"{repo}/{pkg}/{f.module}.py", bugs[f.name].bad, bugs[f.name].good) for f in buggy]
+        fix_msg = "Fix " + ", ".join(f.name for f in buggy)
+        mod_paths = sorted({f"{repo}/{pkg}/{f.module}.py" for f in buggy})
+        steps = [read(p) for p in mod_paths] + edits + [exec_(git_commit_cmd(repo, ctx.persona.name, fix_msg))]
+        partial = edits[:1] if len(edits) > 1 else edits  # one bug fixed, nothing committed
+        digest = hashlib.sha256(repr((pkg, sorted(r.modules), sorted((k, v.bad) for k, v in bugs.items()))).encode())
+        return StepPlan(
+            operation=self.id,
+            instruction=instruction,
+            files=[r.ws_file],
+            checks=self._checks(r),
+            steps=steps,
+            partial=partial,
+            outputs=[],
+            summary=f"fix {len(buggy)} bug{'s' if len(buggy) != 1 else ''} in {repo}",
+            fingerprint=digest.hexdigest()[:16],
+        )
+
+    # ----------------------------------------------------------------------------------------- data
+    @staticmethod
+    def _repo(ctx: OpContext) -> _Repo:
+        """The package and its 2-3 modules, 1-3 of their functions with a bug, and the git history: the owner's
+        helpers and tests, then the colleague's commit that planted the bugs."""
         rng = ctx.rng
         pkg = package_name(ctx.persona, rng)
         project = pkg.replace("_", rng.choice(["-", "-", "_"]))
@@ -75,14 +122,24 @@ class FixFailingTests(OperationGenerator):
              "author": f"{colleague} <{flavor.email_of(colleague)}>", "date": d3},
         ]
         ws_file = WorkspaceFile(path=repo, generate=GeneratedContent(kind="git", params={"commits": commits}))
+        return _Repo(pkg, project, repo, owner, colleague, voc, modules, buggy, bugs, tests, d3, msg, commits,
+                     ws_file)
+
+    # ----------------------------------------------------------------------------------------- phrasing
+    @staticmethod
+    def _request(ctx: OpContext, r: _Repo) -> str:
+        """The request: what broke and since when, fix the code (not the tests) until the suite passes, 0-2
+        extra wishes and 0-2 facts that point at the bugs, and commit."""
+        rng = ctx.rng
+        buggy, colleague, pkg, d3 = r.buggy, r.colleague, r.pkg, r.d3
         cmd = rng.choice(vocab.PYTEST_COMMANDS)
         who = colleague.split()[0] if rng.random() < 0.6 else colleague
         slots = dict(nf=vocab.plural(len(buggy), "function", "functions").replace("1 function", "one function"),
                      nh=vocab.plural(len(buggy), "helper", "helpers").replace("1 helper", "one helper"),
-                     repo=repo, cmd=cmd, who=who, date=d3[:10], msg=msg, pkg=pkg, n=len(buggy),
+                     repo=r.repo, cmd=cmd, who=who, date=d3[:10], msg=r.msg, pkg=pkg, n=len(buggy),
                      funcs=", ".join(f"`{f.name}`" for f in rng.sample(buggy, len(buggy))),
-                     mods=", ".join(f"`{pkg}/{m}.py`" for m in modules), owner=owner.split()[0],
-                     project=rng.choice(voc["projects"]))
+                     mods=", ".join(f"`{pkg}/{m}.py`" for m in r.modules), owner=r.owner.split()[0],
+                     project=rng.choice(r.voc["projects"]))
         opening = one_of(rng, [
             "[Since|Ever since] {who}'s [last|latest|most recent] commit[ on {date}|] the [test suite|tests] in "
             "`{repo}/` [fail|are red|have been failing|no longer pass].",
@@ -119,7 +176,14 @@ class FixFailingTests(OperationGenerator):
             "[{owner} wrote the original helpers, and they worked|the first version by {owner} was fine]",
         ]
         notes = [expand(e, rng, **slots) for e in rng.sample(facts, k=rng.randint(0, 2))]
-        instruction = opening + ("\n" if rng.random() < 0.3 else " ") + vocab.ask(rng, reqs, notes, last)
+        return opening + ("\n" if rng.random() < 0.3 else " ") + vocab.ask(rng, reqs, notes, last)
+
+    # ----------------------------------------------------------------------------------------- checks
+    @staticmethod
+    def _checks(r: _Repo) -> list[Check]:
+        """The suite passing (counting as far as the fixed functions behave right on hidden cases), each fix on
+        its own, the tests untouched, the fix committed on a clean tree."""
+        repo, pkg, buggy, bugs = r.repo, r.pkg, r.buggy, r.bugs
         all_cases = [c for f in buggy for c in bugs[f.name].cases]
         fixed = [Check(f"fixed_{f.name}", "sys_py_cases", {
             "cwd": repo, "setup": f"from {pkg}.{f.module} import {f.name}", "cases": bugs[f.name].cases}) for f in buggy]
@@ -131,28 +195,12 @@ class FixFailingTests(OperationGenerator):
         checks += fixed
         setup = "; ".join(f"from {pkg}.{f.module} import {f.name}" for f in buggy)
         checks.append(Check("tests_untouched", "min_of", parts=[
-            Check("t", "text_equals", {"path": f"{repo}/{p}", "expected": t}) for p, t in tests.items()] + [
+            Check("t", "text_equals", {"path": f"{repo}/{p}", "expected": t}) for p, t in r.tests.items()] + [
             Check("c", "sys_py_cases", {"cwd": repo, "setup": setup, "cases": all_cases})]))
         checks.append(Check("fix_committed", "all_of", parts=[
-            Check("n", "git_commits_since", {"repo": repo, "base_count": len(commits)}),
+            Check("n", "git_commits_since", {"repo": repo, "base_count": len(r.commits)}),
             Check("clean", "sys_git_clean", {"repo": repo})]))
-        edits = [edit(f"{repo}/{pkg}/{f.module}.py", bugs[f.name].bad, bugs[f.name].good) for f in buggy]
-        fix_msg = "Fix " + ", ".join(f.name for f in buggy)
-        mod_paths = sorted({f"{repo}/{pkg}/{f.module}.py" for f in buggy})
-        steps = [read(p) for p in mod_paths] + edits + [exec_(git_commit_cmd(repo, ctx.persona.name, fix_msg))]
-        partial = edits[:1] if len(edits) > 1 else edits  # one bug fixed, nothing committed
-        digest = hashlib.sha256(repr((pkg, sorted(modules), sorted((k, v.bad) for k, v in bugs.items()))).encode())
-        return StepPlan(
-            operation=self.id,
-            instruction=instruction,
-            files=[ws_file],
-            checks=checks,
-            steps=steps,
-            partial=partial,
-            outputs=[],
-            summary=f"fix {len(buggy)} bug{'s' if len(buggy) != 1 else ''} in {repo}",
-            fingerprint=digest.hexdigest()[:16],
-        )
+        return checks
 
 
 GENERATORS = [FixFailingTests()]

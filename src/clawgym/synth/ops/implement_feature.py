@@ -334,6 +334,25 @@ def feature_tests(pkg: str, f: Feature) -> str:
     return "\n".join(imports) + "\n" + f.tests
 
 
+@dataclass
+class _Repo:
+    """The data stage: the repository, the feature left as a stub and its history."""
+
+    pkg: str
+    repo: str  # its path in the workspace
+    owner: str
+    feat: Feature  # the feature, renamed
+    modules: dict  # the other modules -> their functions
+    project_word: str
+    tests: dict[str, str]  # path in the repo -> test module
+    mod_path: str  # the stub's module, in the repo
+    test_path: str  # its tests
+    d2: str  # the stub commit's date
+    stub_msg: str  # ... and message
+    commits: list[dict]
+    ws_file: WorkspaceFile
+
+
 @operation
 class ImplementFeature(OperationGenerator):
     id = "implement_feature"
@@ -343,6 +362,32 @@ class ImplementFeature(OperationGenerator):
     folder_scoped = True
 
     def plan(self, ctx: OpContext, source: Artifact | None = None) -> StepPlan:
+        r = self._repo(ctx)
+        instruction = self._request(ctx, r)
+        repo, feat = r.repo, r.feat
+        stub = STUB_LINE.format(name=feat.name)
+        target = f"{repo}/{r.mod_path}"
+        steps = [read(target), read(f"{repo}/{r.test_path}"), edit(target, stub, feat.body),
+                 exec_(git_commit_cmd(repo, ctx.persona.name, f"Implement {feat.name}"))]
+        partial = [edit(target, stub, feat.naive)]  # a first attempt that misses edge cases, not committed
+        digest = hashlib.sha256(repr((r.pkg, feat.name, sorted(r.modules), repo)).encode()).hexdigest()[:16]
+        return StepPlan(
+            operation=self.id,
+            instruction=instruction,
+            files=[r.ws_file],
+            checks=self._checks(r),
+            steps=steps,
+            partial=partial,
+            outputs=[],
+            summary=f"implement {feat.name} in {repo}",
+            fingerprint=digest,
+        )
+
+    # ----------------------------------------------------------------------------------------- data
+    @staticmethod
+    def _repo(ctx: OpContext) -> _Repo:
+        """The package, one of FEATURES under another name as a stub with its tests, 1-2 other modules, and the
+        git history: the helpers first, then the stub and its tests."""
         rng = ctx.rng
         pkg = package_name(ctx.persona, rng)
         project = pkg.replace("_", rng.choice(["-", "-", "_"]))
@@ -379,13 +424,24 @@ class ImplementFeature(OperationGenerator):
              "author": author, "date": d2},
         ]
         ws_file = WorkspaceFile(path=repo, generate=GeneratedContent(kind="git", params={"commits": commits}))
+        return _Repo(pkg, repo, owner, feat, modules, project_word, tests, mod_path, test_path, d2, stub_msg,
+                     commits, ws_file)
+
+    # ----------------------------------------------------------------------------------------- phrasing
+    @staticmethod
+    def _request(ctx: OpContext, r: _Repo) -> str:
+        """The request: where the stub is and what it is for, implement it as documented, leave the tests, make
+        the suite pass, 0-2 extra wishes and 0-3 facts (the docstring's first sentence, the signature, ...), and
+        commit."""
+        rng = ctx.rng
+        feat, pkg = r.feat, r.pkg
         cmd = rng.choice(vocab.PYTEST_COMMANDS)
         para = " ".join(x.strip() for x in feat.signature.split('"""')[1].split("\n\n")[0].split("\n"))
         doc_line = para.split(". ")[0].rstrip(".") + "."
         sig = feat.signature.split("\n", 1)[0].removeprefix("def ").rstrip(":")
-        slots = dict(doc=doc_line, sig=sig, mods=", ".join(f"`{pkg}/{m}.py`" for m in modules) or "nothing else",
-                     repo=repo, name=feat.name, mod=mod_path, test=test_path, ask=feat.ask, cmd=cmd,
-                     owner=owner.split()[0], date=d2[:10], p=project_word, msg=stub_msg, pkg=pkg)
+        slots = dict(doc=doc_line, sig=sig, mods=", ".join(f"`{pkg}/{m}.py`" for m in r.modules) or "nothing else",
+                     repo=r.repo, name=feat.name, mod=r.mod_path, test=r.test_path, ask=feat.ask, cmd=cmd,
+                     owner=r.owner.split()[0], date=r.d2[:10], p=r.project_word, msg=r.stub_msg, pkg=pkg)
         opening = one_of(rng, [
             "In the `{repo}` repository, `{name}` in `{mod}` is still a stub[ ({owner} left a TODO)|].",
             "I need to {ask} [in|for] `{repo}`[ for the {p}|]: `{name}` (in `{mod}`) [has only a stub|is not written "
@@ -419,9 +475,16 @@ class ImplementFeature(OperationGenerator):
                  "[the tests in `{test}` define the behaviour|`{test}` is the spec]",
                  "[{owner} is waiting for it|it's for the {p}|the {p} is blocked on this]"]
         notes = [expand(e, rng, **slots) for e in rng.sample(facts, k=rng.choice([0, 1, 1, 2, 3]))]
-        instruction = opening + ("\n" if rng.random() < 0.3 else " ") + vocab.ask(rng, reqs, notes, last)
-        setup = f"from {pkg}.{feat.module} import {feat.name}"
-        checks = [
+        return opening + ("\n" if rng.random() < 0.3 else " ") + vocab.ask(rng, reqs, notes, last)
+
+    # ----------------------------------------------------------------------------------------- checks
+    @staticmethod
+    def _checks(r: _Repo) -> list[Check]:
+        """The suite passing (counting as far as the feature behaves right on hidden cases), the hidden cases, the
+        tests untouched, the work committed on a clean tree."""
+        repo, feat = r.repo, r.feat
+        setup = f"from {r.pkg}.{feat.module} import {feat.name}"
+        return [
             # the suite passing counts as far as the feature behaves right on the hidden cases (and the suite is
             # not even run when it does not at all: the stub left, emptied or overwritten)
             Check("test_suite_passes", "gated", parts=[
@@ -429,29 +492,12 @@ class ImplementFeature(OperationGenerator):
                 Check("", "sys_py_cases", {"cwd": repo, "setup": setup, "cases": feat.hidden})]),
             Check("feature_behaviour", "sys_py_cases", {"cwd": repo, "setup": setup, "cases": feat.hidden}),
             Check("tests_untouched", "min_of", parts=[
-                Check("t", "text_equals", {"path": f"{repo}/{p}", "expected": t}) for p, t in tests.items()] + [
+                Check("t", "text_equals", {"path": f"{repo}/{p}", "expected": t}) for p, t in r.tests.items()] + [
                 Check("c", "sys_py_cases", {"cwd": repo, "setup": setup, "cases": feat.hidden})]),
             Check("feature_committed", "all_of", parts=[
-                Check("n", "git_commits_since", {"repo": repo, "base_count": len(commits)}),
+                Check("n", "git_commits_since", {"repo": repo, "base_count": len(r.commits)}),
                 Check("clean", "sys_git_clean", {"repo": repo})]),
         ]
-        stub = STUB_LINE.format(name=feat.name)
-        target = f"{repo}/{mod_path}"
-        steps = [read(target), read(f"{repo}/{test_path}"), edit(target, stub, feat.body),
-                 exec_(git_commit_cmd(repo, ctx.persona.name, f"Implement {feat.name}"))]
-        partial = [edit(target, stub, feat.naive)]  # a first attempt that misses edge cases, not committed
-        digest = hashlib.sha256(repr((pkg, feat.name, sorted(modules), repo)).encode()).hexdigest()[:16]
-        return StepPlan(
-            operation=self.id,
-            instruction=instruction,
-            files=[ws_file],
-            checks=checks,
-            steps=steps,
-            partial=partial,
-            outputs=[],
-            summary=f"implement {feat.name} in {repo}",
-            fingerprint=digest,
-        )
 
 
 GENERATORS = [ImplementFeature()]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shlex
+from dataclasses import dataclass
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
@@ -56,6 +57,34 @@ def _content(rng, kind: str, title: str, voc: dict, people: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass
+class _Folder:
+    """The data stage: the folder's files, which of them are stale, where they go and the manifest afterwards."""
+
+    folder: str
+    people: list[str]
+    mode: str  # "names": a file's date is in its name; "listing": in the last-modified column of a listing
+    cutoff: dt.date
+    kinds: list[str]  # the file types the folder holds
+    date_pos: str  # where a name has its date: "start" or "end"
+    adir: str  # the archive folder's name
+    mheader: list[str]  # the manifest's columns
+    entries: list[dict]  # {path, name, date, type, content, new}
+    exempt: dict | None  # the persona's exception: a stale file that stays
+    moves: dict[str, str]
+    manifest: list[list[str]]
+    files: list[WorkspaceFile]
+    out: str  # the manifest
+
+
+@dataclass
+class _Request:
+    """The phrasing stage: what the reference reads first, and the request."""
+
+    reads: list
+    instruction: str
+
+
 @operation
 class InventoryAndArchive(OperationGenerator):
     id = "inventory_and_archive"
@@ -64,7 +93,40 @@ class InventoryAndArchive(OperationGenerator):
     standalone = True
     folder_scoped = True
 
-    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:  # noqa: PLR0915 (one linear recipe: its rng draws, in order, fix the tasks a seed gives)
+    def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        box = self._folder(ctx)
+        ask = self._request(ctx, box)
+        folder, moves, entries, out, mheader, manifest = box.folder, box.moves, box.entries, box.out, box.mheader, \
+            box.manifest
+        dirs = sorted({new.rsplit("/", 1)[0] for new in moves.values()})
+        cmd = "mkdir -p " + " ".join(shlex.quote(d) for d in dirs) + " && " + " && ".join(
+            f"mv {shlex.quote(o)} {shlex.quote(n)}" for o, n in moves.items())
+        some = list(moves.items())[: max(1, len(moves) // 2)]
+        pdirs = sorted({n.rsplit("/", 1)[0] for _, n in some})
+        pcmd = "mkdir -p " + " ".join(shlex.quote(d) for d in pdirs) + " && " + " && ".join(
+            f"mv {shlex.quote(o)} {shlex.quote(n)}" for o, n in some)
+        # partial manifest: the paths before archiving, sizes guessed from line counts
+        pman = [[e["path"], str(e["content"].count("\n") * 20), e["type"]] for e in entries]
+        ctx.used_paths.update(f.path for f in box.files)
+        return StepPlan(
+            operation=self.id,
+            instruction=ask.instruction,
+            files=box.files,
+            checks=self._checks(box),
+            steps=ask.reads + [exec_(cmd), write(out, to_csv(mheader, manifest))],
+            partial=[exec_(pcmd), write(out, to_csv(mheader, pman))],
+            outputs=[Artifact(out, TABLE, {"header": mheader, "rows": manifest}, f"the file manifest ({out})",
+                              roles={"name": mheader[0], "group": mheader[2], "value": mheader[1]})],
+            summary=f"archive stale files of {folder}/ and write the manifest {out}",
+            fingerprint=digest([box.mode, box.cutoff.isoformat(), [(e["path"], e["date"].isoformat(), e["content"])
+                                                                  for e in entries]]),
+        )
+
+    # ----------------------------------------------------------------------------------------- data
+    def _folder(self, ctx: OpContext) -> _Folder:
+        """The folder and its 7-12 files (some in a sub-folder), each dated before or after the cutoff, at least
+        two of each; a stale one may be the persona's exception. The stale ones move to <archive>/<year>/, and the
+        manifest lists every file at its place afterwards."""
         rng = ctx.rng
         voc = flavor.vocab(ctx.persona.domain, ctx.persona.occupation)
         people = flavor.people(rng, 3)
@@ -120,16 +182,30 @@ class InventoryAndArchive(OperationGenerator):
         base = folder.rsplit("/", 1)[-1].casefold()
         out = ctx.path(rng.choice(["manifest.csv", f"{base}_manifest.csv", "inventory.csv", f"{base}_inventory.csv",
                                    "file_inventory.csv", "contents_list.csv"]))
-        reads = [ls(folder)]
-        cut = V.date_text(rng, cutoff)
-        if mode == "listing":
-            lh = list(rng.choice(LISTING_HEADERS))
-            listing = ctx.path(rng.choice(["file_listing.csv", "server_listing.csv", "drive_export.csv",
-                                           "nas_export.csv", "share_report.csv", "sharepoint_export.csv"]))
-            lrows = sorted([[e["path"], f"{e['date'].isoformat()} {rng.randint(7, 19):02d}:{rng.randint(0, 59):02d}",
-                             rng.choice(people)] for e in entries], key=lambda r: r[0])
-            files.append(WorkspaceFile(path=listing, content=to_csv(lh, lrows)))
-            reads.append(read(listing))
+        return _Folder(folder, people, mode, cutoff, kinds, date_pos, adir, mheader, entries, exempt, moves, manifest,
+                       files, out)
+
+    @staticmethod
+    def _listing(ctx: OpContext, box: _Folder) -> tuple[str, str]:
+        """In "listing" mode: the file server's listing (path, last modified, by whom) added to the files; its
+        last-modified column and its path."""
+        rng = ctx.rng
+        lh = list(rng.choice(LISTING_HEADERS))
+        listing = ctx.path(rng.choice(["file_listing.csv", "server_listing.csv", "drive_export.csv",
+                                       "nas_export.csv", "share_report.csv", "sharepoint_export.csv"]))
+        lrows = sorted([[e["path"], f"{e['date'].isoformat()} {rng.randint(7, 19):02d}:{rng.randint(0, 59):02d}",
+                         rng.choice(box.people)] for e in box.entries], key=lambda r: r[0])
+        box.files.append(WorkspaceFile(path=listing, content=to_csv(lh, lrows)))
+        return lh[1], listing
+
+    # ----------------------------------------------------------------------------------------- phrasing
+    @staticmethod
+    def _age(ctx: OpContext, box: _Folder, cut: str, col: str, listing: str) -> str:
+        """The request's rule for what is stale (the listing's column `col`, or the date in the names) and where
+        it goes, and the exception, if any."""
+        rng = ctx.rng
+        folder, adir = box.folder, box.adir
+        if box.mode == "listing":
             age = one_of(rng, [
                 "A file is stale when its {col} date in `{listing}` ([an export from the file server|exported from "
                 "the [NAS|share|drive]]; the timestamps on disk are [meaningless|wrong|all from the copy]) is before "
@@ -141,9 +217,9 @@ class InventoryAndArchive(OperationGenerator):
                 "the [real|only reliable] date. Everything with {col} before {cut} moves to "
                 "`{folder}/{adir}/<year of {col}>/` (names unchanged); [disk timestamps|file dates on disk] don't "
                 "count.",
-            ], col=lh[1], listing=listing, cut=cut, folder=folder, adir=adir)
+            ], col=col, listing=listing, cut=cut, folder=folder, adir=adir)
         else:
-            where_date = "starts" if date_pos == "start" else "ends (before the extension)"
+            where_date = "starts" if box.date_pos == "start" else "ends (before the extension)"
             age = one_of(rng, [
                 "Each file name {wd} with the date it was last worked on (YYYY-MM-DD); ignore the timestamps on "
                 "disk. A file dated before {cut} is stale: move it to `{folder}/{adir}/<that year>/`, keeping its "
@@ -162,17 +238,32 @@ class InventoryAndArchive(OperationGenerator):
                 "it) - [go by that|use that], not [what the disk says|the modified time]. [Before|Older than] "
                 "{cut} [means archive|= stale]: `{folder}/{adir}/<that year>/`, [name unchanged|no renaming].",
             ], wd=where_date, cut=cut, folder=folder, adir=adir)
-        if exempt is not None:
+        if box.exempt is not None:
             age += " " + one_of(rng, [
                 "[Except|But leave] `{p}`[: |, ]{why} - it stays where it is.",
                 "One exception: `{p}` stays put ({why}), stale or not.",
                 "[Don't archive|Leave out] `{p}` [even though it's old|however old it is] - {why}.",
                 "`{p}` [is staying|must stay] [where it is|at its current path]: {why}.",
-            ], p=exempt["path"], why=V.one_phrase(rng, [
+            ], p=box.exempt["path"], why=V.one_phrase(rng, [
                 "[it's the template I copy every [year|term|season]|I still [use|update] it]",
                 "{who} [links to|reads] it [there|at that path]",
                 "[the auditors|the inspectors|{who}] want it [in place|where it is] [until the review|for now]",
             ], who=flavor.person(rng).split()[0]))
+        return age
+
+    def _request(self, ctx: OpContext, box: _Folder) -> _Request:
+        """The request: an opening, the persona's story and a hint at the folder's contents, the staleness rule,
+        the manifest's columns; a quarter of them in a terse register instead."""
+        rng = ctx.rng
+        persona, folder, adir, out, mheader, entries, kinds = ctx.persona, box.folder, box.adir, box.out, \
+            box.mheader, box.entries, box.kinds
+        reads = [ls(folder)]
+        cut = V.date_text(rng, box.cutoff)
+        col = listing = ""
+        if box.mode == "listing":
+            col, listing = self._listing(ctx, box)
+            reads.append(read(listing))
+        age = self._age(ctx, box, cut, col, listing)
         mcols = ",".join(mheader)
         spec = one_of(rng, [
             "[Then|Afterwards|After that] write a manifest `{out}` of every file under `{folder}/` as it is "
@@ -216,10 +307,10 @@ class InventoryAndArchive(OperationGenerator):
                              V.aside(persona, rng, f"`{folder}/`"), V.timing(rng))
         if rng.random() < 0.25:  # the terse register
             crit = (V.phrase("its `{col}` value in `{listing}` (ignore [disk times|the timestamps on disk])", rng,
-                             col=lh[1], listing=listing) if mode == "listing" else
+                             col=col, listing=listing) if box.mode == "listing" else
                     V.phrase("the YYYY-MM-DD date [at the {pos} of|in] its name (ignore [disk times|the timestamps "
-                             "on disk])", rng, pos="start" if date_pos == "start" else "end"))
-            exc = V.phrase(" Not `{p}`: it stays.", rng, p=exempt["path"]) if exempt is not None else ""
+                             "on disk])", rng, pos="start" if box.date_pos == "start" else "end"))
+            exc = V.phrase(" Not `{p}`: it stays.", rng, p=box.exempt["path"]) if box.exempt is not None else ""
             instruction = V.glue(expand(
                 "[Archive + inventory|Archive and inventory] `{folder}/`. Stale = {crit} before {cut} -> "
                 "`{folder}/{adir}/<year>/`, same name.{exc} Then `{out}` with {mcols} for every file under "
@@ -227,26 +318,35 @@ class InventoryAndArchive(OperationGenerator):
                 folder=folder, crit=crit, cut=cut, adir=adir, exc=exc, out=out, mcols=mcols, c0=mheader[0],
                 c1=mheader[1], c2=mheader[2], rel=V.phrase("[relative to the workspace root|from the workspace "
                                                              "root]", rng)), V.timing(rng))
-        expected_moves = {old: [new, next(e["content"] for e in entries if e["path"] == old)]
-                          for old, new in moves.items()}
+        return _Request(reads, instruction)
+
+    # ----------------------------------------------------------------------------------------- checks
+    @staticmethod
+    def _checks(box: _Folder) -> list[Check]:
+        """The stale files at their archive paths, unchanged; the manifest's paths (counting as far as it has
+        the sizes and types too), sizes and types; the exception left in place."""
+        folder, mheader, manifest, exempt = box.folder, box.mheader, box.manifest, box.exempt
+        expected_moves = {old: [new, next(e["content"] for e in box.entries if e["path"] == old)]
+                          for old, new in box.moves.items()}
         checks = [
             Check("stale_files_archived", "files_moved", {"moves": expected_moves}),
             # the paths count as far as the manifest describes the files (their sizes, their types): a listing of
             # paths copied from the server export is no manifest
             Check("manifest_paths", "gated", parts=[
-                Check("", "data_path_rows", {"path": out, "header": mheader[:1], "rows": [[r[0]] for r in manifest],
-                                             "path_columns": mheader[:1], "base": folder}),
+                Check("", "data_path_rows", {"path": box.out, "header": mheader[:1],
+                                             "rows": [[r[0]] for r in manifest], "path_columns": mheader[:1],
+                                             "base": folder}),
                 Check("", "mean_of", parts=[
-                    Check("", "data_path_rows", {"path": out, "header": mheader[:2],
+                    Check("", "data_path_rows", {"path": box.out, "header": mheader[:2],
                                                  "rows": [r[:2] for r in manifest], "path_columns": mheader[:1],
                                                  "base": folder, "tol": 0.0}),
-                    Check("", "data_path_rows", {"path": out, "header": [mheader[0], mheader[2]],
+                    Check("", "data_path_rows", {"path": box.out, "header": [mheader[0], mheader[2]],
                                                  "rows": [[r[0], r[2]] for r in manifest], "path_columns": mheader[:1],
                                                  "base": folder})])]),
-            Check("manifest_sizes", "data_path_rows", {"path": out, "header": mheader[:2],
+            Check("manifest_sizes", "data_path_rows", {"path": box.out, "header": mheader[:2],
                                                        "rows": [r[:2] for r in manifest], "path_columns": mheader[:1],
                                                        "base": folder, "tol": 0.0}),
-            Check("manifest_types", "data_path_rows", {"path": out, "header": [mheader[0], mheader[2]],
+            Check("manifest_types", "data_path_rows", {"path": box.out, "header": [mheader[0], mheader[2]],
                                                        "rows": [[r[0], r[2]] for r in manifest],
                                                        "path_columns": mheader[:1], "base": folder}),
         ]
@@ -254,29 +354,7 @@ class InventoryAndArchive(OperationGenerator):
             checks.append(Check("exception_left_in_place", "gated", parts=[
                 Check("", "text_equals", {"path": exempt["path"], "expected": exempt["content"]}),
                 Check("", "files_moved", {"moves": expected_moves})]))
-        dirs = sorted({new.rsplit("/", 1)[0] for new in moves.values()})
-        cmd = "mkdir -p " + " ".join(shlex.quote(d) for d in dirs) + " && " + " && ".join(
-            f"mv {shlex.quote(o)} {shlex.quote(n)}" for o, n in moves.items())
-        some = list(moves.items())[: max(1, len(moves) // 2)]
-        pdirs = sorted({n.rsplit("/", 1)[0] for _, n in some})
-        pcmd = "mkdir -p " + " ".join(shlex.quote(d) for d in pdirs) + " && " + " && ".join(
-            f"mv {shlex.quote(o)} {shlex.quote(n)}" for o, n in some)
-        # partial manifest: the paths before archiving, sizes guessed from line counts
-        pman = [[e["path"], str(e["content"].count("\n") * 20), e["type"]] for e in entries]
-        ctx.used_paths.update(f.path for f in files)
-        return StepPlan(
-            operation=self.id,
-            instruction=instruction,
-            files=files,
-            checks=checks,
-            steps=reads + [exec_(cmd), write(out, to_csv(mheader, manifest))],
-            partial=[exec_(pcmd), write(out, to_csv(mheader, pman))],
-            outputs=[Artifact(out, TABLE, {"header": mheader, "rows": manifest}, f"the file manifest ({out})",
-                              roles={"name": mheader[0], "group": mheader[2], "value": mheader[1]})],
-            summary=f"archive stale files of {folder}/ and write the manifest {out}",
-            fingerprint=digest([mode, cutoff.isoformat(), [(e["path"], e["date"].isoformat(), e["content"])
-                                                          for e in entries]]),
-        )
+        return checks
 
 
 GENERATORS = [InventoryAndArchive()]

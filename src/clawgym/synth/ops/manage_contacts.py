@@ -5,6 +5,7 @@ one de-duplicated address book with E.164 phone numbers, lower-case emails and "
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor
@@ -59,6 +60,46 @@ def _messy_phone(rng: random.Random, country: tuple, nsn: str) -> str:
     return rng.choice(opts)
 
 
+@dataclass
+class _Book:
+    """The data stage: the people (the truth) and the messy CSV export of most of them."""
+
+    country: tuple  # a row of COUNTRIES: every number is of that country
+    truth: dict[str, dict[str, str]]  # email -> the clean contact {name, email, phone, company, nsn}
+    header: list[str]  # the export's columns
+    rows: list[list[str]]  # the export's rows
+    missing_phone: list[str]  # emails whose phone the export lacks
+    blank_company: list[str]  # emails whose company the export leaves blank
+    sig_sources: list[str]  # emails of the contacts in the signatures
+    vcf_sources: list[str]  # ... in the vCards
+
+
+@dataclass
+class _Files:
+    """The workspace files: the export, emails whose signatures hold some contacts, a vCard file with the others."""
+
+    base: str  # the contacts folder
+    csv_path: str
+    mail_dir: str
+    mail_paths: list[str]
+    vcf_path: str
+    files: list[WorkspaceFile]
+
+
+@dataclass
+class _Request:
+    """The phrasing stage: the address book's path, columns and rows, and the request."""
+
+    out: str
+    header: list[str]
+    nc: str  # name column
+    ec: str  # email
+    pc: str  # phone
+    cc_: str  # company
+    expected: list[list[str]]
+    instruction: str
+
+
 @operation
 class ManageContacts(OperationGenerator):
     id = "manage_contacts"
@@ -68,6 +109,34 @@ class ManageContacts(OperationGenerator):
     folder_scoped = True
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        book = self._book(ctx)
+        where = self._files(ctx, book)
+        ask = self._request(ctx, book, where)
+        out, out_header, expected, truth = ask.out, ask.header, ask.expected, book.truth
+        # partial: only the CSV, de-duplicated, phones left as they were
+        seen = {}
+        for r in book.rows:
+            e = r[1].strip().lower()
+            if e not in seen:
+                seen[e] = [truth[e]["name"], e, r[2], r[3]]
+        partial_rows = sorted(seen.values(), key=lambda r: r[0])
+        return StepPlan(
+            operation=self.id, instruction=ask.instruction, checks=self._checks(book, ask), files=where.files,
+            steps=[read(where.csv_path), *(read(p) for p in where.mail_paths), read(where.vcf_path),
+                   write(out, to_csv(out_header, expected))],
+            partial=[write(out, to_csv(out_header, partial_rows))],
+            outputs=[Artifact(out, TABLE, {"header": out_header, "rows": expected}, f"the merged address book ({out})",
+                              roles={"name": ask.nc, "group": ask.cc_})],
+            summary=f"merge contacts into {out}",
+            fingerprint=digest(expected),
+        )
+
+    # ----------------------------------------------------------------------------------------- data
+    @staticmethod
+    def _book(ctx: OpContext) -> _Book:
+        """The country, the people (not the persona) with their clean contacts, and the export's rows: names in
+        other forms, messy phones, two phones missing, a few duplicates, companies blank only where another source
+        has them; which contacts the signatures and the vCards add."""
         rng = ctx.rng
         country = rng.choice(COUNTRIES)
         cname, cc, length, trunk, areas = country
@@ -105,19 +174,26 @@ class ManageContacts(OperationGenerator):
                          _messy_phone(rng, country, t["nsn"]) if e not in missing_phone else "", t["company"]])
         rng.shuffle(rows)
         # signatures: one fills a missing phone of a CSV contact, the others are new people
-        me = ctx.persona.name
         sig_sources = [missing_phone[0]] + extra_people[:1]
         vcf_sources = [missing_phone[1]] + extra_people[1:]
+        return _Book(country, truth, header, rows, missing_phone, blank_company, sig_sources, vcf_sources)
+
+    @staticmethod
+    def _files(ctx: OpContext, book: _Book) -> _Files:
+        """The export as a CSV, an email per signature contact, the vCards, and where they are."""
+        rng = ctx.rng
+        truth, country = book.truth, book.country
+        me = ctx.persona.name
         files: list[WorkspaceFile] = []
         base = V.folder(ctx.persona, rng, ["contacts", "crm", "clients", "people", "admin"])
         csv_path = ctx.path(V.join(base, rng.choice(["contacts_export.csv", "crm_export.csv", "address_book_old.csv",
                                                      "outlook_contacts.csv", "phone_export.csv", "people.csv",
                                                      "gmail_contacts.csv", "client_list.csv"])))
-        files.append(WorkspaceFile(path=csv_path, content=to_csv(header, rows)))
+        files.append(WorkspaceFile(path=csv_path, content=to_csv(book.header, book.rows)))
         mail_dir = V.join(base if rng.random() < 0.3 else "", rng.choice(["mail", "inbox", "signatures", "emails",
                                                                           "saved_mail", "intros"]))
         mail_paths = []
-        for i, e in enumerate(sig_sources):
+        for i, e in enumerate(book.sig_sources):
             t = truth[e]
             title = rng.choice(TITLES)
             body = (f"Hi {me.split()[0]},\n\n{rng.choice(['Thanks for the quick reply.', 'Please find the details below.', 'Looking forward to working together.'])}\n\n"
@@ -133,7 +209,7 @@ class ManageContacts(OperationGenerator):
         vcf_path = ctx.path(V.join(rng.choice(["", base, "contacts", "phone"]), rng.choice(
             ["cards.vcf", "exported.vcf", "phone_contacts.vcf", "business_cards.vcf", "shared.vcf", "vcards.vcf"])))
         cards = []
-        for e in vcf_sources:
+        for e in book.vcf_sources:
             t = truth[e]
             first, last = t["name"].split(" ", 1)
             cards.append("\n".join(["BEGIN:VCARD", "VERSION:3.0", f"N:{last};{first};;;", f"FN:{t['name']}",
@@ -141,19 +217,30 @@ class ManageContacts(OperationGenerator):
                                     f"EMAIL;TYPE=INTERNET:{t['email'].upper() if rng.random() < 0.3 else t['email']}",
                                     "END:VCARD"]))
         files.append(WorkspaceFile(path=vcf_path, content="\n".join(cards) + "\n"))
+        return _Files(base, csv_path, mail_dir, mail_paths, vcf_path, files)
+
+    # ----------------------------------------------------------------------------------------- phrasing
+    @staticmethod
+    def _request(ctx: OpContext, book: _Book, where: _Files) -> _Request:
+        """The address book's columns, rows (one per person, sorted by name) and path, and the request: the
+        sources, then the rules (columns, de-duplication, name, email and phone forms with an example, gaps
+        filled, order)."""
+        rng = ctx.rng
+        truth = book.truth
+        cname, cc, length, trunk, _areas = book.country
         nc, ec, pc, cc_ = (rng.choice(c) for c in (["name", "full_name", "contact"], ["email", "e_mail", "email_address"],
                                                     ["phone", "tel", "mobile", "phone_e164"],
                                                     ["company", "organisation", "org", "employer"]))
         out_header = [nc, ec, pc, cc_]
-        expected = sorted(([truth[e]["name"], e, truth[e]["phone"], truth[e]["company"]] for e in emails),
+        expected = sorted(([truth[e]["name"], e, truth[e]["phone"], truth[e]["company"]] for e in truth),
                           key=lambda r: r[0])
-        out = ctx.path(V.join(rng.choice(["", "", base]), rng.choice(
+        out = ctx.path(V.join(rng.choice(["", "", where.base]), rng.choice(
             ["contacts.csv", "address_book.csv", "contacts_merged.csv", "all_contacts.csv", "contacts_clean.csv",
              "people_master.csv", "one_address_book.csv"])))
         ex = f"+{cc}" + "".join(str((i * 7 + 3) % 10) for i in range(length))
         trunk_txt = f" (drop the leading {trunk} of national numbers)" if trunk else ""
-        sources = expand("`{c}`, the signatures of the emails in `{m}/` and the vCards in `{v}`", rng, c=csv_path,
-                         m=mail_dir, v=vcf_path)
+        sources = expand("`{c}`, the signatures of the emails in `{m}/` and the vCards in `{v}`", rng, c=where.csv_path,
+                         m=where.mail_dir, v=where.vcf_path)
         pick = lambda ts, **kw: expand(rng.choice(ts), rng, **kw)  # noqa: E731 - one drawn phrasing
         items = [
             pick(["[exactly the columns|columns|header:] {cols}", "[the header row|the columns] [must be|should be] "
@@ -199,13 +286,24 @@ class ManageContacts(OperationGenerator):
             "please make] one address book (`{out}`) [from|combining] {src}.",
         ], src=sources, out=out, n_src=rng.choice(["season's", "year-end", "thank-you"]))
         instruction = V.cat(lead, V.reqs(rng, items, list_leads=("The rules:", "For the merged file:")))
+        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
+        return _Request(out, out_header, nc, ec, pc, cc_, expected, instruction)
+
+    # ----------------------------------------------------------------------------------------- checks
+    @staticmethod
+    def _checks(book: _Book, ask: _Request) -> list[Check]:
+        """The merged rows; one row per email, E.164 phones and "First Last" names, each counting as far as the
+        rows are the right people; the gaps filled from the signatures and vCards."""
+        truth, out, expected, nc, ec, pc, cc_ = book.truth, ask.out, ask.expected, ask.nc, ask.ec, ask.pc, ask.cc_
+        _cname, cc, length, _trunk, _areas = book.country
         sig_records = [{ec: e, nc: truth[e]["name"], pc: truth[e]["phone"],
-                        cc_: truth[e]["company"]} for e in dict.fromkeys(sig_sources + vcf_sources + blank_company)]
+                        cc_: truth[e]["company"]} for e in dict.fromkeys(book.sig_sources + book.vcf_sources
+                                                                         + book.blank_company)]
         # the forms (one row per email, E.164 phones, "First Last" names) count as far as the rows are the right
         # people: the messy export copied as it is has some of each already
         people = Check("", "csv_rows", {"path": out, "header": [nc, ec], "rows": [r[:2] for r in expected]})
-        checks = [
-            Check("contacts_merged", "csv_rows", {"path": out, "header": out_header, "rows": expected}),
+        return [
+            Check("contacts_merged", "csv_rows", {"path": out, "header": ask.header, "rows": expected}),
             Check("no_duplicates", "gated", parts=[Check("", "docs_csv_unique", {
                 "path": out, "column": ec, "expected_count": len(expected)}), people]),
             Check("phones_e164", "gated", parts=[Check("", "column_matches", {
@@ -215,23 +313,6 @@ class ManageContacts(OperationGenerator):
             Check("gaps_filled_from_mail_and_vcards", "docs_records", {
                 "path": out, "key": ec, "records": sig_records, "fields": [nc, pc, cc_]}),
         ]
-        # partial: only the CSV, de-duplicated, phones left as they were
-        seen = {}
-        for r in rows:
-            e = r[1].strip().lower()
-            if e not in seen:
-                seen[e] = [truth[e]["name"], e, r[2], r[3]]
-        partial_rows = sorted(seen.values(), key=lambda r: r[0])
-        instruction = V.with_aside(ctx.rng, ctx.persona, instruction)
-        return StepPlan(
-            operation=self.id, instruction=instruction, checks=checks, files=files,
-            steps=[read(csv_path), *(read(p) for p in mail_paths), read(vcf_path), write(out, to_csv(out_header, expected))],
-            partial=[write(out, to_csv(out_header, partial_rows))],
-            outputs=[Artifact(out, TABLE, {"header": out_header, "rows": expected}, f"the merged address book ({out})",
-                              roles={"name": nc, "group": cc_})],
-            summary=f"merge contacts into {out}",
-            fingerprint=digest(expected),
-        )
 
 
 GENERATORS = [ManageContacts()]

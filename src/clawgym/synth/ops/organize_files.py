@@ -4,6 +4,7 @@ sub-folders by a stated rule (by type, or by the month in the file name), with a
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 
 from clawgym.core.records import WorkspaceFile
 from clawgym.synth import flavor
@@ -104,6 +105,25 @@ def make_pile(ctx: OpContext, n_min: int = 9, n_max: int = 15, bill: str = "invo
     return out
 
 
+@dataclass
+class _Pile:
+    """The data stage: the loose files, the sorting rule and the moves it gives, the moves log's place."""
+
+    folder: str
+    bill: str  # how invoice-like file names start
+    pile: list[dict]  # {name, kind, date, content}
+    rule: str  # "type", "month" or "year"
+    types: dict[str, str]  # kind -> its folder
+    layout: str  # the month folders' strftime layout
+    layout_text: str
+    undated: str  # the folder for names without a date
+    stay: dict | None  # the persona's exception: a file that stays loose
+    moves: dict[str, str]
+    contents: dict[str, str]  # path -> content, every file of the pile
+    header: list[str]  # the log's columns
+    log: str
+
+
 @operation
 class OrganizeFiles(OperationGenerator):
     id = "organize_files"
@@ -113,6 +133,36 @@ class OrganizeFiles(OperationGenerator):
     folder_scoped = True
 
     def plan(self, ctx: OpContext, source: Artifact | None) -> StepPlan:
+        pile = self._pile(ctx)
+        instruction = self._request(ctx, pile)
+        folder, moves, header, log, contents = pile.folder, pile.moves, pile.header, pile.log, pile.contents
+        log_rows = [[old, new] for old, new in moves.items()]
+        subs = sorted({new.rsplit("/", 1)[0] for new in moves.values()})
+        cmd = "mkdir -p " + " ".join(shlex.quote(s) for s in subs) + " && " + " && ".join(
+            f"mv {shlex.quote(o)} {shlex.quote(n)}" for o, n in moves.items())
+        items = list(moves.items())
+        some = items[: max(1, len(items) // 2)]
+        pcmd = "mkdir -p " + " ".join(shlex.quote(s) for s in sorted({n.rsplit('/', 1)[0] for _, n in some})) + \
+            " && " + " && ".join(f"mv {shlex.quote(o)} {shlex.quote(n)}" for o, n in some)
+        ctx.used_paths.update(contents)
+        return StepPlan(
+            operation=self.id,
+            instruction=instruction,
+            files=[WorkspaceFile(path=p, content=c) for p, c in contents.items()],
+            checks=self._checks(pile),
+            steps=[ls(folder), exec_(cmd), write(log, to_csv(header, log_rows))],
+            partial=[exec_(pcmd), write(log, to_csv(header, [[o, n] for o, n in some]))],
+            outputs=[Artifact(log, TABLE, {"header": header, "rows": log_rows}, f"the moves log ({log})",
+                              roles={"name": header[1]})],
+            summary=f"sort {folder}/ by {pile.rule} and log the moves in {log}",
+            fingerprint=digest([pile.rule, sorted(contents.items())]),
+        )
+
+    # ----------------------------------------------------------------------------------------- data
+    @staticmethod
+    def _pile(ctx: OpContext) -> _Pile:
+        """The folder and its pile of files, the rule (by type, month or year; the folders' names), the file that
+        may stay loose, where each other file moves, and the log's columns and path."""
         rng = ctx.rng
         persona = ctx.persona
         folder = ctx.path(V.folder_name(persona, rng, ["downloads", "inbox_files", "desktop_dump", "unsorted",
@@ -141,7 +191,16 @@ class OrganizeFiles(OperationGenerator):
         header = list(rng.choice(LOG_HEADERS))
         log = ctx.path(rng.choice(["moves_log.csv", "moved_files.csv", "file_moves.csv", "what_moved.csv",
                                    "sorting_log.csv", f"{folder.rsplit('/', 1)[-1].casefold()}_moves.csv"]))
-        if rule == "type":
+        contents = {f"{folder}/{f['name']}": f["content"] for f in pile}
+        return _Pile(folder, bill, pile, rule, types, layout, layout_text, undated, stay, moves, contents, header, log)
+
+    # ----------------------------------------------------------------------------------------- phrasing
+    @staticmethod
+    def _rules(ctx: OpContext, p: _Pile) -> tuple[list[str], str]:
+        """The rule's items (what goes where, that nothing is renamed, the exception) and its lead-in."""
+        rng = ctx.rng
+        folder, types, undated = p.folder, p.types, p.undated
+        if p.rule == "type":
             to = "[{e} files [go |]to {f}/|{e} files belong in {f}/|put {e} files in {f}/|{e} -> {f}/]"
             others = [V.phrase(to, rng, e=".jpg", f=types["photo"]),
                       V.phrase("the [other|remaining] {e} and {e2} files [go |]to {f}/", rng, e=".md", e2=".txt",
@@ -150,10 +209,10 @@ class OrganizeFiles(OperationGenerator):
                       V.phrase(to, rng, e=".csv", f=types["sheet"])]
             rng.shuffle(others)
             items = [V.phrase("[first: |]anything whose name starts with {bill} goes to {f}/[ (whatever its "
-                              "extension)|, whatever the extension|]", rng, bill=bill, f=types["invoice"])] + others
+                              "extension)|, whatever the extension|]", rng, bill=p.bill, f=types["invoice"])] + others
             lead = V.phrase("[by type|by kind of file|by file type] into sub-folders of `{folder}/`:", rng,
                             folder=folder)
-        elif rule == "month":
+        elif p.rule == "month":
             items = [V.one_phrase(rng, ["[use|go by|take] the date in each file name (written as YYYY-MM-DD or "
                                         "YYYYMMDD)",
                                         "the month [comes from|is read off] the file name's date ([either "
@@ -167,7 +226,7 @@ class OrganizeFiles(OperationGenerator):
                                         "`{folder}/{u}/`",
                                         "`{folder}/{u}/` [is for|takes] [files|names] [without a date|with no "
                                         "date in them]"], folder=folder, u=undated)]
-            lead = V.phrase("by month into sub-folders of `{folder}/` {lt}:", rng, folder=folder, lt=layout_text)
+            lead = V.phrase("by month into sub-folders of `{folder}/` {lt}:", rng, folder=folder, lt=p.layout_text)
         else:
             items = [V.one_phrase(rng, ["the year comes from the date in the file name (YYYY-MM-DD or YYYYMMDD)",
                                         "[read|take] the year [off|from] the name's date ([YYYY-MM-DD or "
@@ -178,23 +237,31 @@ class OrganizeFiles(OperationGenerator):
                      V.phrase("[anything without a date in the name goes|files without a date in the name go] to "
                               "`{folder}/{u}/`", rng, folder=folder, u=undated)]
             lead = V.phrase("by year into sub-folders of `{folder}/` named YYYY (e.g. `{folder}/{y}/`):", rng,
-                            folder=folder, y=pile[0]["date"].year if pile[0]["date"] else 2025)
+                            folder=folder, y=p.pile[0]["date"].year if p.pile[0]["date"] else 2025)
         items.append(V.one_phrase(rng, ["[don't|do not|never] rename or [change|edit] [any file|the files|anything "
                                         "inside them]",
                                         "[names|file names] and [contents|what's inside] [stay exactly as they "
                                         "are|are not to be touched]",
                                         "[only move|just move] [them|the files] - [no renaming|no new names], "
                                         "[no edits|nothing edited]"]))
-        if stay is not None:
+        if p.stay is not None:
             items.append(V.one_phrase(rng, [
                 "[leave|keep] `{p}` where it is[ - | (]{why}[|)]",
                 "`{p}` stays [loose|at the top of the folder|put] ({why}) and is not logged",
-            ], p=f"{folder}/{stay['name']}", why=V.one_phrase(rng, [
+            ], p=f"{folder}/{p.stay['name']}", why=V.one_phrase(rng, [
                 "[a script|my {tool} import|{tool}] [reads|expects] it there",
                 "{who} [links to|bookmarked] it",
                 "I open it [every day|daily|all the time]",
-            ], tool=V.tool(persona, rng), who=flavor.person(rng).split()[0])))
-        rules = V.requirements_text(rng, items, fixed_order=rule == "type")
+            ], tool=V.tool(ctx.persona, rng), who=flavor.person(rng).split()[0])))
+        return items, lead
+
+    def _request(self, ctx: OpContext, p: _Pile) -> str:
+        """The request: an opening, the rules, a hint at what the pile holds, the log's columns, the persona's
+        story and asides; a quarter of them in a terse register instead."""
+        rng = ctx.rng
+        persona, folder, pile, log, bill = ctx.persona, p.folder, p.pile, p.log, p.bill
+        items, lead = self._rules(ctx, p)
+        rules = V.requirements_text(rng, items, fixed_order=p.rule == "type")
         head = one_of(rng, [
             "My `{folder}/` folder is a flat mess[ - {n} files at the top level|]. Sort [every file|the files|"
             "everything] in it {lead}",
@@ -208,7 +275,7 @@ class OrganizeFiles(OperationGenerator):
             "[Filing day|Sorting time]: [the|all the] {n} files [loose|sitting] in `{folder}/` [go|need to go] "
             "{lead}",
         ], folder=folder, lead=lead, n=len(pile))
-        cols = ",".join(header)
+        cols = ",".join(p.header)
         log_sent = one_of(rng, [
             "[Then|Afterwards|Finally,] log each move in `{log}` with the columns {cols} ({rel}, one row per file).",
             "Record what you moved in `{log}` (header {cols}; {rel}).",
@@ -220,7 +287,7 @@ class OrganizeFiles(OperationGenerator):
             "`{log}` [gets|should hold] [the moves|one line per move] - [header|columns] {cols}, {rel}.",
         ], log=log, who=flavor.person(rng).split()[0], cols=cols, rel=V.paths_rel(rng))
         tail = [log_sent, V.aside(persona, rng, f"`{folder}/`")]
-        if stay is None:
+        if p.stay is None:
             tail.insert(1, one_of(rng, ["Nothing should stay loose in the top of the folder.",
                                        "[When you're done|Afterwards], nothing [should be|is] left loose at the top.",
                                        ""]))
@@ -240,36 +307,21 @@ class OrganizeFiles(OperationGenerator):
             instruction = V.glue(expand("[Sort|File] `{folder}/` {lead} {items}. Log -> `{log}` ({cols}, {rel}).",
                                         rng, folder=folder, lead=lead.rstrip(":") + ":", items="; ".join(items),
                                         log=log, cols=cols, rel=V.paths_rel(rng)), V.timing(rng))
-        contents = {f"{folder}/{f['name']}": f["content"] for f in pile}
-        expected = {old: [new, contents[old]] for old, new in moves.items()}
-        log_rows = [[old, new] for old, new in moves.items()]
-        kept = {f"{folder}/{stay['name']}": stay["content"]} if stay is not None else {}
-        checks = [
+        return instruction
+
+    # ----------------------------------------------------------------------------------------- checks
+    @staticmethod
+    def _checks(p: _Pile) -> list[Check]:
+        """Every moved file at its new place, unchanged; the log's rows; nothing left loose but the exception."""
+        expected = {old: [new, p.contents[old]] for old, new in p.moves.items()}
+        log_rows = [[old, new] for old, new in p.moves.items()]
+        kept = {f"{p.folder}/{p.stay['name']}": p.stay["content"]} if p.stay is not None else {}
+        return [
             Check("files_in_right_folders", "files_moved", {"moves": expected}),
-            Check("moves_logged", "data_path_rows", {"path": log, "header": header, "rows": log_rows,
-                                                     "path_columns": header, "base": folder}),
-            Check("nothing_left_loose", "data_removed_kept", {"removed": sorted(moves), "kept": kept}),
+            Check("moves_logged", "data_path_rows", {"path": p.log, "header": p.header, "rows": log_rows,
+                                                     "path_columns": p.header, "base": p.folder}),
+            Check("nothing_left_loose", "data_removed_kept", {"removed": sorted(p.moves), "kept": kept}),
         ]
-        subs = sorted({new.rsplit("/", 1)[0] for new in moves.values()})
-        cmd = "mkdir -p " + " ".join(shlex.quote(s) for s in subs) + " && " + " && ".join(
-            f"mv {shlex.quote(o)} {shlex.quote(n)}" for o, n in moves.items())
-        items = list(moves.items())
-        some = items[: max(1, len(items) // 2)]
-        pcmd = "mkdir -p " + " ".join(shlex.quote(s) for s in sorted({n.rsplit('/', 1)[0] for _, n in some})) + \
-            " && " + " && ".join(f"mv {shlex.quote(o)} {shlex.quote(n)}" for o, n in some)
-        ctx.used_paths.update(contents)
-        return StepPlan(
-            operation=self.id,
-            instruction=instruction,
-            files=[WorkspaceFile(path=p, content=c) for p, c in contents.items()],
-            checks=checks,
-            steps=[ls(folder), exec_(cmd), write(log, to_csv(header, log_rows))],
-            partial=[exec_(pcmd), write(log, to_csv(header, [[o, n] for o, n in some]))],
-            outputs=[Artifact(log, TABLE, {"header": header, "rows": log_rows}, f"the moves log ({log})",
-                              roles={"name": header[1]})],
-            summary=f"sort {folder}/ by {rule} and log the moves in {log}",
-            fingerprint=digest([rule, sorted(contents.items())]),
-        )
 
 
 GENERATORS = [OrganizeFiles()]
