@@ -5,12 +5,27 @@ name="train")`)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 import typer
 
 from clawgym.cli.common import err, error_lines, fail, out
+from clawgym.cli.judge_opts import (
+    JUDGE_BASE_URL_HELP,
+    JUDGE_MAX_TOKENS,
+    JUDGE_SAMPLES,
+    JUDGE_SEED,
+    JUDGE_TEMPERATURE,
+    announce_judge_server,
+    build_judge,
+    judge_model_option,
+    judge_url,
+    judge_usage_line,
+    unreachable_judge_model,
+)
 from clawgym.cli.options import (
     base_url_option,
     executor_option,
@@ -147,6 +162,9 @@ def sft_cmd(
     token_ids: bool = typer.Option(True, "--token-ids/--no-token-ids", help="Train on records' engine token ids when they have them (only for the model that generated them)."),
     threads: int | None = typer.Option(None, "--threads", min=1, help="CPU threads (default: torch's)."),
     export_dir: Path | None = typer.Option(None, "--export", help="Also merge and export the result to this model directory."),
+    fsdp: str | None = typer.Option(None, "--fsdp", help="Shard with torch FSDP, e.g. \"full_shard auto_wrap\" (transformers' TrainingArguments.fsdp); run under torchrun. Or use accelerate launch --config_file configs/accelerate/fsdp.yaml."),
+    fsdp_config: Path | None = typer.Option(None, "--fsdp-config", help="A JSON file of FSDP settings (TrainingArguments.fsdp_config)."),
+    deepspeed: Path | None = typer.Option(None, "--deepspeed", help="A DeepSpeed JSON config (TrainingArguments.deepspeed); needs the deepspeed package."),
 ) -> None:
     """Multi-turn SFT (loss on assistant turns only) with trl + peft LoRA; resumable; packed batches."""
     from clawgym.core.errors import ClawgymError
@@ -160,7 +178,8 @@ def sft_cmd(
         lora_alpha=lora_alpha, lora_dropout=lora_dropout, warmup_ratio=warmup_ratio, weight_decay=weight_decay,
         seed=seed, save_steps=save_steps, save_total_limit=save_total_limit, resume=resume, precision=precision,
         gradient_checkpointing=grad_checkpointing, verify=verify, threads=threads, token_ids=token_ids, dtype=dtype,
-        report_to=report_to, history=history, enable_thinking=enable_thinking,
+        report_to=report_to, history=history, enable_thinking=enable_thinking, fsdp=fsdp,
+        fsdp_config=str(fsdp_config) if fsdp_config else None, deepspeed=str(deepspeed) if deepspeed else None,
     )
 
     def on_data(stats) -> None:
@@ -202,6 +221,52 @@ def export_cmd(
     except ClawgymError as exc:
         fail(str(exc))
     out.print(f"exported {path}; serve it with `clawgym serve --model {path}`", highlight=False)
+
+
+def _refuse_bad_rl_settings(*, algo: str, lr_schedule: str, dtype: str, report_to: str, credit: str, agent: str,
+                            precision: str, train_precision: str, device: str) -> None:
+    """Exit 2 on a `train rl` setting no part of the loop takes, before anything loads."""
+    from clawgym.core.errors import ClawgymError
+    from clawgym.core.precision import PRECISIONS, SERVER_PRECISIONS
+    from clawgym.pool.credit import CREDITS
+    from clawgym.rl import algos
+    from clawgym.train.dtypes import check_dtype
+    from clawgym.train.reporting import check_report_to
+    from clawgym.train.rl_loop import RLError, train_device
+    from clawgym.train.rl_schedule import SCHEDULES
+
+    if algo not in algos():
+        fail(f"--algo {algo!r}: choose one of {', '.join(algos())}", 2)
+    if lr_schedule not in SCHEDULES:
+        fail(f"--lr-schedule {lr_schedule!r}: choose one of {', '.join(SCHEDULES)}", 2)
+    try:
+        check_dtype(dtype)
+        check_report_to(report_to)
+    except (ValueError, ClawgymError) as exc:
+        fail(str(exc), 2)
+    if credit not in CREDITS:
+        fail(f"--credit {credit!r}: choose one of {', '.join(CREDITS)}", 2)
+    if agent not in ("llm", "openclaw"):
+        fail(f"--agent {agent!r}: choose llm or openclaw", 2)
+    if precision not in SERVER_PRECISIONS:
+        fail(f"--precision {precision!r}: choose one of {', '.join(SERVER_PRECISIONS)}", 2)
+    if train_precision not in PRECISIONS:
+        fail(f"--train-precision {train_precision!r}: choose one of {', '.join(PRECISIONS)}", 2)
+    try:
+        train_device(device)
+    except RLError as exc:
+        fail(str(exc), 2)
+
+
+def _refuse_unreachable_judge(judge_model: list[str] | None, endpoint: str | None, executor: str) -> None:
+    """Exit 2 when the episodes cannot be judged where they run (a cluster executor, or a judge with no endpoint)."""
+    if not judge_model:
+        return
+    if executor != "local":
+        fail(f"--judge-model judges episodes where they run: it needs --executor local, not {executor!r}", 2)
+    bad = unreachable_judge_model(judge_model, endpoint)
+    if bad is not None:
+        fail(f"judge model {bad!r} is not a local model; give --judge-base-url (or set OPENAI_BASE_URL)", 2)
 
 
 @train_app.command("rl")
@@ -246,6 +311,12 @@ def rl_cmd(
     report_to: str = typer.Option("none", "--report-to", help="Also log metrics to tensorboard (OUT/tensorboard) or "
                                   "wandb."),
     max_staleness: int = typer.Option(0, "--max-staleness", min=0, help="Train on steps at most this many versions old."),
+    weights_route: str = typer.Option("auto", "--weights-route", help="How --full publishes a version: sglang "
+                                      "(POST /update_weights_from_disk: SGLang, clawgym serve), vllm (POST "
+                                      "/collective_rpc reload_weights: vLLM with VLLM_SERVER_DEV_MODE=1) or auto "
+                                      "(SGLang's route, else vLLM's)."),
+    async_rollouts: bool = typer.Option(False, "--async-rollouts", help="One step off-policy: iteration v+1's "
+                                        "episodes are made by policy v while v is updated (needs --max-staleness 1)."),
     seed: int = typer.Option(0, "--seed"),
     jobs: int = jobs_option(4),
     sandbox: str = sandbox_option(),
@@ -266,46 +337,28 @@ def rl_cmd(
                                         "same loss and gradient, fewer tokens computed."),
     executor: str = executor_option(),
     ray_address: str | None = ray_address_option(),
+    judge_model: list[str] | None = judge_model_option(
+        " Episodes of tasks with a rubric are judged as they end and rewarded with the hybrid score (0.7 code + "
+        "0.3 rubric by default); with --credit progress the code part's step rewards are weighted and the rubric's "
+        "share is the last step's. Without, hybrid tasks are rewarded on their code checks alone."),
+    judge_base_url: str | None = typer.Option(None, "--judge-base-url", help=JUDGE_BASE_URL_HELP),
+    judge_samples: int = JUDGE_SAMPLES,
+    judge_temperature: float | None = JUDGE_TEMPERATURE,
+    judge_seed: int = JUDGE_SEED,
+    judge_max_tokens: int = JUDGE_MAX_TOKENS,
 ) -> None:
     """Online RL: serve policy v, roll out k samples per task into OUT/pool, update a LoRA adapter on the pool's
-    token ids, publish v+1 to the server without restarting it (vLLM's load_lora_adapter), repeat."""
+    token ids, publish v+1 to the server without restarting it (vLLM's load_lora_adapter), repeat. With
+    --judge-model the reward of a task with a rubric is the hybrid score (judge cache: OUT/judge_cache)."""
     from clawgym.core.errors import ClawgymError
     from clawgym.core.jsonl import read_records_lenient
     from clawgym.core.records import Task
-    from clawgym.pool.credit import CREDITS
-    from clawgym.rl import algos
     from clawgym.rollout.executor import make_executor
     from clawgym.sandbox import get_backend
-    from clawgym.train.dtypes import check_dtype
-    from clawgym.train.reporting import check_report_to
-    from clawgym.train.rl_loop import RLError, RLOptions, run_rl, train_device
-    from clawgym.train.rl_schedule import SCHEDULES
+    from clawgym.train.rl_loop import RLOptions, run_rl
 
-    if algo not in algos():
-        fail(f"--algo {algo!r}: choose one of {', '.join(algos())}", 2)
-    if lr_schedule not in SCHEDULES:
-        fail(f"--lr-schedule {lr_schedule!r}: choose one of {', '.join(SCHEDULES)}", 2)
-    try:
-        check_dtype(dtype)
-        check_report_to(report_to)
-    except (ValueError, ClawgymError) as exc:
-        fail(str(exc), 2)
-    if credit not in CREDITS:
-        fail(f"--credit {credit!r}: choose one of {', '.join(CREDITS)}", 2)
-    if agent not in ("llm", "openclaw"):
-        fail(f"--agent {agent!r}: choose llm or openclaw", 2)
-    from clawgym.core.precision import SERVER_PRECISIONS
-
-    if precision not in SERVER_PRECISIONS:
-        fail(f"--precision {precision!r}: choose one of {', '.join(SERVER_PRECISIONS)}", 2)
-    from clawgym.core.precision import PRECISIONS
-
-    if train_precision not in PRECISIONS:
-        fail(f"--train-precision {train_precision!r}: choose one of {', '.join(PRECISIONS)}", 2)
-    try:
-        train_device(device)
-    except RLError as exc:
-        fail(str(exc), 2)
+    _refuse_bad_rl_settings(algo=algo, lr_schedule=lr_schedule, dtype=dtype, report_to=report_to, credit=credit,
+                            agent=agent, precision=precision, train_precision=train_precision, device=device)
     if not tasks_path.is_file():
         fail(f"{tasks_path}: no such file")
     read = read_records_lenient(tasks_path, Task)
@@ -313,6 +366,8 @@ def rl_cmd(
     tasks = [t for t in read.records if t.verifier.code is not None]
     if not tasks:
         fail(f"{tasks_path}: no task with a code check to train on")
+    judge_endpoint = judge_url(judge_base_url)
+    _refuse_unreachable_judge(judge_model, judge_endpoint, executor)
     try:
         backend = get_backend(sandbox)
         ex = make_executor(executor, jobs=jobs, ray_address=ray_address, sandbox=backend.name)
@@ -328,7 +383,7 @@ def rl_cmd(
                      progress=progress_rewards or credit == "progress", mini_batches=mini_batches,
                      micro_batch_tokens=micro_batch_tokens, lr_schedule=lr_schedule, warmup_steps=warmup_steps,
                      max_grad_norm=max_grad_norm or None, dtype=dtype, gradient_checkpointing=gradient_checkpointing,
-                     report_to=report_to)
+                     report_to=report_to, async_rollouts=async_rollouts, weights_route=weights_route)
 
     def show(kind: str, data: dict) -> None:
         if kind == "rollout":
@@ -344,14 +399,93 @@ def rl_cmd(
                       f"rollout {data['rollout_s']:.0f} s, train {data['train_s']:.0f} s", highlight=False)
 
     try:
-        with ex:
+        with ex, ExitStack() as judging:
+            if judge_model:
+                opts.judge = build_judge(
+                    judging, judge_model, judge_endpoint, run_dir=output, samples=judge_samples,
+                    temperature=judge_temperature, seed=judge_seed, max_tokens=judge_max_tokens, concurrency=jobs,
+                    timeout=600.0, cache_dir=output / "judge_cache", announce=announce_judge_server(err))
             rows = run_rl(tasks, output, opts, backend=backend, on_event=show)
+            if opts.judge is not None:
+                err.print(judge_usage_line(opts.judge), highlight=False)
     except ClawgymError as exc:
         fail(str(exc))
     finally:
         backend.close()
+    if int(os.environ.get("RANK", "0")) != 0:
+        return  # another process of a torchrun: rank 0 reports
     if not rows:
         out.print(f"{output}: already at version {iterations}; nothing to do", highlight=False)
         return
     out.print(f"published v{rows[-1]['published']}; metrics: {output / 'metrics.jsonl'}, chart: {output / 'metrics.png'}",
               highlight=False)
+
+
+@train_app.command("rl-update")
+def rl_update_cmd(
+    batch: Path = typer.Argument(..., metavar="BATCH", help="Rows to train on: a batch `train rl` kept "
+                                 "(OUT/batches/v<N>.jsonl) or `pool export --format rl` rows (JSONL or a JSON list)."),
+    model: str = model_option("Base model: an embedded name or a model directory."),
+    output: Path = output_option("Output directory: metrics.json and, unless --no-save, adapter/ (weights/ with --full)."),
+    adapter: Path | None = typer.Option(None, "--adapter", help="Start from this adapter (with its optimizer state; "
+                                        "with --full, a model directory); default: a fresh LoRA adapter drawn with --seed."),
+    algo: str = typer.Option("grpo", "--algo", help="grpo, dr-grpo, rloo or reinforce++ (the loss aggregation)."),
+    kl_coef: float = typer.Option(0.0, "--kl-coef", min=0.0, help="KL to the initial policy (k3 estimator)."),
+    clip: float = typer.Option(0.2, "--clip", min=0.0, help="Ratio clip epsilon."),
+    lr: float | None = typer.Option(None, "--lr", min=0.0, help="Learning rate (default 1e-4 with LoRA, 1e-5 with --full)."),
+    lora_r: int = typer.Option(16, "--lora-r", min=1),
+    full: bool = typer.Option(False, "--full", help="Train every weight instead of a LoRA adapter."),
+    epochs: int = typer.Option(1, "--epochs", min=1, help="Passes over the batch."),
+    mini_batches: int = typer.Option(1, "--mini-batches", min=1, help="Optimizer steps per pass (PPO mini-batches)."),
+    micro_batch_tokens: int = typer.Option(4096, "--micro-batch-tokens", min=1, help="Tokens per micro-batch."),
+    lr_schedule: str = typer.Option("constant", "--lr-schedule", help="constant, linear or cosine over the "
+                                    "update's optimizer steps (epochs x mini-batches)."),
+    warmup_steps: int = typer.Option(0, "--warmup-steps", min=0, help="Optimizer steps of linear warmup."),
+    max_grad_norm: float = typer.Option(1.0, "--max-grad-norm", min=0.0, help="Clip each step's gradient to this "
+                                        "norm (0: off)."),
+    max_tokens: int = typer.Option(256, "--max-tokens", min=1, help="The rollouts' max tokens per call (dr-grpo's "
+                                   "normalizer)."),
+    dtype: str = typer.Option("fp32", "--dtype", help="The policy's weights: auto, bf16 (a LoRA adapter stays fp32) "
+                              "or fp32."),
+    train_precision: str = typer.Option("fp32", "--train-precision", help="The forward passes: fp32, bf16 "
+                                        "(autocast) or auto."),
+    gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help="Recompute activations in "
+                                                "the backward pass."),
+    share_prefixes: bool = typer.Option(True, "--share-prefixes/--no-share-prefixes", help="Run the tokens the "
+                                        "rows of a micro-batch share once (a prefix tree)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N (under torchrun on GPUs: each "
+                               "process its LOCAL_RANK's GPU)."),
+    threads: int | None = typer.Option(None, "--threads", min=1, help="torch CPU threads per process."),
+    seed: int = typer.Option(0, "--seed", help="Draws a fresh adapter."),
+    save: bool = typer.Option(True, "--save/--no-save", help="Write the updated adapter (or weights)."),
+) -> None:
+    """One RL update on a saved batch, in one process or several: under `torchrun` every process takes its share
+    of each mini-batch and the same summed-gradient step (the single-process update of the same batch)."""
+    import os
+
+    from clawgym.core.errors import ClawgymError
+    from clawgym.rl import algos
+    from clawgym.train.rl_loop import RLOptions
+    from clawgym.train.rl_update_run import run_update
+
+    if algo not in algos():
+        fail(f"--algo {algo!r}: choose one of {', '.join(algos())}", 2)
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    opts = RLOptions(model=model, algo=algo, kl_coef=kl_coef, clip=clip,
+                     lr=lr if lr is not None else (1e-5 if full else 1e-4), lora_r=lora_r, full=full, epochs=epochs,
+                     mini_batches=mini_batches, micro_batch_tokens=micro_batch_tokens, lr_schedule=lr_schedule,
+                     warmup_steps=warmup_steps, max_grad_norm=max_grad_norm or None, max_tokens=max_tokens,
+                     dtype=dtype, train_precision=train_precision, gradient_checkpointing=gradient_checkpointing,
+                     share_prefixes=share_prefixes, device=device, seed=seed)
+    try:
+        metrics = run_update(batch, output, opts, adapter=adapter, save=save)
+    except (ValueError, ClawgymError) as exc:
+        fail(str(exc), 2)
+    st = metrics["stats"]
+    if int(os.environ.get("RANK", "0")) == 0:  # one line from rank 0, not one per process
+        out.print(f"{st.get('optimizer_steps', 0)} step(s) on {st.get('tokens', 0)} tokens in {metrics['processes']} "
+                  f"process(es): loss {st.get('loss', 0.0):.4f}, clip {st.get('clip_fraction', 0.0):.3f}; "
+                  f"metrics: {output / 'metrics.json'}", highlight=False)

@@ -509,155 +509,228 @@ def _reward_summary(trajs: list[Any], tasks: dict[str, Task]) -> dict[str, Any]:
     }
 
 
-def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,  # noqa: PLR0915 (the loop of one run: resume, serve, roll out, update, publish, record, in that order)
+PROCESS_TIMEOUT_S = 24 * 3600.0
+"""How long the other processes of a multi-process `train rl` may wait for rank 0 (through a whole rollout)."""
+
+
+def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
            on_event: Callable[[str, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Run (or resume) the loop; return the metrics rows of the iterations run now."""
-    import torch
+    """Run (or resume) the loop; return the metrics rows of the iterations run now.
 
-    from clawgym.pool import Pool, export_rl
-    from clawgym.rollout import RolloutOptions, run_rollout
-    from clawgym.rollout.setup import AgentSpec, agent_session
-    from clawgym.train.rl_objective import ObjectiveConfig
-    from clawgym.train.rl_report import MetricsReport
-    from clawgym.train.rl_schedule import LRSchedule
-    from clawgym.train.rl_update import rl_update
-
+    Under `torchrun` (WORLD_SIZE > 1) the update runs in every process (:func:`clawgym.train.rl_update.rl_update`:
+    each its share of the micro-batches, gradients summed) while rank 0 alone serves, rolls out, saves and
+    publishes: it sends each batch's rows to the others before the update, and a stop when it ends. The output
+    directory must be one filesystem for all of them (the others load the current adapter from it). The other
+    processes return []."""
     if not tasks:
         raise RLError("no tasks to train on")
     if opts.full and opts.precision == "q4":
         raise RLError("--full with --precision q4: fully trained weights leave the 4-bit grid q4 decodes from; "
                       "use fp32 or bf16")
     _check_update_options(opts)
+    from clawgym.train.rl_update import process_world
+    from clawgym.train.rl_update_run import start_processes
+
+    started, device = start_processes(train_device(opts.device), timeout_s=PROCESS_TIMEOUT_S)
+    try:
+        if process_world()[0] != 0:
+            _follow_updates(opts, device)
+            return []
+        return _lead(tasks, out, opts, backend=backend, on_event=on_event, device=device)
+    finally:
+        if started:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+
+
+def _send(message: Any) -> Any:
+    """Rank 0's message to the other processes (a no-op in one process); what rank 0 sent, in every process."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return message
+    box = [message]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _update_setup(opts: RLOptions, adapter: Path | None, device: str) -> tuple[Any, ...]:
+    """(tokenizer, policy, optimizer, reference model, objective, LR schedule, train precision), the same in
+    every process (rank 0's trainable weights broadcast to the others)."""
+    import torch
+
+    from clawgym.core.precision import resolve_precision
+    from clawgym.train.rl_objective import ObjectiveConfig
+    from clawgym.train.rl_schedule import LRSchedule
+    from clawgym.train.rl_update import broadcast_trainable
+
+    torch.manual_seed(opts.seed)
+    tok, model, opt = _trainable_model(opts, adapter, device)
+    broadcast_trainable(model)
+    ref_model = _reference_model(opts, None, device)
+    cfg = ObjectiveConfig(algo=opts.algo, clip_low=opts.clip, clip_high=opts.clip, kl_coef=opts.kl_coef,
+                          max_response_len=opts.max_tokens)
+    schedule = LRSchedule(opts.lr, opts.lr_schedule, opts.warmup_steps,
+                          max(1, opts.iterations * max(1, opts.epochs) * opts.mini_batches))
+    return tok, model, opt, ref_model, cfg, schedule, resolve_precision(opts.train_precision)
+
+
+def _update_fn(opts: RLOptions, setup: tuple[Any, ...]) -> Callable[[list[dict[str, Any]], int], Any]:
+    """The update of one batch (rows, the run's optimizer steps so far), as every process runs it."""
+    from clawgym.train.rl_update import rl_update
+
+    tok, model, opt, ref_model, cfg, schedule, train_precision = setup
+
+    def update(rows: list[dict[str, Any]], first_step: int) -> Any:
+        return rl_update(model, opt, rows, cfg, epochs=opts.epochs, micro_batch_tokens=opts.micro_batch_tokens,
+                         pad_id=tok.pad_token_id or 0, ref_model=ref_model, precision=train_precision,
+                         share_prefixes=opts.share_prefixes, mini_batches=opts.mini_batches,
+                         lr_schedule=schedule, first_step=first_step, max_grad_norm=opts.max_grad_norm,
+                         gradient_checkpointing=opts.gradient_checkpointing)
+
+    return update
+
+
+def _follow_updates(opts: RLOptions, device: str) -> None:
+    """A process other than rank 0: load the policy rank 0 names, then take part in each update it announces."""
+    start = _send(None)
+    update = _update_fn(opts, _update_setup(opts, Path(start) if start else None, device))
+    while (msg := _send(None)) is not None:
+        update(msg["rows"], msg["first_step"])
+
+
+def _lead(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,  # noqa: PLR0915 (the loop of one run: resume, serve, roll out, update, publish, record, in that order)
+          on_event: Callable[[str, dict[str, Any]], None] | None, device: str) -> list[dict[str, Any]]:
+    from clawgym.pool import Pool, export_rl
+    from clawgym.rollout import RolloutOptions, run_rollout
+    from clawgym.rollout.setup import AgentSpec, agent_session
+    from clawgym.train.rl_report import MetricsReport
+
     emit = on_event or (lambda kind, data: None)
     out.mkdir(parents=True, exist_ok=True)
     state_path = out / "state.json"
     state = RLState.load(state_path)
-    torch.manual_seed(opts.seed)
     adapter_dir = out / ("weights" if opts.full else "adapters")
     current = adapter_dir / f"v{state.version}" if state.version > 0 else None
-    device = train_device(opts.device)
-    from clawgym.core.precision import resolve_precision
+    _send(str(current) if current else None)
+    try:
+        setup = _update_setup(opts, current, device)
+        tok, model, opt = setup[:3]
+        update_fn = _update_fn(opts, setup)
+        by_id = {t.id: t for t in tasks}
+        ran: list[dict[str, Any]] = []
+        (out / "logs").mkdir(exist_ok=True)
+        with PolicyServer(opts.model, opts.base_url, out / "logs" / "server.log", opts.precision,
+                          opts.weights_route) as server, \
+                MetricsReport(out, opts.report_to, vars(opts)) as metrics_report:
+            served_versions = _Served(server, opts, adapter_dir, fresh=opts.base_url is None)
 
-    train_precision = resolve_precision(opts.train_precision)
-    tok, model, opt = _trainable_model(opts, current, device)
-    ref_model = _reference_model(opts, None, device)
-    by_id = {t.id: t for t in tasks}
-    ran: list[dict[str, Any]] = []
-    cfg = ObjectiveConfig(algo=opts.algo, clip_low=opts.clip, clip_high=opts.clip, kl_coef=opts.kl_coef,
-                          max_response_len=opts.max_tokens)
-    (out / "logs").mkdir(exist_ok=True)
-    schedule = LRSchedule(opts.lr, opts.lr_schedule, opts.warmup_steps,
-                          max(1, opts.iterations * max(1, opts.epochs) * opts.mini_batches))
-    with PolicyServer(opts.model, opts.base_url, out / "logs" / "server.log", opts.precision,
-                      opts.weights_route) as server, \
-            MetricsReport(out, opts.report_to, vars(opts)) as metrics_report:
-        served_versions = _Served(server, opts, adapter_dir, fresh=opts.base_url is None)
+            def roll_out(n: int) -> _Rollout:
+                """Iteration n's rollout: its tasks x k samples by the policy that makes them (`_behaviour_version`),
+                its steps stamped with that policy's version; a new start of the iteration (see the module doc)."""
+                key = str(n)
+                state.starts[key] = state.starts.get(key, 0) + 1
+                state.save(state_path)
+                prefix = f"v{n}.r{state.starts[key]}."
+                b = _behaviour_version(n, opts)
+                served_versions.ensure(b)  # a resumed run publishes the policy again (and with async, the one before)
+                served = adapter_name(b) if b > 0 and not opts.full else opts.model
+                it_tasks = tasks_of_iteration(tasks, opts.tasks_per_iter, n, opts.seed)
+                emit("rollout", {"version": n, "tasks": len(it_tasks), "samples": opts.samples, "policy": b})
+                t0 = time.monotonic()
+                # impose_sampling: a black-box agent's calls get the run's temperature and seeds from the gateway
+                spec = AgentSpec(name=opts.agent, model=served, base_url=server.base_url, max_turns=opts.max_turns,
+                                 max_tokens=opts.max_tokens, temperature=opts.temperature, policy_version=str(b),
+                                 pool_dir=out / "pool", id_prefix=prefix, group_prefix=f"v{n}.",
+                                 precision=opts.precision, seed=opts.seed * 1_000_003 + n * 1009, impose_sampling=True)
+                ropts = RolloutOptions(samples=opts.samples, jobs=opts.jobs, episode_timeout=opts.episode_timeout,
+                                       executor=opts.executor, progress=opts.progress or opts.credit == "progress",
+                                       judge=opts.judge)
+                run_dir = out / "rollouts" / f"v{n}"
+                with agent_session(spec, run_dir, it_tasks, ropts) as session:
+                    report = run_rollout(it_tasks, session.factory, backend, run_dir, ropts,
+                                         settings={**session.settings, "rl_version": n})
+                    usage = session.client.usage.as_dict() if session.client is not None else {
+                        # a black-box agent's calls (openclaw) were made by its own client: count them from the episodes
+                        "completion_tokens": sum(int((t.usage or {}).get("completion_tokens", 0) or 0)
+                                                 for t in report.all)}
+                done = _Rollout(n, b, report, usage, time.monotonic() - t0, run_dir)
+                emit("rolled_out", {"version": n, **_reward_summary(report.all, by_id)})
+                return done
 
-        def roll_out(n: int) -> _Rollout:
-            """Iteration n's rollout: its tasks x k samples by the policy that makes them (`_behaviour_version`),
-            its steps stamped with that policy's version; a new start of the iteration (see the module doc)."""
-            key = str(n)
-            state.starts[key] = state.starts.get(key, 0) + 1
-            state.save(state_path)
-            prefix = f"v{n}.r{state.starts[key]}."
-            b = _behaviour_version(n, opts)
-            served_versions.ensure(b)  # a resumed run publishes the policy again (and with async, the one before)
-            served = adapter_name(b) if b > 0 and not opts.full else opts.model
-            it_tasks = tasks_of_iteration(tasks, opts.tasks_per_iter, n, opts.seed)
-            emit("rollout", {"version": n, "tasks": len(it_tasks), "samples": opts.samples, "policy": b})
-            t0 = time.monotonic()
-            # impose_sampling: a black-box agent's calls get the run's temperature and seeds from the gateway
-            spec = AgentSpec(name=opts.agent, model=served, base_url=server.base_url, max_turns=opts.max_turns,
-                             max_tokens=opts.max_tokens, temperature=opts.temperature, policy_version=str(b),
-                             pool_dir=out / "pool", id_prefix=prefix, group_prefix=f"v{n}.",
-                             precision=opts.precision, seed=opts.seed * 1_000_003 + n * 1009, impose_sampling=True)
-            ropts = RolloutOptions(samples=opts.samples, jobs=opts.jobs, episode_timeout=opts.episode_timeout,
-                                   executor=opts.executor, progress=opts.progress or opts.credit == "progress",
-                                   judge=opts.judge)
-            run_dir = out / "rollouts" / f"v{n}"
-            with agent_session(spec, run_dir, it_tasks, ropts) as session:
-                report = run_rollout(it_tasks, session.factory, backend, run_dir, ropts,
-                                     settings={**session.settings, "rl_version": n})
-                usage = session.client.usage.as_dict() if session.client is not None else {
-                    # a black-box agent's calls (openclaw) were made by its own client: count them from the episodes
-                    "completion_tokens": sum(int((t.usage or {}).get("completion_tokens", 0) or 0)
-                                             for t in report.all)}
-            done = _Rollout(n, b, report, usage, time.monotonic() - t0, run_dir)
-            emit("rolled_out", {"version": n, **_reward_summary(report.all, by_id)})
-            return done
+            ahead: _Rollout | None = None  # the next iteration's rollout, made while the last update ran
+            while state.version < opts.iterations:
+                v = state.version
+                rolled = ahead if ahead is not None and ahead.iteration == v else roll_out(v)
+                ahead = None
+                report, usage, t_roll, run_dir = rolled.report, rolled.usage, rolled.seconds, rolled.run_dir
+                summary = _reward_summary(report.all, by_id)
 
-        ahead: _Rollout | None = None  # the next iteration's rollout, made while the last update ran
-        while state.version < opts.iterations:
-            v = state.version
-            rolled = ahead if ahead is not None and ahead.iteration == v else roll_out(v)
-            ahead = None
-            report, usage, t_roll, run_dir = rolled.report, rolled.usage, rolled.seconds, rolled.run_dir
-            summary = _reward_summary(report.all, by_id)
+                t1 = time.monotonic()
+                batch_path = out / "batches" / f"v{v}.jsonl"
+                batch_path.parent.mkdir(exist_ok=True)
+                export_path = batch_path.with_name(f".v{v}.export.jsonl")
+                with Pool(out / "pool") as pool:
+                    superseded = drop_superseded(pool, v)
+                    exported = export_rl(pool, export_path, algo=opts.algo, credit=opts.credit, gamma=opts.gamma)
+                rows = [json.loads(line) for line in export_path.read_text().splitlines()]
+                export_path.unlink()
+                this_iter = {r["group_id"] for r in rows if r["group_id"].startswith(f"v{v}.")}
+                rows, skipped = select_rows(rows, v, opts.max_staleness, set(state.trained_groups))
+                write_lines(batch_path, (json.dumps(r) + "\n" for r in rows))
+                if not rows:
+                    raise RLError(f"iteration {v}: no step to train on (episodes: {summary['statuses']}; export dropped "
+                                  f"{exported.get('dropped', {})}); see {run_dir / 'logs' / 'run.log'}")
+                emit("update", {"version": v, "rows": len(rows)})
 
-            t1 = time.monotonic()
-            batch_path = out / "batches" / f"v{v}.jsonl"
-            batch_path.parent.mkdir(exist_ok=True)
-            export_path = batch_path.with_name(f".v{v}.export.jsonl")
-            with Pool(out / "pool") as pool:
-                superseded = drop_superseded(pool, v)
-                exported = export_rl(pool, export_path, algo=opts.algo, credit=opts.credit, gamma=opts.gamma)
-            rows = [json.loads(line) for line in export_path.read_text().splitlines()]
-            export_path.unlink()
-            this_iter = {r["group_id"] for r in rows if r["group_id"].startswith(f"v{v}.")}
-            rows, skipped = select_rows(rows, v, opts.max_staleness, set(state.trained_groups))
-            write_lines(batch_path, (json.dumps(r) + "\n" for r in rows))
-            if not rows:
-                raise RLError(f"iteration {v}: no step to train on (episodes: {summary['statuses']}; export dropped "
-                              f"{exported.get('dropped', {})}); see {run_dir / 'logs' / 'run.log'}")
-            emit("update", {"version": v, "rows": len(rows)})
+                _send({"rows": rows, "first_step": state.optimizer_steps})  # the other processes update with this one
 
-            def update(rows=rows):
-                return rl_update(model, opt, rows, cfg, epochs=opts.epochs, micro_batch_tokens=opts.micro_batch_tokens,
-                                 pad_id=tok.pad_token_id or 0, ref_model=ref_model, precision=train_precision,
-                                 share_prefixes=opts.share_prefixes, mini_batches=opts.mini_batches,
-                                 lr_schedule=schedule, first_step=state.optimizer_steps,
-                                 max_grad_norm=opts.max_grad_norm, gradient_checkpointing=opts.gradient_checkpointing)
+                def update(rows=rows):
+                    return update_fn(rows, state.optimizer_steps)
 
-            if opts.async_rollouts and v + 1 < opts.iterations:
-                # one step off-policy: the next iteration's episodes are made by this policy while it is updated;
-                # nothing is saved or published until both are done, so a kill leaves the state of a sync run
-                upd, ahead = _overlapped(update, lambda n=v + 1: roll_out(n))
-            else:
-                upd = update()
-            t_train = time.monotonic() - t1
+                if opts.async_rollouts and v + 1 < opts.iterations:
+                    # one step off-policy: the next iteration's episodes are made by this policy while it is updated;
+                    # nothing is saved or published until both are done, so a kill leaves the state of a sync run
+                    upd, ahead = _overlapped(update, lambda n=v + 1: roll_out(n))
+                else:
+                    upd = update()
+                t_train = time.monotonic() - t1
 
-            t2 = time.monotonic()
-            new = v + 1
-            dest = adapter_dir / f"v{new}"
-            dest.parent.mkdir(exist_ok=True)
-            if opts.full:
-                _save_full(model, tok, dest)
-            else:
-                _save_adapter(model, opt, dest)
-            state.version = new
-            state.optimizer_steps += int(upd.stats.get("optimizer_steps", 0))
-            state.trained_groups = sorted(set(state.trained_groups) | this_iter | {r["group_id"] for r in rows})
-            state.save(state_path)
-            served_versions.publish(new)
-            t_pub = time.monotonic() - t2
+                t2 = time.monotonic()
+                new = v + 1
+                dest = adapter_dir / f"v{new}"
+                dest.parent.mkdir(exist_ok=True)
+                if opts.full:
+                    _save_full(model, tok, dest)
+                else:
+                    _save_adapter(model, opt, dest)
+                state.version = new
+                state.optimizer_steps += int(upd.stats.get("optimizer_steps", 0))
+                state.trained_groups = sorted(set(state.trained_groups) | this_iter | {r["group_id"] for r in rows})
+                state.save(state_path)
+                served_versions.publish(new)
+                t_pub = time.monotonic() - t2
 
-            stale = [r["staleness"] for r in rows]
-            row = {
-                "version": v, "published": new, **summary, **{k: v_ for k, v_ in upd.stats.items()},
-                "batch_rows": len(rows), "batch_dropped": dict(skipped) | exported.get("dropped", {}),
-                "superseded_episodes": superseded,
-                "staleness_mean": sum(stale) / len(stale) if stale else 0.0, "staleness_max": max(stale, default=0),
-                "behaviour_policy": rolled.policy, "overlapped_next_rollout": ahead is not None,
-                "rollout_s": round(t_roll, 2), "train_s": round(t_train, 2), "publish_s": round(t_pub, 2),
-                "rollout_tokens_per_s": round(usage.get("completion_tokens", 0) / t_roll, 2) if t_roll else 0.0,
-                "train_tokens_per_s": round(upd.stats.get("tokens", 0) / t_train, 2) if t_train else 0.0,
-                "update_steps": upd.steps,  # each optimizer step's statistics (PPO epochs x mini-batches)
-            }
-            with open(out / "metrics.jsonl", "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(row) + "\n")
-            ran.append(row)
-            metrics_report.log_iteration(row, upd.steps)
-            all_rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
-            _chart(all_rows, out / "metrics.png")
-            emit("published", row)
-    return ran
+                stale = [r["staleness"] for r in rows]
+                row = {
+                    "version": v, "published": new, **summary, **{k: v_ for k, v_ in upd.stats.items()},
+                    "batch_rows": len(rows), "batch_dropped": dict(skipped) | exported.get("dropped", {}),
+                    "superseded_episodes": superseded,
+                    "staleness_mean": sum(stale) / len(stale) if stale else 0.0, "staleness_max": max(stale, default=0),
+                    "behaviour_policy": rolled.policy, "overlapped_next_rollout": ahead is not None,
+                    "rollout_s": round(t_roll, 2), "train_s": round(t_train, 2), "publish_s": round(t_pub, 2),
+                    "rollout_tokens_per_s": round(usage.get("completion_tokens", 0) / t_roll, 2) if t_roll else 0.0,
+                    "train_tokens_per_s": round(upd.stats.get("tokens", 0) / t_train, 2) if t_train else 0.0,
+                    "update_steps": upd.steps,  # each optimizer step's statistics (PPO epochs x mini-batches)
+                }
+                with open(out / "metrics.jsonl", "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(row) + "\n")
+                ran.append(row)
+                metrics_report.log_iteration(row, upd.steps)
+                all_rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+                _chart(all_rows, out / "metrics.png")
+                emit("published", row)
+        return ran
+    finally:
+        _send(None)  # the other processes stop (after a failure here torchrun stops them anyway)

@@ -86,6 +86,9 @@ class SFTOptions:
     verify: str = "sample"  # every mask's spans always; server prompts for: sample (first 32) | full | none
     token_ids: bool = True  # train on a record's engine token ids when it has them (same tokenizer only)
     threads: int | None = None
+    fsdp: str | None = None  # passed to TrainingArguments.fsdp (e.g. "full_shard auto_wrap"); run under torchrun
+    fsdp_config: str | None = None  # a JSON file for TrainingArguments.fsdp_config
+    deepspeed: str | None = None  # a DeepSpeed JSON config for TrainingArguments.deepspeed
 
 
 @dataclass
@@ -460,6 +463,13 @@ def _check_options(opts: SFTOptions, out: Path) -> None:
         raise TrainError(f"unknown verify {opts.verify!r}; use sample, full or none")
     if opts.history not in ("final", "exact"):
         raise TrainError(f"unknown history {opts.history!r}; use final or exact")
+    if opts.fsdp and opts.deepspeed:
+        raise TrainError("--fsdp and --deepspeed exclude each other; pass one")
+    if opts.fsdp_config and not opts.fsdp:
+        raise TrainError("--fsdp-config needs --fsdp (e.g. --fsdp \"full_shard auto_wrap\")")
+    for flag, path in (("--fsdp-config", opts.fsdp_config), ("--deepspeed", opts.deepspeed)):
+        if path and not Path(path).is_file():
+            raise TrainError(f"{flag} {path}: no such file")
     from clawgym.train.dtypes import check_dtype
     from clawgym.train.reporting import check_report_to
 
@@ -585,6 +595,9 @@ def prepare_training(examples: list[TokenizedExample], output_dir: str | os.Path
         disable_tqdm=True,
         dataloader_num_workers=0,
         remove_unused_columns=True,
+        fsdp=opts.fsdp or None,
+        fsdp_config=opts.fsdp_config,
+        deepspeed=opts.deepspeed,
     )
     dataset = Dataset.from_dict({"input_ids": [e.input_ids for e in examples],
                                  "labels": [e.labels for e in examples]})
@@ -605,7 +618,8 @@ def prepare_training(examples: list[TokenizedExample], output_dir: str | os.Path
         "base_model": opts.model, "base_model_dir": str(Path(model_dir).resolve()), "adapter": not opts.full,
         "options": settings, "precision": precision, "dtype": dtype,
         "master_weights": master_weights(dtype, opts.full), "attention": attention, "gradient_checkpointing": grad_ckpt,
-        "processes": trainer.accelerator.num_processes, "tensorboard": str(tensorboard) if tensorboard else None,
+        "processes": trainer.accelerator.num_processes, "distributed": _distributed(trainer, opts),
+        "tensorboard": str(tensorboard) if tensorboard else None,
         "learning_rate": lr, "data": asdict(stats), "data_fingerprint": fingerprint,
         "data_source": data_source, "compact_loss": trainer.compact_loss,
         "packed_rows": len(trainer.train_dataset), "status": "training",
@@ -613,6 +627,24 @@ def prepare_training(examples: list[TokenizedExample], output_dir: str | os.Path
     if trainer.is_world_process_zero():
         write_json(meta_path, meta, default=str)
     return PreparedTraining(trainer, progress, tokenizer, out, meta, stats, resume_from)
+
+
+def _distributed(trainer: Any, opts: SFTOptions) -> str:
+    """How accelerate runs the processes (NO, MULTI_CPU, MULTI_GPU, FSDP, DEEPSPEED). Sharding asked for (`--fsdp`,
+    `--deepspeed`, or an `accelerate launch` config's ACCELERATE_USE_FSDP / ACCELERATE_USE_DEEPSPEED) that accelerate
+    did not enable is refused instead of trained without: accelerate runs FSDP only on accelerators (on CPUs it
+    drops the plugin and runs plain DDP over gloo)."""
+    kind = str(getattr(trainer.accelerator.distributed_type, "value", trainer.accelerator.distributed_type))
+    env = os.environ
+    for name, asked, on in (
+            ("FSDP", opts.fsdp or env.get("ACCELERATE_USE_FSDP", "").lower() == "true", trainer.is_fsdp_enabled),
+            ("DeepSpeed", opts.deepspeed or env.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true",
+             trainer.is_deepspeed_enabled)):
+        if asked and not on:
+            where = " (accelerate runs FSDP on GPUs only)" if name == "FSDP" and not _cuda() else ""
+            raise TrainError(f"{name} was asked for but accelerate runs {kind} here{where}; launch with torchrun or "
+                             "accelerate launch on GPUs")
+    return kind
 
 
 def run_training(prep: PreparedTraining) -> SFTResult:
