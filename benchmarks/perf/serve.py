@@ -15,13 +15,18 @@ shipped fp32 engine: >= 1.2x), and whether fp32 gave the baseline's tokens exact
     python benchmarks/perf/serve.py                 # 13 requests, 1,500-4,000-token prompts, 100 new tokens each
     python benchmarks/perf/serve.py --quick         # 4 requests, short prompts (smoke run)
     python benchmarks/perf/serve.py --part single   # only the single-request comparison below
+    python benchmarks/perf/serve.py --part single --save   # -> results_serve_single.json (commit, settings)
 
 Single request (``--part single``, also part of the default run): one chat request at a time, 128 greedy tokens,
 on 1 and 2 threads, for the engine's decoding paths -- ``transformers`` (transformers' forward pass per token,
-what the engine did before), ``fast_fp32`` (the lean step of ``clawgym.serve.fast_decode``) and ``fast_q4``
-(``--precision q4``: the 4-bit blocks of the GGUF file through torch's int4 kernel) -- and llama.cpp
-(``llama-cpp-python``, built from source: ``pip install llama-cpp-python``) on the very GGUF file the embedded
-model comes from. Goal: the engine within 2x of llama.cpp (``ratio_to_llama_cpp >= 0.5``). For each engine
+what the engine did before), ``fast_fp32`` (the lean step of ``clawgym.serve.fast_decode``), ``fast_q4``
+(``--precision q4`` as shipped: the 4-bit blocks of the GGUF file, one sequence's layers through the compiled
+kernel of ``clawgym.serve.q4_kernel``; ``q4_kernel`` says whether it built here) and ``fast_q4_torch`` (the
+same with ``CLAWGYM_Q4_KERNEL=0``: torch's int4 kernel, what q4 did before), on 2 threads also
+``fast_q4_kernel_1_thread`` (``CLAWGYM_Q4_KERNEL_THREADS=1``: the kernel's products on the engine's thread
+alone, torch's small operations on 2) -- and llama.cpp
+(``llama-cpp-python`` where it imports, else in ``.ci/run``'s ``.venv-llama``; the JSON records its version and
+CPU features) on the very GGUF file the embedded model comes from. Goal: the engine within 2x of llama.cpp (``ratio_to_llama_cpp >= 0.5``). For each engine
 path, the logprob gap: the engine's logprobs of its own tokens against the fp32 model's logprobs of the same
 tokens (teacher-forced), mean / p99 / max over every generated token.
 """
@@ -32,11 +37,33 @@ import argparse
 import json
 import os
 import random
+import subprocess
 import sys
 import threading
 import time
+from datetime import datetime, timezone
+from pathlib import Path
 
 TARGET = 1.2
+HERE = Path(__file__).resolve().parent
+
+
+def _environment() -> dict:
+    """The run's commit, command and machine (the numbers depend on all three)."""
+    import platform
+
+    import torch
+
+    commit = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip() or None
+    dirty = subprocess.run(["git", "-C", str(HERE), "status", "--porcelain", "--", "../../src"],
+                           capture_output=True, text=True).stdout.strip()
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else None
+    return {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "git_commit": commit,
+            "src_modified": bool(dirty), "command": " ".join(["python", "benchmarks/perf/serve.py", *sys.argv[1:]]),
+            "torch": torch.__version__, "cpu": cpu, "cpus": os.cpu_count(),
+            "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
 
 
 def run(engine, prompts: list[list[int]], max_tokens: int) -> tuple[float, list[list[int]]]:
@@ -117,15 +144,22 @@ def single_request(model_name: str, max_tokens: int, threads: list[int]) -> dict
     model_dir = resolve_model_dir(model_name)
     out: dict = {"max_tokens": max_tokens, "prompts": len(SINGLE_PROMPTS), "target_ratio_to_llama_cpp": SINGLE_TARGET}
     fp32 = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
-    paths = [("transformers", "fp32", "0"), ("fast_fp32", "fp32", "1")]
+    # (name, precision, CLAWGYM_FAST_DECODE, CLAWGYM_Q4_KERNEL, CLAWGYM_Q4_KERNEL_THREADS: "" for the engine's)
+    paths = [("transformers", "fp32", "0", "1", ""), ("fast_fp32", "fp32", "1", "1", "")]
     if q4_supported():
-        paths.append(("fast_q4", "q4", "1"))
+        paths += [("fast_q4_torch", "q4", "1", "0", ""), ("fast_q4", "q4", "1", "1", ""),
+                  ("fast_q4_kernel_1_thread", "q4", "1", "1", "1")]
+        out["q4_kernel"] = _q4_kernel_status()
     else:
         out["fast_q4"] = {"available": False, "reason": "no native bf16 on this CPU (AVX512-BF16 or AMX)"}
     for th in threads:
         row: dict = {}
-        for name, precision, fast in paths:
+        for name, precision, fast, kernel, kernel_threads in paths:
+            if kernel_threads and int(kernel_threads) >= th:
+                continue  # the same as fast_q4 on this many threads
             os.environ["CLAWGYM_FAST_DECODE"] = fast
+            os.environ["CLAWGYM_Q4_KERNEL"] = kernel
+            os.environ["CLAWGYM_Q4_KERNEL_THREADS"] = kernel_threads
             engine = BatchEngine(model_dir, max_batch=1, precision=precision, threads=th, prefix_cache_tokens=0)
             try:
                 prompts = [_chat_ids(engine.tokenizer, p) for p in SINGLE_PROMPTS]
@@ -143,6 +177,8 @@ def single_request(model_name: str, max_tokens: int, threads: list[int]) -> dict
             finally:
                 engine.close()
                 os.environ.pop("CLAWGYM_FAST_DECODE", None)
+                os.environ.pop("CLAWGYM_Q4_KERNEL", None)
+                os.environ.pop("CLAWGYM_Q4_KERNEL_THREADS", None)
             row[name] = {"tokens": tokens, "seconds": round(seconds, 2), "tokens_per_s": round(tokens / seconds, 1)}
             if gaps:
                 row[name]["logprob_gap_to_fp32"] = _stats(gaps)
@@ -158,7 +194,7 @@ def single_request(model_name: str, max_tokens: int, threads: list[int]) -> dict
         pkg = _package_dir(spec.package) if spec else None
         row["llama_cpp"] = _llama_cpp(pkg / spec.gguf_file if pkg else None, max_tokens, th)
         if "tokens_per_s" in row["llama_cpp"]:
-            for name, _, _ in paths:
+            for name in [n for n, *_ in paths if n in row]:
                 row[name]["ratio_to_llama_cpp"] = round(row[name]["tokens_per_s"] / row["llama_cpp"]["tokens_per_s"],
                                                         3)
         out[f"threads_{th}"] = row
@@ -170,6 +206,17 @@ def single_request(model_name: str, max_tokens: int, threads: list[int]) -> dict
     return out
 
 
+def _q4_kernel_status() -> dict:
+    """Whether `fast_q4` runs through the compiled kernel of `clawgym.serve.q4_kernel` here (else it is the
+    same as `fast_q4_torch`), and the seconds its first build took (0 when it was already in the cache)."""
+    from clawgym.serve import q4_kernel
+
+    t0 = time.perf_counter()
+    lib = q4_kernel.load()
+    return {"available": lib is not None, "load_seconds": round(time.perf_counter() - t0, 2),
+            **({"reason": q4_kernel.UNAVAILABLE} if lib is None else {})}
+
+
 def _chat_ids(tokenizer, text: str) -> list[int]:
     chat = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                          tokenize=False)
@@ -177,13 +224,29 @@ def _chat_ids(tokenizer, text: str) -> list[int]:
 
 
 def _llama_cpp(gguf, max_tokens: int, threads: int) -> dict:
-    """llama.cpp's tokens/s on the same prompts (its own chat template rendering of the same text)."""
-    try:
-        from llama_cpp import Llama
-    except ImportError:
-        return {"available": False, "reason": "llama-cpp-python is not installed (pip install llama-cpp-python)"}
+    """llama.cpp's tokens/s on the same prompts (its own chat template rendering of the same text): in this
+    process where `llama_cpp` imports, else in the venv `.ci/run` builds it into (`.venv-llama`)."""
     if gguf is None or not gguf.exists():
         return {"available": False, "reason": "no GGUF file for this model"}
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        venv = HERE.parents[1] / ".venv-llama" / "bin" / "python"
+        if not venv.exists():
+            return {"available": False, "reason": "llama-cpp-python is not installed (pip install llama-cpp-python, "
+                                                  "or .ci/run's .venv-llama)"}
+        proc = subprocess.run([str(venv), __file__, "--llama-cpp-only", str(gguf), str(max_tokens), str(threads)],
+                              capture_output=True, text=True)
+        if proc.returncode:
+            return {"available": False, "reason": f"{venv}: {proc.stderr.strip()[-300:]}"}
+        return {**json.loads(proc.stdout), "python": str(venv.parents[1].name)}
+    return _llama_cpp_here(gguf, max_tokens, threads)
+
+
+def _llama_cpp_here(gguf, max_tokens: int, threads: int) -> dict:
+    import llama_cpp
+    from llama_cpp import Llama
+
     llm = Llama(model_path=str(gguf), n_ctx=2048, n_threads=threads, n_threads_batch=threads, verbose=False)
     seconds, tokens = 0.0, 0
     for i, text in enumerate([SINGLE_PROMPTS[0], *SINGLE_PROMPTS]):  # the first: warm-up
@@ -200,13 +263,17 @@ def _llama_cpp(gguf, max_tokens: int, threads: int) -> dict:
         if i:
             seconds += time.perf_counter() - t0
             tokens += n
-    import llama_cpp
-
-    return {"version": llama_cpp.__version__, "gguf": gguf.name, "tokens": tokens, "seconds": round(seconds, 2),
-            "tokens_per_s": round(tokens / seconds, 1)}
+    info = llama_cpp.llama_print_system_info()
+    return {"version": llama_cpp.__version__, "gguf": Path(gguf).name, "tokens": tokens, "seconds": round(seconds, 2),
+            "tokens_per_s": round(tokens / seconds, 1),
+            "system_info": (info.decode() if isinstance(info, bytes) else str(info)).strip()}
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["--llama-cpp-only"]:  # GGUF MAX_TOKENS THREADS: in llama.cpp's own venv (see _llama_cpp)
+        gguf, max_tokens, threads = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+        print(json.dumps(_llama_cpp_here(gguf, max_tokens, threads)))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", default=os.environ.get("CLAWGYM_BENCH_QUICK") == "1")
     ap.add_argument("--model", default="smollm2-135m")
@@ -215,8 +282,11 @@ def main() -> int:
     ap.add_argument("--part", choices=["all", "batch", "single"], default="all",
                     help="batch: the agent-shaped load; single: one request against llama.cpp; all: both")
     ap.add_argument("--out", default=None, help="Also write the JSON here.")
+    ap.add_argument("--save", action="store_true",
+                    help="Also write the JSON to benchmarks/perf/results_serve_single.json (--part single) or "
+                         "results_serve.json, with the commit and settings of the run.")
     args = ap.parse_args()
-    result: dict = {"benchmark": "serve", "model": args.model}
+    result: dict = {"benchmark": "serve", "model": args.model, "environment": _environment()}
     if args.part in ("all", "single"):
         result["single_request"] = single_request(args.model, 24 if args.quick else 128,
                                                   [1] if args.quick else [1, 2])
@@ -224,10 +294,13 @@ def main() -> int:
         result["batch"] = batch_load(args)
     text = json.dumps(result, indent=2)
     print(text)
-    if args.out:
+    outs = [args.out] if args.out else []
+    if args.save:
+        outs.append(str(HERE / ("results_serve_single.json" if args.part == "single" else "results_serve.json")))
+    for path in outs:
         from clawgym.core.atomic import write_text
 
-        write_text(args.out, text + "\n")
+        write_text(path, text + "\n")
     return 0
 
 

@@ -15,12 +15,23 @@ engine's (each layer's `update` as transformers would call it), and LoRA adapter
 engine's plan). The tokens are the ones transformers' forward pass gives, and the log-probabilities differ by
 float rounding only (`benchmarks/perf/serve.py` measures both).
 
+`--precision q4` (weights="q4") multiplies by the GGUF's 4-bit blocks instead of the fp32 weights: a batch
+through torch's int4 kernel, up to four rows through the compiled kernel of :mod:`clawgym.serve.q4_kernel`
+(8-bit integer products, as llama.cpp), and one sequence without an adapter through that kernel's whole
+layers in C (norms, rotary, attention over the engine's cache, which it writes in place), which leaves a
+step about 32 Python-level calls instead of about 1,300 dispatches: twice the tokens per CPU-second of the
+torch step here. Where the kernel does not build (no C compiler, no AVX512-VNNI, `CLAWGYM_Q4_KERNEL=0`) q4
+uses torch's kernel alone. Neither path gives fp32's tokens; the logprob gap to fp32 is what serve.py reports.
+torch.compile of the q4 step was tried and not kept: a per-layer graph (dynamic shapes, torch's int4 kernel
+inside) compiled in about 35 s and ran no faster than the eager step (21 tokens/s against 19-30, under load).
+
 :func:`fast_decoder` returns None for a model this step does not cover (another architecture, biases, a
 non-default rotary scaling, or `CLAWGYM_FAST_DECODE=0`); the engine then uses transformers' forward pass.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +39,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+log = logging.getLogger("clawgym.serve")
 
 def _lora_of(module: torch.nn.Module):
     """(base linear, the LoRA wrapper or None) of a projection the engine may have wrapped."""
@@ -41,7 +53,28 @@ def _lora_of(module: torch.nn.Module):
 GROUP = 32  # GGUF's block size (Q4_0, Q4_1, Q8_0): one scale (and offset) per 32 weights of a row
 
 
-def _int4_parts(w: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+def _blocks(w: torch.Tensor) -> tuple[str, torch.Tensor, torch.Tensor, torch.Tensor | None] | None:
+    """`w` (N, K) as GGUF blocks of 32 weights, if it is one exactly (or None): ("q4_1", q, d, m) with every
+    block `d*q + m`, q in 0..15, or ("q8_0", q, d, None) with every block `d*q`, q in -127..127; q (N, K/32, 32),
+    d and m (N, K/32)."""
+    n, k = w.shape
+    if k % GROUP:
+        return None
+    w = w.detach().float()
+    blk = w.reshape(n, k // GROUP, GROUP)
+    lo, hi = blk.amin(-1), blk.amax(-1)
+    d = (hi - lo) / 15
+    q = torch.round((blk - lo[..., None]) / torch.where(d > 0, d, 1)[..., None]).clamp(0, 15)
+    if _on_grid(q * d[..., None] + lo[..., None], blk, d):
+        return "q4_1", q, d, lo
+    d = blk.abs().amax(-1) / 127
+    q = torch.round(blk / torch.where(d > 0, d, 1)[..., None])
+    if not _on_grid(q * d[..., None], blk, d):
+        return None
+    return "q8_0", q, d, None
+
+
+def _int4_parts(w: torch.Tensor, blocks: tuple | None = None) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     """`w` (N, K) as a sum of 4-bit matrices with one scale and offset per group of 32, in the packed form of
     torch's CPU int4 kernel, if it is one exactly (or None):
 
@@ -52,20 +85,12 @@ def _int4_parts(w: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]] | No
     A model loaded from a GGUF file (the embedded one) holds these values exactly: its linear layers are Q4_1,
     its embeddings (the tied output head) Q8_0. The kernel takes its scales in bf16, which rounds them (to 8
     significant bits): that, and the bf16 inputs of the products, is the only difference from the fp32 weights."""
-    n, k = w.shape
-    if k % GROUP:
+    blocks = blocks or _blocks(w)
+    if blocks is None:
         return None
-    w = w.detach().float()
-    blk = w.reshape(n, k // GROUP, GROUP)
-    lo, hi = blk.amin(-1), blk.amax(-1)
-    d = (hi - lo) / 15
-    q = torch.round((blk - lo[..., None]) / torch.where(d > 0, d, 1)[..., None]).clamp(0, 15)
-    if _on_grid(q * d[..., None] + lo[..., None], blk, d):  # Q4_1
-        return [_pack(q, d, lo + 8 * d)]
-    d = blk.abs().amax(-1) / 127
-    q = torch.round(blk / torch.where(d > 0, d, 1)[..., None])
-    if not _on_grid(q * d[..., None], blk, d):  # not Q8_0 either
-        return None
+    kind, q, d, m = blocks
+    if kind == "q4_1":
+        return [_pack(q, d, m + 8 * d)]
     low = torch.remainder(q, 16)
     high = (q - low) / 16
     return [_pack(low, d, 8 * d), _pack(high + 8, 16 * d, torch.zeros_like(d))]
@@ -88,13 +113,19 @@ def _pack(q: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor) -> tuple[tor
 class Q4Matrix:
     """A weight matrix as 4-bit parts (see `_int4_parts`): `x @ W.T` in bf16 through torch's CPU int4 kernel,
     returned in `x`'s dtype. Reads an eighth of the fp32 matrix's bytes, which is what a decoding step on a CPU
-    is bound by."""
+    is bound by. With `few` (the same blocks for :mod:`clawgym.serve.q4_kernel`), up to `FEW_ROWS` rows go
+    through that kernel instead (8-bit integer products, as llama.cpp; the same blocks, fp16 scales)."""
 
-    def __init__(self, parts: list[tuple[torch.Tensor, torch.Tensor]]):
+    FEW_ROWS = 4  # the kernel computes row by row; torch's kernel shares the unpacking between more rows
+
+    def __init__(self, parts: list[tuple[torch.Tensor, torch.Tensor]], few: Callable | None = None):
         self.parts = parts
+        self.few = few
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
+        if self.few is not None and x.numel() <= self.FEW_ROWS * shape[-1]:
+            return self.few(x).to(x.dtype)
         xb = x.reshape(-1, shape[-1]).to(torch.bfloat16)
         y = None
         for packed, sz in self.parts:
@@ -117,15 +148,25 @@ def q4_supported() -> bool:
 class FastDecoder:
     """One decoding step (one new token per row) of a transformers LlamaForCausalLM, on the engine's cache."""
 
-    def __init__(self, model: Any, plan: list, weights: str = "model"):
+    def __init__(self, model: Any, plan: list, weights: str = "model", kernel: bool = True):
         """`weights`: "model" (the products in the model's own dtype) or "q4" (the matrices that are 4-bit
-        blocks, see `_int4_parts`, through the int4 kernel; the others in the model's dtype)."""
+        blocks, see `_int4_parts`, through the int4 kernel; the others in the model's dtype). `kernel` (q4):
+        a few rows at a time through :mod:`clawgym.serve.q4_kernel` where it builds (False: torch's int4 kernel
+        only, to compare)."""
         self.model = model
         self.plan = plan  # the engine's adapter plan (shared list, set before each pass)
         self.weights = weights
         self.q4_matrices = 0  # how many matrices run as 4-bit blocks
+        self.kernel = None  # the compiled q4 kernel, when q4 decoding uses it
         if weights == "q4" and _int4_parts(model.model.layers[0].mlp.down_proj.weight) is None:
             self.weights = "model"  # not a model of 4-bit blocks (e.g. a merged fine-tune): say so at once
+        if self.weights == "q4" and kernel:
+            from clawgym.serve import q4_kernel
+
+            self.kernel = q4_kernel.load()
+            if self.kernel is None and q4_kernel.UNAVAILABLE:
+                log.warning("q4 decodes through torch's int4 kernel only: the q4 kernel is unavailable (%s)",
+                            q4_kernel.UNAVAILABLE)
         cfg = model.config
         self.eps = float(cfg.rms_norm_eps)
         self.n_heads = int(cfg.num_attention_heads)
@@ -147,6 +188,8 @@ class FastDecoder:
                 "attn": attn, "mlp": mlp,
             })
         self.head = self._matrix(model.lm_head.weight)
+        self.kernel_layers = self._kernel_layers()  # one sequence's whole layers in C (q4 with the kernel)
+        self.kernel_steps = 0  # steps that ran through them
         # the rotary tables for every position, by the model's own rotary module (its dtype and rounding)
         n = int(getattr(cfg, "max_position_embeddings", 4096) or 4096)
         with torch.inference_mode():
@@ -169,11 +212,61 @@ class FastDecoder:
     def _matrix(self, w: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
         """`x -> x @ w.T` in the chosen form."""
         if self.weights == "q4":
-            parts = _int4_parts(w)
-            if parts is not None:
+            blocks = _blocks(w)
+            if blocks is not None:
                 self.q4_matrices += 1
-                return Q4Matrix(parts)
+                return Q4Matrix(_int4_parts(w, blocks), self._few_rows(blocks))
         return lambda x: F.linear(x, w)
+
+    def _kernel_layers(self) -> list | None:
+        """The layers as :class:`clawgym.serve.q4_kernel.Layer`, when every matrix has the kernel's form and the
+        shapes suit it (else None: the step stays in torch)."""
+        from clawgym.serve import q4_kernel
+
+        if self.kernel is None or self.head_dim % 16 or self.n_heads % self.n_kv:
+            return None
+        cfg = self.model.config
+        dims = (int(cfg.hidden_size), int(cfg.intermediate_size), self.n_heads, self.n_kv, self.head_dim)
+        if any(n % 64 for n in (dims[0], dims[1], self.n_heads * self.head_dim)):
+            return None
+        out = []
+        for layer in self.layers:
+            mats = [layer[k] for k in ("qkv", "o", "gate_up", "down")]
+            if not all(isinstance(m, Q4Matrix) and isinstance(m.few, q4_kernel.BlockMatrix) for m in mats):
+                return None
+            out.append(q4_kernel.Layer(self.kernel, [m.few for m in mats], layer["ln1"], layer["ln2"], dims,
+                                       self.eps, self.scale))
+        return out
+
+    def _step_kernel(self, ids: torch.Tensor, positions: torch.Tensor, cache: Any) -> torch.Tensor | None:
+        """`step` for one sequence with no adapter through the C layers, or None where the cache does not suit
+        them (then the torch step runs; nothing has been written)."""
+        pos = int(positions[0, 0])
+        kvs = []
+        blank = torch.zeros((1, self.n_kv, 1, self.head_dim), dtype=torch.float32)
+        for kv in cache.layers:
+            if kv.is_initialized and (kv.keys.dtype != torch.float32 or kv.keys.shape[-2] != pos):
+                return None
+        for kv in cache.layers:
+            keys, values = kv.update(blank, blank)  # this position's entries, written by the kernel
+            kvs.append((keys, values))
+        if any(k.stride(-1) != 1 or k.stride(-2) != self.head_dim or k.stride() != v.stride() for k, v in kvs):
+            raise RuntimeError("fast_decode: a cache layout the C layers cannot write")
+        h = self.embed[int(ids[0, 0])].clone()
+        cos, sin = self.cos[pos], self.sin[pos]
+        for layer, (keys, values) in zip(self.kernel_layers, kvs, strict=True):
+            layer(h, cos, sin, keys, values, pos)
+        self.kernel_steps += 1
+        h = self._rms(h.view(1, -1), self.norm)
+        return self.head(h)
+
+    def _few_rows(self, blocks: tuple) -> Callable | None:
+        if self.kernel is None:
+            return None
+        from clawgym.serve import q4_kernel
+
+        kind, q, d, m = blocks
+        return q4_kernel.q4_1(self.kernel, q, d, m) if kind == "q4_1" else q4_kernel.q8_0(self.kernel, q, d)
 
     def _rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         # as transformers' LlamaRMSNorm: in float32, then back to the input's dtype, then the weight
@@ -208,6 +301,12 @@ class FastDecoder:
         valid cache entries including the new one (None: all valid); `cache` the engine's transformers cache,
         whose layers get this step's keys and values."""
         b = ids.shape[0]
+        if self.kernel is not None:  # the engine's threads for the kernel's products, unless told otherwise
+            self.kernel.cg_threads(int(os.environ.get("CLAWGYM_Q4_KERNEL_THREADS") or torch.get_num_threads()))
+        if self.kernel_layers is not None and b == 1 and not self.plan and (mask is None or bool(mask.all())):
+            logits = self._step_kernel(ids, positions, cache)
+            if logits is not None:
+                return logits
         h = F.embedding(ids, self.embed)  # (B, 1, hidden)
         cos = self.cos[positions].unsqueeze(1)  # (B, 1, 1, D)
         sin = self.sin[positions].unsqueeze(1)
