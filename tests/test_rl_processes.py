@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -168,7 +169,9 @@ def test_processes_holding_other_rows_or_weights_are_refused_and_a_broadcast_ali
     proc = _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
                  str(script), str(tiny_model)], env)
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-3000:])
-    seen = [json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines() if line.startswith("RESULT")]
+    # the two processes print at once: their lines may run into each other, so each result is read where it starts
+    decode = json.JSONDecoder().raw_decode
+    seen = [decode(proc.stdout, m.end())[0] for m in re.finditer(r"RESULT\d+ ", proc.stdout)]
     assert len(seen) == 2, proc.stdout
     for s in seen:
         assert "different rows" in s["rows"], s

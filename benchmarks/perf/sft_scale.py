@@ -92,11 +92,9 @@ def child(args: argparse.Namespace) -> None:
 
 
 def _commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
+    from clawgym.rollout.provenance import source_revision
+
+    return (source_revision() or {}).get("git_commit")
 
 
 def main() -> int:

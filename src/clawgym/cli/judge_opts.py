@@ -41,6 +41,21 @@ def unreachable_judge_model(models: list[str] | None, url: str | None, served: d
     return None
 
 
+def refuse_unjudgeable(judge_model: list[str] | None, endpoint: str | None, executor: str,
+                       own: dict[str, str] | None = None, hint: str = "") -> None:
+    """Exit 2 when the episodes cannot be judged where they run: on a cluster, or a judge model with no endpoint
+    (`own`: the agent's own model, reached where the agent reaches it). `hint` follows the executor message."""
+    from clawgym.cli.common import fail
+
+    if not judge_model:
+        return
+    if executor != "local":
+        fail(f"--judge-model judges episodes where they run: it needs --executor local, not {executor!r}{hint}", 2)
+    bad = unreachable_judge_model(judge_model, endpoint, own)
+    if bad is not None:
+        fail(f"judge model {bad!r} is not a local model; give --judge-base-url (or set OPENAI_BASE_URL)", 2)
+
+
 def build_judge(stack: ExitStack, models: list[str], url: str | None, *, run_dir: Path, samples: int,
                 temperature: float | None, seed: int, max_tokens: int, concurrency: int, timeout: float,
                 cache_dir: Path | None, announce: Callable[[Any], None] | None = None,

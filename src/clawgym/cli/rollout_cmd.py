@@ -36,7 +36,7 @@ from clawgym.cli.judge_opts import (
     judge_settings,
     judge_url,
     judge_usage_line,
-    unreachable_judge_model,
+    refuse_unjudgeable,
 )
 from clawgym.cli.options import (
     TASK_IDS,
@@ -113,8 +113,8 @@ def rollout(
     from clawgym.sandbox import SandboxLimits
 
     judge_endpoint = judge_url(judge_base_url)
-    if judge_model:
-        _check_judge(judge_model, judge_endpoint, executor, {model: ""} if agent_uses_model(agent) else None)
+    refuse_unjudgeable(judge_model, judge_endpoint, executor, {model: ""} if agent_uses_model(agent) else None,
+                       hint="; judge a cluster run afterwards with `clawgym verify RUN_DIR --judge-model M`")
     check_agent(agent)
     backend, ex = open_backend(sandbox, executor, jobs, ray_address)
     tasks, bad = _select_tasks(tasks_path, task_ids, limit)
@@ -167,17 +167,6 @@ def rollout(
     if judge_model:
         _warn_unjudged(report, tasks, run_dir, judge_model[0])
     _finish(report, bad)
-
-
-def _check_judge(judge_model: list[str], endpoint: str | None, executor: str, own: dict[str, str] | None) -> None:
-    """Exit 2 when the episodes cannot be judged where they run: on a cluster, or a judge model with no endpoint
-    (`own`: the agent's own model, reached where the agent reaches it)."""
-    if executor != "local":
-        fail(f"--judge-model judges episodes where they run: it needs --executor local, not {executor!r}; "
-             "judge a cluster run afterwards with `clawgym verify RUN_DIR --judge-model M`", 2)
-    bad = unreachable_judge_model(judge_model, endpoint, own)
-    if bad is not None:
-        fail(f"judge model {bad!r} is not a local model; give --judge-base-url (or set OPENAI_BASE_URL)", 2)
 
 
 def _select_tasks(tasks_path: Path, task_ids: list[str] | None, limit: int | None) -> tuple[list, list]:

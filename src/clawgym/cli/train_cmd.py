@@ -24,7 +24,7 @@ from clawgym.cli.judge_opts import (
     judge_model_option,
     judge_url,
     judge_usage_line,
-    unreachable_judge_model,
+    refuse_unjudgeable,
 )
 from clawgym.cli.options import (
     base_url_option,
@@ -258,17 +258,6 @@ def _refuse_bad_rl_settings(*, algo: str, lr_schedule: str, dtype: str, report_t
         fail(str(exc), 2)
 
 
-def _refuse_unreachable_judge(judge_model: list[str] | None, endpoint: str | None, executor: str) -> None:
-    """Exit 2 when the episodes cannot be judged where they run (a cluster executor, or a judge with no endpoint)."""
-    if not judge_model:
-        return
-    if executor != "local":
-        fail(f"--judge-model judges episodes where they run: it needs --executor local, not {executor!r}", 2)
-    bad = unreachable_judge_model(judge_model, endpoint)
-    if bad is not None:
-        fail(f"judge model {bad!r} is not a local model; give --judge-base-url (or set OPENAI_BASE_URL)", 2)
-
-
 @train_app.command("rl")
 def rl_cmd(
     tasks_path: Path = typer.Argument(..., metavar="TASKS", help="tasks.jsonl to train on (tasks with a code check)."),
@@ -367,7 +356,7 @@ def rl_cmd(
     if not tasks:
         fail(f"{tasks_path}: no task with a code check to train on")
     judge_endpoint = judge_url(judge_base_url)
-    _refuse_unreachable_judge(judge_model, judge_endpoint, executor)
+    refuse_unjudgeable(judge_model, judge_endpoint, executor)
     try:
         backend = get_backend(sandbox)
         ex = make_executor(executor, jobs=jobs, ray_address=ray_address, sandbox=backend.name)

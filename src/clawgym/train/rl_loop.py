@@ -189,12 +189,7 @@ class PolicyServer:
             self._proc.stop()
 
     def _post(self, route: str, body: dict[str, Any]) -> tuple[int, str]:
-        import httpx
-
-        root = self.base_url.rstrip("/")
-        root = root[: -len("/v1")] if root.endswith("/v1") else root
-        res = httpx.post(f"{root}/v1/{route}", json=body, timeout=600)
-        return res.status_code, res.text
+        return self._root_post(f"v1/{route}", body, timeout=600)
 
     def publish(self, name: str, path: Path) -> None:
         code, text = self._post("load_lora_adapter", {"lora_name": name, "lora_path": str(path)})
