@@ -8,8 +8,6 @@ hand-written task is an error instead of a silently ignored key. Task, Trajector
 
 from __future__ import annotations
 
-import copy
-import json
 import math
 import posixpath
 import re
@@ -34,6 +32,19 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from clawgym.core.check_encoding import (  # noqa: F401  (hoist/expand/encode/decode: importable from here, as before)
+    _NO_VALUES,
+    MAX_EXPANDED_VALUE_BYTES,
+    SHARED_VALUE_MIN_BYTES,
+    decode_checks,
+    decode_workspace_refs,
+    encode_checks,
+    encode_workspace_refs,
+    expand_shared_values,
+    hoist_shared_values,
+    workspace_digest,
+)
+from clawgym.core.check_encoding import quoted as _show
 from clawgym.core.versions import LEGACY_VERSION, SCHEMA_VERSIONS, migrate
 
 DEFAULT_MOUNT_DIR = "/workspace"
@@ -122,11 +133,6 @@ class Versioned(Record):
                     call_default_factory=True):
                 del data[name]
         return data
-
-
-def _show(value: str, limit: int = 80) -> str:
-    """`value` quoted for an error message, cut to `limit` characters (a hostile value may be megabytes)."""
-    return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value)} characters)"
 
 
 def _check_relative_path(path: str) -> str:
@@ -509,17 +515,32 @@ class WorkspaceSpec(CheckedTaskPart):
 
 
 def _use_in_schema(schema: dict[str, Any], cls: type) -> None:
-    """JSON Schema of a written check: `use` names shared values (:func:`hoist_shared_values`)."""
-    schema.setdefault("properties", {})["use"] = {
+    """JSON Schema of a written check (:func:`encode_checks`, :func:`encode_workspace_refs`): `use` names shared
+    values, `rows_from` the check lending its rows, `{"refs": "others", "except": [...]}` names the other checks,
+    `workspace_digests` the workspace files whose digests a docs_digests_equal compares."""
+    props = schema.setdefault("properties", {})
+    props["use"] = {
         "type": "object", "additionalProperties": {"type": "string"},
         "description": "Arguments given by name from the code check's `values` (argument -> value name)."}
+    props["rows_from"] = {
+        "type": "string", "description": "`args.rows` are the rows of this top-level check, cut to `args.header`."}
+    props["refs"] = {"const": "others", "description": "A part naming every other top-level check, in order."}
+    props["except"] = {"type": "array", "items": {"type": "string"},
+                       "description": "With `refs`: the other checks it does not name."}
+    props["workspace_digests"] = {
+        "type": "array", "items": {"type": "string"},
+        "description": "docs_digests_equal: `args.digests` of these files of the task's workspace."}
 
 
 def _values_in_schema(schema: dict[str, Any], cls: type) -> None:
     """JSON Schema of a written code check: `values` holds the argument values its checks share."""
-    schema.setdefault("properties", {})["values"] = {
+    props = schema.setdefault("properties", {})
+    props["values"] = {
         "type": "object", "description": "Argument values two or more checks give alike, each written once "
                                          "(checks name them in `use`)."}
+    props["workspace_texts"] = {
+        "const": True, "description": "Arguments may hold {\"workspace_text\": PATH}: the text of that file of "
+                                      "the task's workspace."}
 
 
 class CheckCall(TaskPart):
@@ -603,117 +624,6 @@ def _check_refs(checks: list[CheckCall]) -> None:
                 path.append(nxt)
 
 
-MAX_EXPANDED_VALUE_BYTES = 16 * 1024 * 1024
-"""Most bytes a code check's shared values may add when expanded into its checks (the values' JSON once per
-use): a hostile task naming one large value from thousands of checks would otherwise grow in memory a thousand
-times over its size on disk."""
-
-SHARED_VALUE_MIN_BYTES = 24
-"""An argument value shorter than this (as compact JSON) is written in place even when checks repeat it: the
-name and the `use` entry would cost about as much."""
-
-
-def _compact_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def hoist_shared_values(checks: list[Any]) -> tuple[list[Any], dict[str, Any]]:
-    """The written form of a `checks` code check's check list (JSON data): an argument value that two or more
-    checks (or parts) give alike is written once, in the code check's `values` under a name (`v0`, `v1`, ... in
-    the order first met), and each check using it names it in `use` ({argument: value name}) instead of carrying
-    it. Reading expands it back (:func:`expand_shared_values`), so the checks in memory, and what graders get,
-    are unchanged: an encoding only (five projections of one expected table, a gate's copy of a check's rows)."""
-    counts: dict[str, int] = {}
-
-    def count(call: Any) -> None:
-        if isinstance(call, dict):
-            for value in (call.get("args") or {}).values():
-                text = _compact_json(value)
-                if len(text.encode("utf-8")) >= SHARED_VALUE_MIN_BYTES:
-                    counts[text] = counts.get(text, 0) + 1
-            for part in call.get("parts") or ():
-                count(part)
-
-    for call in checks:
-        count(call)
-    names: dict[str, str] = {}
-    values: dict[str, Any] = {}
-
-    def rewrite(call: Any) -> Any:
-        if not isinstance(call, dict):
-            return call
-        out = dict(call)
-        args, use = {}, {}
-        for arg, value in (call.get("args") or {}).items():
-            text = _compact_json(value)
-            if counts.get(text, 0) > 1:
-                if text not in names:
-                    names[text] = f"v{len(names)}"
-                    values[names[text]] = value
-                use[arg] = names[text]
-            else:
-                args[arg] = value
-        if "args" in out:
-            if args:
-                out["args"] = args
-            else:
-                del out["args"]
-        if use:
-            out["use"] = use
-        if call.get("parts"):
-            out["parts"] = [rewrite(p) for p in call["parts"]]
-        return out
-
-    return [rewrite(c) for c in checks], values
-
-
-def expand_shared_values(checks: Any, values: Any) -> Any:
-    """The check list of a written `checks` code check with each `use` ({argument: value name}) replaced by
-    the named value of `values` (see :func:`hoist_shared_values`); ValueError for a name `values` lacks, an
-    argument given both ways, or a value no check uses."""
-    if not isinstance(values, dict):
-        raise ValueError("`values` must be an object of named argument values")
-    if not isinstance(checks, list):
-        return checks
-    used: set[str] = set()
-    sizes = {name: len(_compact_json(v).encode("utf-8")) for name, v in values.items()}
-    added = 0
-
-    def expand(call: Any, where: str) -> Any:
-        nonlocal added
-        if not isinstance(call, dict):
-            return call
-        out = dict(call)
-        where = f"check {call['name']!r}" if isinstance(call.get("name"), str) else where
-        if "use" in out:
-            use = out.pop("use")
-            if not isinstance(use, dict):
-                raise ValueError(f"{where}: `use` must be an object of argument -> value name")
-            args = dict(out.get("args") or {})
-            for arg, name in use.items():
-                if not isinstance(name, str) or name not in values:
-                    raise ValueError(f"{where}: `use` names {_show(str(name))} for argument {_show(str(arg))}, "
-                                     "which `values` does not hold")
-                if arg in args:
-                    raise ValueError(f"{where}: argument {_show(str(arg))} is given in `args` and in `use`")
-                added += sizes[name]
-                if added > MAX_EXPANDED_VALUE_BYTES:
-                    raise ValueError(f"{where}: the checks' uses of `values` add over "
-                                     f"{MAX_EXPANDED_VALUE_BYTES // (1024 * 1024)} MiB of arguments")
-                args[arg] = copy.deepcopy(values[name])
-                used.add(name)
-            out["args"] = args
-        if isinstance(out.get("parts"), list):
-            out["parts"] = [expand(p, where) for p in out["parts"]]
-        return out
-
-    expanded = [expand(c, f"check #{i}") for i, c in enumerate(checks)]
-    unused = sorted(set(values) - used)
-    if unused:
-        raise ValueError(f"`values` holds {_show(unused[0])}, which no check uses")
-    return expanded
-
-
 class CheckLibRef(TaskPart):
     """A version of the check library: its CHECKLIB_VERSION and the sha256 of its source
     (`clawgym.checks.current_checklib`)."""
@@ -734,6 +644,8 @@ class CodeCheck(TaskPart):
     only after the agent has finished, so the agent never sees them.
 
     `checks` and `checklib` are a minor addition (see clawgym.core.versions): written only for kind `checks`.
+    Their written form is shorter than the checks in memory (:func:`encode_checks`; in a task, also
+    :func:`encode_workspace_refs`) and reads back into them: graders only ever get the full form.
     """
 
     model_config = ConfigDict(json_schema_extra=_values_in_schema)
@@ -775,10 +687,10 @@ class CodeCheck(TaskPart):
 
     @model_validator(mode="before")
     @classmethod
-    def _expand_shared_values(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "values" in data:
+    def _decode_checks(cls, data: Any) -> Any:
+        if isinstance(data, dict) and ("values" in data or isinstance(data.get("checks"), list)):
             data = dict(data)
-            data["checks"] = expand_shared_values(data.get("checks"), data.pop("values"))
+            data["checks"] = decode_checks(data.get("checks"), data.pop("values", _NO_VALUES))
         return data
 
     @model_serializer(mode="wrap")
@@ -794,7 +706,9 @@ class CodeCheck(TaskPart):
                     data.pop(key, None)
             if not data.get("files"):
                 data.pop("files", None)
-            data["checks"], values = hoist_shared_values(data["checks"])
+            if data.get("timeout_seconds") == type(self).model_fields["timeout_seconds"].default:
+                del data["timeout_seconds"]
+            data["checks"], values = encode_checks(data["checks"])
             if values:
                 data["values"] = values
         return data
@@ -823,6 +737,16 @@ class VerifierSpec(CheckedTaskPart):
     code_weight: float | None = Field(default=None, ge=0, description="Defaults to 0.7 when a rubric exists, else 1.")
     rubric_weight: float | None = Field(default=None, ge=0, description="Defaults to 0.3 when code exists, else 1.")
     pass_threshold: float = Field(default=1.0, ge=0, le=1, description="A final score >= this counts as a pass.")
+
+    @model_serializer(mode="wrap")
+    def _written_without_defaults(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):
+        # a synthesized task's verifier is its code check: no `"rubric": null, "code_weight": null, ...` beside it
+        data = handler(self)
+        if info.mode == "json" and self.code is not None and self.code.kind == "checks":
+            for key in ("rubric", "code_weight", "rubric_weight", "pass_threshold"):
+                if key in data and data[key] == type(self).model_fields[key].default:
+                    del data[key]
+        return data
 
     @model_validator(mode="after")
     def _something_to_check(self) -> VerifierSpec:
@@ -889,6 +813,22 @@ class Task(Versioned, CheckedTaskPart):
     @classmethod
     def _file_name_safe_id(cls, v: str) -> str:
         return _check_task_id(v)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _workspace_refs(cls, data: Any) -> Any:
+        return decode_workspace_refs(data)
+
+    @model_serializer(mode="wrap")
+    def _written_with_workspace_refs(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):
+        # what a check copies from the workspace is named, not copied (encode_workspace_refs); the minor fields as
+        # Versioned writes them
+        data = handler(self)
+        for name in self.minor_fields:
+            if name in data and getattr(self, name) == type(self).model_fields[name].get_default(
+                    call_default_factory=True):
+                del data[name]
+        return encode_workspace_refs(data) if info.mode == "json" else data
 
 
 # --------------------------------------------------------------------------------------------- outcomes

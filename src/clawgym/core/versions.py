@@ -45,6 +45,9 @@ Minor additions in version 2 (no bump; an older clawgym reads every record that 
   `use`: :func:`clawgym.core.records.hoist_shared_values`); a clawgym from before refuses `values` as an unknown
   field. Unset fields of a workspace file and of a `checks` code check are no longer written as nulls (every
   version reads them absent as unset).
+* Task: a `checks` code check may be written shorter (`rows_from`, `{"refs": "others"}`, `workspace_digests`,
+  `"workspace_texts": true` with `{"workspace_text": PATH}`: :mod:`clawgym.core.check_encoding`), and its verifier
+  without its default fields; a clawgym from before refuses the first as unknown fields and reads the second.
 * Verdict: `checklib`, the check library that graded a task whose checks are data.
 """
 
