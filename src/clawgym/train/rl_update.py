@@ -33,6 +33,15 @@ the gradients are summed over the processes before the clip and the step (:func:
 process takes the same step, the one a single process takes on the whole batch. The loss's denominators are the
 whole mini-batch's (:class:`Norm` from its rows, whoever runs them), so the micro-batch losses of all processes
 add up to the single-process loss; the statistics are summed (or maxed) over the processes the same way.
+
+Sharded (``--fsdp``, :func:`shard_policy`): the same deal of micro-batches, but the policy is wrapped with PyTorch
+FSDP2 (``fully_shard`` on each decoder layer, then on the whole model), so each process holds a 1/N shard of every
+parameter (the frozen base's too), of the gradients and of Adam's state (ZeRO-3's partitioning); a layer's
+weights are all-gathered for its forward and backward, its gradients reduce-scattered (summed, not averaged).
+Those are collectives, so every process runs the same number of forward and backward passes per optimizer step: a
+process dealt fewer micro-batches of a mini-batch runs padding passes (a one-token row, loss times 0: a zero
+gradient). The gradient clip takes the global norm over the shards; what is published is gathered to rank 0
+(:func:`gather_state`).
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ import json
 import time
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -63,6 +73,8 @@ class UpdateResult:
     stats: dict[str, float] = field(default_factory=dict)
     epochs: list[dict[str, float]] = field(default_factory=list)  # each pass over the batch
     steps: list[dict[str, float]] = field(default_factory=list)  # each optimizer step (epoch, mini_batch, lr, ...)
+    # sharded: the full weights (and optimizer state) to publish, gathered to rank 0 by the caller (gather_state)
+    published: Any = None
 
 
 def micro_batches(rows: list[dict[str, Any]], max_tokens: int) -> list[list[dict[str, Any]]]:
@@ -197,6 +209,8 @@ class _MiniBatch:
     norm: Norm
     tokens: float
     batches: list[tuple[TokenBatch, torch.Tensor | None, torch.Tensor | None]] = field(default_factory=list)
+    padding: int = 0  # sharded: passes with zero loss weight, so every process runs as many as the busiest
+    pad: TokenBatch | None = None  # the padding passes' batch
 
 
 def process_world() -> tuple[int, int]:
@@ -302,7 +316,9 @@ def _check_same_inputs(model: Any, rows: list[dict[str, Any]], device: torch.dev
                                      r.get("trajectory_id"), r.get("step_index")] for r in rows]).encode())
     with torch.no_grad():
         # a float64 sum of each tensor (no copy of it): different draws of an adapter never sum alike
-        weights = sum(float(p.detach().sum(dtype=torch.float64)) for p in model.parameters() if p.requires_grad)
+        # (sharded weights differ per process by design: they were made equal before sharding, shard_policy)
+        weights = sum(float(p.detach().sum(dtype=torch.float64)) for p in model.parameters()
+                      if p.requires_grad and not _is_dtensor(p))
     t = torch.tensor([digest, weights, -digest, -weights], dtype=torch.float64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     if float(t[0]) != -float(t[2]):
@@ -319,6 +335,8 @@ def broadcast_trainable(model: Any) -> None:
 
     if process_world()[1] == 1:
         return
+    if is_sharded(model):
+        raise ValueError("broadcast_trainable after shard_policy: broadcast the weights before sharding them")
     with torch.no_grad():
         for p in model.parameters():
             if p.requires_grad:
@@ -387,6 +405,7 @@ def _prepare(model: Any, ref_model: Any, parts: list[list[dict[str, Any]]], runs
     update."""
     minis: list[_MiniBatch] = []
     rank, world = process_world()
+    sharded = is_sharded(model)
     with torch.no_grad(), _autocast(device, precision):
         grouping = tree_micro_batches if share_prefixes else micro_batches
         for part, run in zip(parts, runs, strict=True):
@@ -395,19 +414,36 @@ def _prepare(model: Any, ref_model: Any, parts: list[list[dict[str, Any]]], runs
             mini = _MiniBatch(norm=_norm(part), tokens=_norm(run).tokens)
             groups = grouping(run, micro_batch_tokens)
             if world > 1:
-                groups = assign_micro_batches(groups, world, share_prefixes)[rank]
+                dealt = assign_micro_batches(groups, world, share_prefixes)
+                groups = dealt[rank]
+                if sharded:  # the same number of passes in every process (FSDP's collectives)
+                    mini.padding = max(map(len, dealt)) - len(groups)
             for group in groups:
                 b = build_batch(group, pad_id, tree=share_prefixes).to(device)
-                start = token_logps(model, b)[0] if need_start else None
-                ref = None
-                if want_ref and ref_model is not None:  # a separate initial policy (full fine-tuning)
-                    ref, _ = token_logps(ref_model, b)
-                elif want_ref:
-                    with _reference(model):
-                        ref, _ = token_logps(model, b)
-                mini.batches.append((b, start, ref))
+                mini.batches.append((b, *_start_and_ref(model, ref_model, b, need_start, want_ref)))
+            if mini.padding:
+                mini.pad = build_batch([_PAD_ROW | {"prompt_ids": [pad_id], "response_ids": [pad_id]}], pad_id,
+                                       tree=share_prefixes).to(device)
+                for _ in range(mini.padding):  # the no-gradient passes the others run on their micro-batches
+                    _start_and_ref(model, ref_model, mini.pad, need_start, want_ref)
             minis.append(mini)
     return minis
+
+
+_PAD_ROW = {"advantage": 0.0, "response_mask": [1], "steps": 1}
+
+
+def _start_and_ref(model: Any, ref_model: Any, b: TokenBatch, need_start: bool,
+                   want_ref: bool) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The policy's logprobs of `b` before the first step (when needed) and the reference's (with a KL term)."""
+    start = token_logps(model, b)[0] if need_start else None
+    ref = None
+    if want_ref and ref_model is not None:  # a separate initial policy (full fine-tuning)
+        ref, _ = token_logps(ref_model, b)
+    elif want_ref:
+        with _reference(model):
+            ref, _ = token_logps(model, b)
+    return start, ref
 
 
 def _accumulate(model: Any, mini: _MiniBatch, cfg: ObjectiveConfig, *, device: torch.device, precision: str,
@@ -430,6 +466,13 @@ def _accumulate(model: Any, mini: _MiniBatch, cfg: ObjectiveConfig, *, device: t
         for k in ("ratio_mean", "clip_fraction", "kl", "kl_old", "entropy"):
             st_step[k] = st_step.get(k, 0.0) + st[k] * share
         st_step["ratio_max"] = max(st_step.get("ratio_max", 0.0), st["ratio_max"])
+    for _ in range(mini.padding):  # sharded: the passes the busiest process runs more (a zero gradient here)
+        b = mini.pad
+        tree_ctx = tree_attention(model, b.tree) if checkpointing and b.tree is not None else contextlib.nullcontext()
+        with tree_ctx:
+            with _autocast(device, precision):
+                logps, _ = token_logps(model, b)
+            (logps.sum() * 0.0).backward()  # through every layer: each one's reduce-scatter runs
     return st_step
 
 
@@ -483,12 +526,18 @@ def rl_update(model: Any, optimizer: torch.optim.Optimizer, rows: list[dict[str,
         or _dropout(model)
     device = next(model.parameters()).device  # rows are built on the CPU, then go where the policy is
     world = process_world()[1]
+    sharded = is_sharded(model)
     if world > 1:
         _check_same_inputs(model, rows, device)
+    _reset_peak_memory(device)
     model.eval()
     minis = _prepare(model, ref_model, parts, runs, need_start=need_start, want_ref=want_ref,
                      micro_batch_tokens=micro_batch_tokens, pad_id=pad_id, share_prefixes=share_prefixes,
                      device=device, precision=precision)
+    if sharded:
+        # FSDP keeps the root's parameters gathered after a forward (its embedding, often tied to the LM head):
+        # shard them again, so that `params` below are the sharded ones the optimizer holds, the memory freed
+        _reshard(model, ref_model)
     batches = [x for m in minis for x in m.batches]  # this process's
     total_tokens = sum(m.tokens for m in minis)  # the whole batch's
     result = UpdateResult()
@@ -516,15 +565,8 @@ def rl_update(model: Any, optimizer: torch.optim.Optimizer, rows: list[dict[str,
                 st_step = _accumulate(model, mini, cfg, device=device, precision=precision,
                                       checkpointing=gradient_checkpointing,
                                       measure_gap=measure_gap if epoch == 0 else None)
-                if world > 1:
-                    _all_reduce_grads(params)
-                    st_step = _reduce_stats(st_step, device)
-                if max_grad_norm is not None:
-                    st_step["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
-                if lr_schedule is not None and not lr_schedule.inert:
-                    lr_schedule.apply(optimizer, step)
-                st_step["lr"] = float(optimizer.param_groups[0]["lr"])
-                optimizer.step()
+                st_step = _step(optimizer, params, st_step, step, world=world, sharded=sharded, device=device,
+                                max_grad_norm=max_grad_norm, lr_schedule=lr_schedule)
                 result.steps.append({"step": step, "epoch": epoch, "mini_batch": i, **st_step})
                 step += 1
                 # the pass: each mini-batch's statistics weighted by its share of the tokens (one: its own)
@@ -546,10 +588,217 @@ def rl_update(model: Any, optimizer: torch.optim.Optimizer, rows: list[dict[str,
                     "optimizer_steps": len(result.steps), "update_s": round(time.monotonic() - t0, 3)}
     if world > 1:
         result.stats["processes"] = world
+    result.stats.update(_memory_stats(model, optimizer, device, sharded))
+    if sharded:
+        result.stats["padding_passes"] = _reduce_sum(sum(m.padding for m in minis), device)
     if gap["n"]:
         result.stats["engine_logprob_gap_mean"] = gap["sum"] / gap["n"]
         result.stats["engine_logprob_gap_max"] = gap["max"]
     return result
+
+
+def _step(optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter], st_step: dict[str, float], step: int,
+          *, world: int, sharded: bool, device: torch.device, max_grad_norm: float | None,
+          lr_schedule: LRSchedule | None) -> dict[str, float]:
+    """One optimizer step on the accumulated gradients (summed over the processes first, unless FSDP has already
+    reduce-scattered each micro-batch's), clipped; the step's statistics (the whole mini-batch's)."""
+    if world > 1:
+        if not sharded:
+            _all_reduce_grads(params)
+        st_step = _reduce_stats(st_step, device)
+    if max_grad_norm is not None:
+        st_step["grad_norm"] = _clip(params, max_grad_norm)
+    if lr_schedule is not None and not lr_schedule.inert:
+        lr_schedule.apply(optimizer, step)
+    st_step["lr"] = float(optimizer.param_groups[0]["lr"])
+    optimizer.step()
+    return st_step
+
+
+def _clip(params: list[torch.nn.Parameter], max_norm: float) -> float:
+    """Clip the gradients of `params` to `max_norm` in place; their norm before. Sharded gradients (DTensors) give
+    the global norm: each process's part of the sum of squares, summed over the processes."""
+    norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    return float(norm.full_tensor() if _is_dtensor(norm) else norm)
+
+
+def _reduce_sum(n: int, device: torch.device) -> int:
+    import torch.distributed as dist
+
+    t = torch.tensor([float(n)], dtype=torch.float64, device=device)
+    dist.all_reduce(t)
+    return int(t)
+
+
+def _memory_stats(model: Any, optimizer: torch.optim.Optimizer, device: torch.device,
+                  sharded: bool) -> dict[str, Any]:
+    """Per process (lists in rank order): the parameter, trainable and optimizer-state elements it holds, and its
+    peak memory (on a GPU the most torch allocated during the update; on the CPU the process's peak resident size
+    during the update where Linux lets it be reset, else since the process started)."""
+    params = list(model.parameters())
+    local = [sum(_local(p).numel() for p in params), sum(_local(p).numel() for p in params if p.requires_grad),
+             sum(_local(v).numel() for st in optimizer.state.values() for v in st.values()
+                 if torch.is_tensor(v) and v.dim() > 0)]
+    peak, kind = _peak_memory(device)
+    rows = [[*map(float, local), peak]]
+    rank, world = process_world()
+    if world > 1:
+        import torch.distributed as dist
+
+        t = torch.zeros((world, 4), dtype=torch.float64, device=device)
+        t[rank] = torch.tensor(rows[0], dtype=torch.float64)
+        dist.all_reduce(t)
+        rows = t.tolist()
+    out: dict[str, Any] = {
+        "param_numel": sum(p.numel() for p in params),  # the whole model's (a DTensor's numel is its full size)
+        "param_numel_local": [int(r[0]) for r in rows], "trainable_numel_local": [int(r[1]) for r in rows],
+        "optimizer_state_numel_local": [int(r[2]) for r in rows],
+        "peak_memory_mb": [round(r[3], 1) for r in rows], "peak_memory_of": kind}
+    if sharded:
+        out["fsdp"] = True
+    return out
+
+
+_PEAK_RESET = {"done": False}
+
+
+def _reset_peak_memory(device: torch.device) -> None:
+    """Start measuring the update's peak memory: torch's allocator peak on a GPU; on the CPU the process's peak
+    resident size (Linux: writing 5 to /proc/self/clear_refs resets VmHWM; elsewhere it is not reset)."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        _PEAK_RESET["done"] = True
+    except OSError:
+        _PEAK_RESET["done"] = False
+
+
+def _peak_memory(device: torch.device) -> tuple[float, str]:
+    """(MiB, what it measures) since :func:`_reset_peak_memory`."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20, "cuda max allocated during the update"
+    if _PEAK_RESET["done"]:
+        try:
+            for line in Path("/proc/self/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024, "process peak RSS during the update"
+        except OSError:
+            pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "process peak RSS since it started"
+
+
+def _is_dtensor(t: Any) -> bool:
+    from torch.distributed.tensor import DTensor
+
+    return isinstance(t, DTensor)
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """This process's part of `t` (its shard when sharded)."""
+    return t.to_local() if _is_dtensor(t) else t
+
+
+def _reshard(*models: Any) -> None:
+    from torch.distributed.fsdp import FSDPModule
+
+    for model in models:
+        for m in (model.modules() if model is not None else ()):
+            if isinstance(m, FSDPModule):
+                m.reshard()
+
+
+def is_sharded(model: Any) -> bool:
+    """Whether `model` was wrapped by :func:`shard_policy` (FSDP2)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+def _fully_shard(model: Any, device: torch.device) -> None:
+    """FSDP2 on each decoder layer (the classes transformers names in `_no_split_modules`), then the whole model;
+    gradients summed over the processes, not averaged (the loss is already the whole mini-batch's)."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    names = set(getattr(base, "_no_split_modules", None) or [])
+    layers = [m for m in model.modules() if type(m).__name__ in names]
+    if not layers:
+        raise ValueError(f"--fsdp: no decoder layer found in {type(base).__name__} (its _no_split_modules: "
+                         f"{sorted(names) or 'none'})")
+    for layer in layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    for m in model.modules():
+        if isinstance(m, FSDPModule):
+            # a plain SUM (not NCCL's PREMUL_SUM for the factor, which gloo lacks): divide by 1 after it, a no-op
+            m.set_gradient_divide_factor(1.0)
+            m.set_force_sum_reduction_for_comms(True)
+
+
+def shard_policy(model: Any, optimizer: torch.optim.Optimizer, ref_model: Any = None) -> torch.optim.Optimizer:
+    """Shard `model` across the processes in place (FSDP2; see the module's notes) and return an optimizer of the
+    same kind and settings over the sharded parameters, holding this process's shard of `optimizer`'s state (a
+    resumed adapter's Adam moments). `ref_model` (a separate reference of the KL term) is sharded the same way.
+    Every process must hold the same weights first (:func:`broadcast_trainable`): each keeps its own part of them.
+    The old optimizer must not be used after this."""
+    from torch.distributed.tensor import distribute_tensor
+
+    rank, world = process_world()
+    if world == 1:
+        raise ValueError("--fsdp shards the update across processes: run it under torchrun with 2 or more")
+    if is_sharded(model):
+        raise ValueError("the policy is already sharded")
+    device = next(model.parameters()).device
+    name_of = {id(p): n for n, p in model.named_parameters()}
+    groups = [([name_of[id(p)] for p in g["params"]], {k: v for k, v in g.items() if k != "params"})
+              for g in optimizer.param_groups]
+    state = {name_of[id(p)]: st for p, st in optimizer.state.items()}
+    optimizer.state.clear()  # the full tensors go once sharded
+    _fully_shard(model, device)
+    if ref_model is not None:
+        _fully_shard(ref_model, device)
+    params = dict(model.named_parameters())
+    new = type(optimizer)([{**settings, "params": [params[n] for n in names]} for names, settings in groups])
+    for n, st in state.items():  # each state tensor shaped like its parameter is sharded like it
+        p = params[n]
+        new.state[p] = {k: distribute_tensor(v.to(device), p.device_mesh, p.placements)
+                        if torch.is_tensor(v) and v.shape == p.shape else v for k, v in st.items()}
+    return new
+
+
+def gather_state(model: Any, optimizer: torch.optim.Optimizer | None, *, trainable_only: bool) -> Any:
+    """The full weights of a sharded `model` on rank 0's CPU (a collective: every process calls it; the others
+    get None): `(state_dict, optimizer_state)`, the state dict of the trainable parameters only (a LoRA adapter's)
+    or of every one, the optimizer's in the form `optimizer.state_dict()` has in one process (None without
+    `optimizer`). Each tensor is gathered in turn, so a process holds one whole tensor at a time beside its shard."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
+
+    full = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=trainable_only)
+    sd = get_model_state_dict(model, options=full)
+    first: dict[int, str] = {}
+    for n, p in model.named_parameters(remove_duplicate=False):
+        if first.setdefault(id(p), n) != n:  # a tied alias (an LM head sharing the embedding): saved once, as in
+            sd.pop(n, None)                  # one process (gathered copies no longer share storage to tell by)
+    osd = None
+    if optimizer is not None:
+        fqn = get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True,
+                                                                                 cpu_offload=True))
+        if fqn:  # keyed by parameter name: back to the optimizer's own numbering, its parameters in order
+            index = {n: i for i, n in enumerate(n for g in fqn["param_groups"] for n in g["params"])}
+            osd = {"state": {index[n]: st for n, st in fqn["state"].items()},
+                   "param_groups": [{**g, "params": [index[n] for n in g["params"]]} for g in fqn["param_groups"]]}
+    return (sd, osd) if process_world()[0] == 0 else None
 
 
 def _reduce_counts(counts: dict[str, int], gap: dict[str, Any],

@@ -11,7 +11,8 @@ Under `torchrun` (``python -m torch.distributed.run --nproc_per_node N -m clawgy
 process loads the same batch and policy (rank 0's trainable weights are broadcast), runs its share of each
 mini-batch and takes the same summed-gradient step: the result is the single-process update of the same batch.
 Only rank 0 writes. The process group is gloo on CPUs and NCCL on CUDA GPUs (one GPU per process, the process's
-``LOCAL_RANK``).
+``LOCAL_RANK``). With `fsdp` the policy is sharded across the processes (:func:`clawgym.train.rl_update.shard_policy`)
+and what is saved is gathered to rank 0 first (:func:`clawgym.train.rl_update.gather_state`).
 """
 
 from __future__ import annotations
@@ -83,7 +84,13 @@ def run_update(batch: Path, out: Path, opts: RLOptions, *, adapter: Path | None 
     )
     from clawgym.train.rl_objective import ObjectiveConfig
     from clawgym.train.rl_schedule import LRSchedule
-    from clawgym.train.rl_update import broadcast_trainable, process_world, rl_update
+    from clawgym.train.rl_update import (
+        broadcast_trainable,
+        gather_state,
+        process_world,
+        rl_update,
+        shard_policy,
+    )
 
     _check_update_options(opts)
     rows = read_batch(batch)
@@ -96,6 +103,8 @@ def run_update(batch: Path, out: Path, opts: RLOptions, *, adapter: Path | None 
         tok, model, opt = _trainable_model(opts, adapter, device)
         broadcast_trainable(model)
         ref_model = _reference_model(opts, None, device)  # the base model, as in `train rl`
+        if opts.fsdp:
+            opt = shard_policy(model, opt, ref_model)
         cfg = ObjectiveConfig(algo=opts.algo, clip_low=opts.clip, clip_high=opts.clip, kl_coef=opts.kl_coef,
                               max_response_len=opts.max_tokens)
         schedule = LRSchedule(opts.lr, opts.lr_schedule, opts.warmup_steps,
@@ -107,13 +116,16 @@ def run_update(batch: Path, out: Path, opts: RLOptions, *, adapter: Path | None 
                         gradient_checkpointing=opts.gradient_checkpointing)
         metrics = {"batch": str(batch), "processes": world, "device": device, "stats": upd.stats,
                    "steps": upd.steps, "epochs": upd.epochs}
+        # sharded: the weights to save gathered to rank 0 (every process takes part)
+        gathered = gather_state(model, None if opts.full else opt, trainable_only=not opts.full) \
+            if opts.fsdp and save else None
         if rank == 0:
             out.mkdir(parents=True, exist_ok=True)
             if save and opts.full:
-                model.save_pretrained(str(out / "weights"))
+                model.save_pretrained(str(out / "weights"), **({"state_dict": gathered[0]} if gathered else {}))
                 tok.save_pretrained(str(out / "weights"))
             elif save:
-                _save_adapter(model, opt, out / "adapter")
+                _save_adapter(model, opt, out / "adapter", gathered)
             write_text(out / "metrics.json", json.dumps(metrics, indent=2) + "\n")
         if world > 1:
             dist.barrier()  # the others return once rank 0's files are in place
