@@ -280,6 +280,10 @@ def rl_cmd(
     clip: float = typer.Option(0.2, "--clip", min=0.0, help="Ratio clip epsilon."),
     lr: float | None = typer.Option(None, "--lr", min=0.0, help="Learning rate (default 1e-4 with LoRA, 1e-5 with --full)."),
     lora_r: int = typer.Option(16, "--lora-r", min=1),
+    init_adapter: Path | None = typer.Option(
+        None, "--init-adapter", help="Start from this LoRA adapter of MODEL (e.g. `train sft`'s final/, unmerged): "
+        "policy v0 is MODEL with it, served as an adapter (a q4 server keeps the base's 4-bit blocks); RL trains it "
+        "further (its own rank; --lora-r is not used)."),
     full: bool = typer.Option(False, "--full", help="Train every weight instead of a LoRA adapter; each version is "
                               "published as full weights (POST /update_weights_from_disk: clawgym serve, SGLang)."),
     epochs: int = typer.Option(1, "--epochs", min=1, help="Passes over each batch."),
@@ -297,6 +301,9 @@ def rl_cmd(
                               "with it), bf16 (a LoRA adapter stays fp32) or fp32."),
     gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help="Recompute activations in "
                                                 "the backward pass: less memory, the same gradient."),
+    fsdp: bool = typer.Option(False, "--fsdp", help="Under torchrun: shard the policy, its gradients and Adam's "
+                              "state across the processes (FSDP2, ZeRO-3's partitioning) instead of each holding "
+                              "all of them; rank 0 gathers what it publishes."),
     report_to: str = typer.Option("none", "--report-to", help="Also log metrics to tensorboard (OUT/tensorboard) or "
                                   "wandb."),
     max_staleness: int = typer.Option(0, "--max-staleness", min=0, help="Train on steps at most this many versions old."),
@@ -372,7 +379,8 @@ def rl_cmd(
                      progress=progress_rewards or credit == "progress", mini_batches=mini_batches,
                      micro_batch_tokens=micro_batch_tokens, lr_schedule=lr_schedule, warmup_steps=warmup_steps,
                      max_grad_norm=max_grad_norm or None, dtype=dtype, gradient_checkpointing=gradient_checkpointing,
-                     report_to=report_to, async_rollouts=async_rollouts, weights_route=weights_route)
+                     report_to=report_to, async_rollouts=async_rollouts, weights_route=weights_route, fsdp=fsdp,
+                     init_adapter=str(init_adapter) if init_adapter else None)
 
     def show(kind: str, data: dict) -> None:
         if kind == "rollout":
@@ -440,6 +448,8 @@ def rl_update_cmd(
                                         "(autocast) or auto."),
     gradient_checkpointing: bool = typer.Option(False, "--gradient-checkpointing", help="Recompute activations in "
                                                 "the backward pass."),
+    fsdp: bool = typer.Option(False, "--fsdp", help="Under torchrun: shard the policy, its gradients and Adam's "
+                              "state across the processes (FSDP2) instead of each holding all of them."),
     share_prefixes: bool = typer.Option(True, "--share-prefixes/--no-share-prefixes", help="Run the tokens the "
                                         "rows of a micro-batch share once (a prefix tree)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N (under torchrun on GPUs: each "
@@ -468,7 +478,7 @@ def rl_update_cmd(
                      mini_batches=mini_batches, micro_batch_tokens=micro_batch_tokens, lr_schedule=lr_schedule,
                      warmup_steps=warmup_steps, max_grad_norm=max_grad_norm or None, max_tokens=max_tokens,
                      dtype=dtype, train_precision=train_precision, gradient_checkpointing=gradient_checkpointing,
-                     share_prefixes=share_prefixes, device=device, seed=seed)
+                     share_prefixes=share_prefixes, device=device, seed=seed, fsdp=fsdp)
     try:
         metrics = run_update(batch, output, opts, adapter=adapter, save=save)
     except (ValueError, ClawgymError) as exc:

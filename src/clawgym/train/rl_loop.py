@@ -83,6 +83,9 @@ class RLOptions:
     episode_timeout: float | None = None
     precision: str = "fp32"
     full: bool = False  # every weight instead of a LoRA adapter (published as full weights)
+    # a LoRA adapter of `model` to start from (e.g. the SFT student's, not merged): policy v0 is the model with it,
+    # served as an adapter (so a q4 server keeps the base's 4-bit blocks), and RL trains it further
+    init_adapter: str | None = None
     executor: Any = None  # where the rollout phase runs: an entered clawgym.rollout.executor.Executor (None: local)
     agent: str = "llm"  # who makes the rollouts: llm (the built-in agent) or openclaw (the black-box agent)
     train_precision: str = "fp32"  # the update's forward passes: fp32, bf16 (autocast; fp32 weights and loss), auto
@@ -95,6 +98,9 @@ class RLOptions:
     max_grad_norm: float | None = 1.0  # each step's gradient clipped to this norm; None: not clipped
     dtype: str = "fp32"  # auto | bf16 | fp32: the policy's weights in the update (clawgym.train.dtypes)
     gradient_checkpointing: bool = False  # recompute activations in the backward pass (less memory, same gradient)
+    # under torchrun: shard the policy, its gradients and Adam's state across the processes (FSDP2, ZeRO-3's
+    # partitioning; clawgym.train.rl_update.shard_policy) instead of each process holding all of them
+    fsdp: bool = False
     report_to: str = "none"  # none | tensorboard | wandb, besides metrics.jsonl (clawgym.train.rl_report)
     # one-step asynchronous rollouts: iteration v + 1's episodes are made by policy v while v's update runs (needs
     # max_staleness >= 1 to train on them)
@@ -271,8 +277,9 @@ def _trainable_model(opts: RLOptions, adapter: Path | None, device: str = "cpu")
         return tok, model, opt
     # a bf16 base keeps its LoRA adapter in fp32 (peft's autocast_adapter_dtype): fp32 master weights
     base = AutoModelForCausalLM.from_pretrained(str(path), dtype=_weights_dtype(opts)).to(device)
-    if adapter is not None:
-        model = PeftModel.from_pretrained(base, str(adapter), is_trainable=True)
+    start = adapter or (Path(opts.init_adapter) if opts.init_adapter else None)
+    if start is not None:
+        model = PeftModel.from_pretrained(base, str(start), is_trainable=True)
     else:
         cfg = LoraConfig(r=opts.lora_r, lora_alpha=opts.lora_alpha or 2 * opts.lora_r, lora_dropout=0.0,
                          target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
@@ -295,6 +302,8 @@ def _weights_dtype(opts: RLOptions) -> Any:
 
 def _check_update_options(opts: RLOptions) -> None:
     """The update's settings (dtype, report_to, LR schedule, mini-batches), checked before anything loads."""
+    import os
+
     from clawgym.train.dtypes import check_dtype
     from clawgym.train.reporting import check_report_to
     from clawgym.train.rl_schedule import LRSchedule
@@ -305,6 +314,9 @@ def _check_update_options(opts: RLOptions) -> None:
         LRSchedule(opts.lr, opts.lr_schedule, opts.warmup_steps)
         if opts.mini_batches < 1:
             raise ValueError(f"mini_batches {opts.mini_batches}: at least 1")
+        if opts.fsdp and int(os.environ.get("WORLD_SIZE", "1")) < 2:
+            raise ValueError("--fsdp shards the update across processes: run it under torchrun with 2 or more "
+                             "(torchrun --nproc_per_node N -m clawgym ...)")
         if opts.async_rollouts and opts.max_staleness < 1:
             raise ValueError("async rollouts train on episodes of the policy before the one being updated: they "
                              "need --max-staleness 1 or more")
@@ -312,28 +324,30 @@ def _check_update_options(opts: RLOptions) -> None:
         raise RLError(str(exc)) from None
 
 
-def _save_adapter(model: Any, opt: Any, dest: Path) -> None:
-    """Save atomically: written to a temp dir beside `dest`, renamed into place."""
+def _save_adapter(model: Any, opt: Any, dest: Path, gathered: Any = None) -> None:
+    """Save atomically: written to a temp dir beside `dest`, renamed into place. `gathered`: a sharded policy's
+    (adapter weights, optimizer state), gathered to this process (clawgym.train.rl_update.gather_state)."""
     import shutil
 
     import torch
 
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp))
-    torch.save(opt.state_dict(), tmp / "optimizer.pt")
+    model.save_pretrained(str(tmp), **({"state_dict": gathered[0]} if gathered else {}))
+    torch.save(gathered[1] if gathered else opt.state_dict(), tmp / "optimizer.pt")
     if dest.exists():
         shutil.rmtree(dest)
     tmp.rename(dest)
 
 
-def _save_full(model: Any, tok: Any, dest: Path, keep: int = 2) -> None:
-    """Save the whole model atomically (temp dir, rename), then remove all but the last `keep` versions."""
+def _save_full(model: Any, tok: Any, dest: Path, keep: int = 2, gathered: Any = None) -> None:
+    """Save the whole model atomically (temp dir, rename), then remove all but the last `keep` versions.
+    `gathered`: a sharded model's full weights, gathered to this process (see :func:`_save_adapter`)."""
     import shutil
 
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp))
+    model.save_pretrained(str(tmp), **({"state_dict": gathered[0]} if gathered else {}))
     tok.save_pretrained(str(tmp))
     if dest.exists():
         shutil.rmtree(dest)
@@ -430,11 +444,16 @@ class _Served:
 
     def __init__(self, server: PolicyServer, opts: RLOptions, adapter_dir: Path, fresh: bool):
         self.server, self.full, self.dir, self.model = server, opts.full, adapter_dir, opts.model
+        self.init_adapter = opts.init_adapter  # version 0 is this adapter on the base model
         # a server started here serves the base model; a given one, with full weights, may serve anything
-        self.loaded: set[int] = {0} if fresh or not opts.full else set()
+        self.loaded: set[int] = {0} if (fresh or not opts.full) and not self.init_adapter else set()
 
     def ensure(self, version: int) -> None:
-        if version in self.loaded or (version == 0 and not self.full):
+        if version in self.loaded or (version == 0 and not self.full and not self.init_adapter):
+            return
+        if version == 0 and self.init_adapter and not self.full:
+            self.server.publish(adapter_name(0), Path(self.init_adapter))
+            self.loaded.add(0)
             return
         if self.full:
             if version == 0:
@@ -452,7 +471,8 @@ class _Served:
         """Publish the version just made and retire the adapters of older ones."""
         self.ensure(version)
         if not self.full:
-            for old in sorted(v for v in self.loaded if 0 < v < version):
+            first = 0 if self.init_adapter else 1  # version 0 is an adapter too when RL started from one
+            for old in sorted(v for v in self.loaded if first <= v < version):
                 self.server.retire(adapter_name(old))
                 self.loaded.discard(old)
 
@@ -519,6 +539,16 @@ def run_rl(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,
     processes return []."""
     if not tasks:
         raise RLError("no tasks to train on")
+    if opts.init_adapter:
+        if opts.full:
+            raise RLError("--init-adapter starts a LoRA adapter; --full trains every weight (merge the adapter first: "
+                          "`clawgym train export`)")
+        if opts.kl_coef > 0:
+            raise RLError("--init-adapter with --kl-coef: the KL reference is the model with its adapter switched "
+                          "off, which would be the base without the starting adapter; use --kl-coef 0")
+        if not (Path(opts.init_adapter) / "adapter_config.json").is_file():
+            raise RLError(f"--init-adapter {opts.init_adapter}: no adapter_config.json there (a LoRA adapter "
+                          "directory, e.g. the final/ of `clawgym train sft`)")
     if opts.full and opts.precision == "q4":
         raise RLError("--full with --precision q4: fully trained weights leave the 4-bit grid q4 decodes from; "
                       "use fp32 or bf16")
@@ -558,12 +588,14 @@ def _update_setup(opts: RLOptions, adapter: Path | None, device: str) -> tuple[A
     from clawgym.core.precision import resolve_precision
     from clawgym.train.rl_objective import ObjectiveConfig
     from clawgym.train.rl_schedule import LRSchedule
-    from clawgym.train.rl_update import broadcast_trainable
+    from clawgym.train.rl_update import broadcast_trainable, shard_policy
 
     torch.manual_seed(opts.seed)
     tok, model, opt = _trainable_model(opts, adapter, device)
     broadcast_trainable(model)
     ref_model = _reference_model(opts, None, device)
+    if opts.fsdp:
+        opt = shard_policy(model, opt, ref_model)
     cfg = ObjectiveConfig(algo=opts.algo, clip_low=opts.clip, clip_high=opts.clip, kl_coef=opts.kl_coef,
                           max_response_len=opts.max_tokens)
     schedule = LRSchedule(opts.lr, opts.lr_schedule, opts.warmup_steps,
@@ -572,17 +604,21 @@ def _update_setup(opts: RLOptions, adapter: Path | None, device: str) -> tuple[A
 
 
 def _update_fn(opts: RLOptions, setup: tuple[Any, ...]) -> Callable[[list[dict[str, Any]], int], Any]:
-    """The update of one batch (rows, the run's optimizer steps so far), as every process runs it."""
-    from clawgym.train.rl_update import rl_update
+    """The update of one batch (rows, the run's optimizer steps so far), as every process runs it (sharded, the
+    weights to publish are then gathered to rank 0: `published` of the result)."""
+    from clawgym.train.rl_update import gather_state, rl_update
 
     tok, model, opt, ref_model, cfg, schedule, train_precision = setup
 
     def update(rows: list[dict[str, Any]], first_step: int) -> Any:
-        return rl_update(model, opt, rows, cfg, epochs=opts.epochs, micro_batch_tokens=opts.micro_batch_tokens,
-                         pad_id=tok.pad_token_id or 0, ref_model=ref_model, precision=train_precision,
-                         share_prefixes=opts.share_prefixes, mini_batches=opts.mini_batches,
-                         lr_schedule=schedule, first_step=first_step, max_grad_norm=opts.max_grad_norm,
-                         gradient_checkpointing=opts.gradient_checkpointing)
+        upd = rl_update(model, opt, rows, cfg, epochs=opts.epochs, micro_batch_tokens=opts.micro_batch_tokens,
+                        pad_id=tok.pad_token_id or 0, ref_model=ref_model, precision=train_precision,
+                        share_prefixes=opts.share_prefixes, mini_batches=opts.mini_batches,
+                        lr_schedule=schedule, first_step=first_step, max_grad_norm=opts.max_grad_norm,
+                        gradient_checkpointing=opts.gradient_checkpointing)
+        if opts.fsdp:
+            upd.published = gather_state(model, None if opts.full else opt, trainable_only=not opts.full)
+        return upd
 
     return update
 
@@ -630,7 +666,7 @@ def _lead(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,  # noq
                 prefix = f"v{n}.r{state.starts[key]}."
                 b = _behaviour_version(n, opts)
                 served_versions.ensure(b)  # a resumed run publishes the policy again (and with async, the one before)
-                served = adapter_name(b) if b > 0 and not opts.full else opts.model
+                served = adapter_name(b) if (b > 0 or opts.init_adapter) and not opts.full else opts.model
                 it_tasks = tasks_of_iteration(tasks, opts.tasks_per_iter, n, opts.seed)
                 emit("rollout", {"version": n, "tasks": len(it_tasks), "samples": opts.samples, "policy": b})
                 t0 = time.monotonic()
@@ -697,9 +733,9 @@ def _lead(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,  # noq
                 dest = adapter_dir / f"v{new}"
                 dest.parent.mkdir(exist_ok=True)
                 if opts.full:
-                    _save_full(model, tok, dest)
+                    _save_full(model, tok, dest, gathered=upd.published)
                 else:
-                    _save_adapter(model, opt, dest)
+                    _save_adapter(model, opt, dest, upd.published)
                 state.version = new
                 state.optimizer_steps += int(upd.stats.get("optimizer_steps", 0))
                 state.trained_groups = sorted(set(state.trained_groups) | this_iter | {r["group_id"] for r in rows})
