@@ -1,25 +1,36 @@
 #!/usr/bin/env python3
-"""RL over the SFT student: does `clawgym train rl` improve the learning experiment's student on held-out tasks?
+"""RL over the SFT student, designed so that an effect can be seen: does `clawgym train rl` raise the learning
+experiment's student on fresh held-out tasks of the families it trained on?
 
-A benchmark, not a test. Stages (each resumes from what an interrupted run left in --out):
+A benchmark, not a test. Every setting below was fixed before the first run of this design; nothing here chooses a
+setting from a held-out score. Stages (each resumes from what an interrupted run left in --out):
 
 0. The SFT student of the learning experiment (``benchmarks/learning/experiment.py --stop-after train`` in
-   --work, the same defaults as the table in docs/learning.md), unless --work already holds it.
-1. RL training tasks: ``--rl-tasks`` tasks of the three families where the student is weakest (build_plan,
-   edit_config, draft_message), synthesized from the *train* half of the personas with their own seed (never the
-   held-out seed or personas), with written-out reference answers.
-2. The held-out score before RL: the student on the experiment's held-out tasks (all 25, all five families), with
-   the built-in agent, greedy, the experiment's limits, the model served at ``--eval-precision``.
-3. For each seed: ``train rl`` from the student (k samples per task, --tasks-per-iter tasks per iteration, LoRA,
-   GRPO, outcome credit), iterating until ``--iterations`` or until the next iteration would not fit in
-   ``--budget-min`` minus the time of the evaluation; then the last policy (the student + its adapter, served by
-   name) on the held-out tasks, alike.
+   --work, its defaults), unless --work already holds it. RL starts from the student's LoRA adapter
+   (``--work/sft/final``, not merged), served on the base model at ``--precision`` (bf16: measured before the
+   first run on the workload's shape, 13 requests of ~1,200 prompt tokens sharing 800, 128 new tokens each, the
+   adapter applied, one server thread: bf16 46.7 tokens/s, q4 23.9, fp32 19.8; q4's kernel wins for one sequence,
+   not for a batch).
+1. Candidate RL tasks: ``--candidates`` tasks of all five families, synthesized from the *train* half of the
+   personas with ``--rl-seed``.
+2. Screening: the student on every candidate, ``--screen-k`` samples at the RL temperature. A task is a training
+   task when its samples' scores differ (a GRPO group with a signal); the RL families are the families with at
+   least ``--min-family-tasks`` such tasks. Chosen on training tasks only.
+3. The held-out set: ``--held-out-tasks`` fresh tasks of the RL families only, from the *other* half of the
+   personas with ``--held-out-seed`` (a seed no setting was chosen on, never the learning experiment's 303).
+4. Before (and control): the student, greedy, on the held-out set and on the training tasks. The control of the
+   design is this run: the same loop with its update switched off leaves the student's adapter unchanged (a zero
+   update), served the same way.
+5. For each credit in ``--credits`` and seed in ``--seeds``: ``train rl`` from the student's adapter (k =
+   ``--samples``, ``--tasks-per-iter`` tasks an iteration, ``--mini-batches`` optimizer steps per iteration, GRPO),
+   iterating while the next iteration fits in ``--rl-minutes``; the adapter's change from the student's is
+   measured; then the last policy, greedy, on the held-out set and the training tasks.
 
-It prints JSON (written to --out/results.json and, with --save, to benchmarks/learning/results/) with the
-held-out mean and pass rate before and after per seed and per family, the reward curve per iteration, every
-iteration's phase times, and the goal: the held-out mean up by >= 0.10 over the student in under 90 minutes
-(RL and its evaluation, per seed, on these 2 cores). Nothing here chooses a setting from held-out scores: the
-settings below were fixed before the first run.
+It prints JSON (written to --out/results.json and, with --save, to benchmarks/learning/results/): every setting,
+the commit, each run's curve (reward, KL, clip fraction, grad norm per iteration), the weight change, held-out and
+training-task scores before and after with a paired bootstrap 95 % interval of the change over tasks, per
+family, and every stage's time. The goal: held-out mean up >= 0.10 over the student with the interval above 0,
+the whole experiment within one 3-hour session on 2 cores.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import sys
 import time
 from pathlib import Path
@@ -35,9 +47,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1].parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-RL_OPERATIONS = ["build_plan", "edit_config", "draft_message"]
+FAMILIES = ["convert_format", "clean_data", "build_plan", "draft_message", "edit_config"]
 GOAL_DELTA = 0.10
-GOAL_MINUTES = 90.0
+GOAL_MINUTES = 180.0
+BASE_MODEL = "smollm2-135m"
 README_START = "<!-- rl-experiment:start -->"
 README_END = "<!-- rl-experiment:end -->"
 
@@ -46,100 +59,144 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def evaluate(tasks_path: Path, model: str, run_dir: Path, args, backend, *, base_url: str | None = None) -> dict:
-    """The built-in agent on `tasks_path` with the experiment's limits (resumes a partial run)."""
-    from experiment import per_operation
+def family(task) -> str:
+    return (task.operations or ["?"])[0]
 
+
+def run_policy(tasks_path: Path, adapter: Path, run_dir: Path, args, backend, *, samples: int = 1,
+               temperature: float = 0.0, max_tokens: int | None = None, seed: int | None = None) -> dict[str, list[float]]:
+    """The base model with `adapter` (served by name, at --precision) on every task of `tasks_path`: the
+    built-in agent with the experiment's limits; {task id: [score of each sample]} (an unscored episode counts 0,
+    an infrastructure error is left out). Resumes a partial run."""
+    from clawgym.core.jsonl import read_records
+    from clawgym.core.records import Trajectory
     from clawgym.evaluation.run import run_eval
     from clawgym.evaluation.suites import load_suite
     from clawgym.rollout.runner import RolloutOptions
     from clawgym.rollout.setup import AgentSpec
     from clawgym.sandbox.base import SandboxLimits
-
-    suite = load_suite(str(tasks_path))
-    spec = AgentSpec(name="llm", model=model, base_url=base_url, max_turns=args.max_turns,
-                     max_tokens=args.eval_max_tokens, temperature=0.0, llm_concurrency=args.concurrency,
-                     request_timeout=1800.0, policy_version=Path(model).name, precision=args.eval_precision)
-    options = RolloutOptions(samples=1, jobs=args.concurrency, limits=SandboxLimits(memory_mb=1024),
-                             keep_workspaces=False, episode_timeout=3600.0)
-    report = run_eval(suite, spec, backend, run_dir, options, chart=False)
-    overall = report["overall"]
-    return {"tasks": len(suite.tasks), "mean_score": overall.get("mean_score"), "pass_rate": overall.get("pass_rate"),
-            "infra_errors": overall.get("infra_errors"), "per_operation": per_operation(tasks_path, run_dir)}
-
-
-def evaluate_policy(tasks_path: Path, student: Path, adapter: Path | None, run_dir: Path, args, backend) -> dict:
-    """The student with `adapter` (served by name next to it), or the student alone."""
-    if adapter is None:
-        return evaluate(tasks_path, str(student), run_dir, args, backend)
     from clawgym.serve.server import ServerProcess
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    with ServerProcess(str(student), log_path=run_dir / "server.log", precision=args.eval_precision,
+    suite = load_suite(str(tasks_path))
+    with ServerProcess(BASE_MODEL, log_path=run_dir / "server.log", precision=args.precision,
                        loras={"policy": str(adapter)}) as server:
-        return evaluate(tasks_path, "policy", run_dir, args, backend, base_url=server.base_url)
+        spec = AgentSpec(name="llm", model="policy", base_url=server.base_url, max_turns=args.max_turns,
+                         max_tokens=max_tokens or args.max_tokens, temperature=temperature,
+                         llm_concurrency=args.concurrency, request_timeout=1800.0, policy_version=adapter.name,
+                         precision=args.precision, seed=seed)
+        options = RolloutOptions(samples=samples, jobs=args.concurrency, limits=SandboxLimits(memory_mb=1024),
+                                 keep_workspaces=False, episode_timeout=3600.0)
+        run_eval(suite, spec, backend, run_dir, options, chart=False)
+    scores: dict[str, list[float]] = {}
+    for r in read_records(run_dir / "trajectories.jsonl", Trajectory):
+        if r.verdict is not None and r.verdict.status == "infra_error":
+            continue
+        scores.setdefault(r.task_id, []).append(r.verdict.score if r.verdict else 0.0)
+    return scores
 
 
-def rl_seed(seed: int, tasks, student: Path, out: Path, args, backend, held_out: Path) -> dict:
+def greedy_scores(tasks_path: Path, adapter: Path, run_dir: Path, args, backend) -> dict[str, float]:
+    return {t: s[0] for t, s in run_policy(tasks_path, adapter, run_dir, args, backend).items()}
+
+
+def summarize(scores: dict[str, float], fam: dict[str, str]) -> dict:
+    vals = list(scores.values())
+    per: dict[str, list[float]] = {}
+    for t, s in scores.items():
+        per.setdefault(fam[t], []).append(s)
+    return {"tasks": len(vals), "mean_score": round(sum(vals) / len(vals), 4) if vals else None,
+            "pass_rate": round(sum(v >= 1.0 for v in vals) / len(vals), 4) if vals else None,
+            "per_family": {f: {"tasks": len(v), "mean_score": round(sum(v) / len(v), 4),
+                               "pass_rate": round(sum(x >= 1.0 for x in v) / len(v), 4)} for f, v in sorted(per.items())}}
+
+
+def paired_bootstrap(before: dict[str, float], after: dict[str, float], *, n: int = 10_000, seed: int = 0) -> dict:
+    """The mean change over tasks scored both times, and its percentile 95 % interval (tasks resampled)."""
+    ids = sorted(set(before) & set(after))
+    d = [after[i] - before[i] for i in ids]
+    if not d:
+        return {"tasks": 0, "delta": None, "ci95": None}
+    rng = random.Random(seed)
+    means = sorted(sum(d[rng.randrange(len(d))] for _ in d) / len(d) for _ in range(n))
+    return {"tasks": len(d), "delta": round(sum(d) / len(d), 4),
+            "ci95": [round(means[int(0.025 * n)], 4), round(means[int(0.975 * n) - 1], 4)],
+            "improved": sum(x > 0 for x in d), "worse": sum(x < 0 for x in d)}
+
+
+def weight_change(start: Path, trained: Path) -> dict:
+    """How far the adapter moved: the norm of the change of its LoRA update (scale * B @ A, summed over modules)
+    against the norm of the starting one, and of the raw A/B tensors."""
+    from safetensors.torch import load_file
+
+    a, b = load_file(str(start / "adapter_model.safetensors")), load_file(str(trained / "adapter_model.safetensors"))
+    raw = sum(float((b[k] - a[k]).pow(2).sum()) for k in a) ** 0.5
+    raw0 = sum(float(a[k].pow(2).sum()) for k in a) ** 0.5
+    delta = start_norm = 0.0
+    for k in a:
+        if ".lora_A." not in k:
+            continue
+        kb = k.replace(".lora_A.", ".lora_B.")
+        w0, w1 = a[kb] @ a[k], b[kb] @ b[k]
+        delta += float((w1 - w0).pow(2).sum())
+        start_norm += float(w0.pow(2).sum())
+    return {"adapter_tensors_relative": round(raw / raw0, 5) if raw0 else None,
+            "lora_update_relative": round((delta / start_norm) ** 0.5, 5) if start_norm else None}
+
+
+def rl_run(name: str, credit: str, seed: int, tasks, start: Path, out: Path, args, backend, train_path: Path,
+           held_path: Path, fam: dict[str, str], before: dict) -> dict:
+    from clawgym.core.atomic import write_json
     from clawgym.train.rl_loop import RLOptions, RLState, run_rl
 
     out.mkdir(parents=True, exist_ok=True)
     done_path = out / "done.json"
     if done_path.exists():
         return json.loads(done_path.read_text())
+    spent_path = out / "spent.json"
+    spent = float(json.loads(spent_path.read_text())["seconds"]) if spent_path.exists() else 0.0
     t0 = time.monotonic()
-    spent = float(json.loads((out / "spent.json").read_text())["seconds"]) if (out / "spent.json").exists() else 0.0
-    budget = args.budget_min * 60.0
-    eval_estimate = args.eval_estimate_min * 60.0
-    iteration_times: list[float] = []
+    times: list[float] = []
     try:
         while True:
             state = RLState.load(out / "state.json")
-            if state.version >= args.iterations:
-                break
             elapsed = spent + time.monotonic() - t0
-            next_cost = max(iteration_times) if iteration_times else 0.0
-            if state.version > 0 and elapsed + next_cost + eval_estimate > budget:
-                log(f"seed {seed}: stopping at v{state.version}: another iteration (~{next_cost / 60:.0f} min) and the "
-                    f"evaluation (~{eval_estimate / 60:.0f} min) would pass the {args.budget_min:.0f}-minute budget")
+            if state.version >= args.max_iterations:
                 break
-            opts = RLOptions(model=str(student), samples=args.samples, tasks_per_iter=args.tasks_per_iter,
-                             iterations=state.version + 1, temperature=args.temperature, max_turns=args.max_turns,
-                             max_tokens=args.rl_max_tokens, algo="grpo", credit="outcome", lr=args.lr,
-                             lora_r=args.lora_r, seed=seed, jobs=args.jobs, sandbox=args.sandbox,
-                             episode_timeout=1800.0, precision=args.eval_precision)
+            if state.version > 0 and elapsed + (max(times) if times else elapsed / state.version) > args.rl_minutes * 60:
+                log(f"{name}: stopping at v{state.version}: another iteration would pass {args.rl_minutes:.0f} min")
+                break
+            opts = RLOptions(model=BASE_MODEL, init_adapter=str(start), samples=args.samples,
+                             tasks_per_iter=args.tasks_per_iter, iterations=state.version + 1,
+                             temperature=args.temperature, max_turns=args.max_turns, max_tokens=args.rl_max_tokens,
+                             algo="grpo", credit=credit, lr=args.lr, mini_batches=args.mini_batches, seed=seed,
+                             jobs=args.jobs, sandbox=args.sandbox, episode_timeout=1800.0, precision=args.precision)
             t_it = time.monotonic()
-            log(f"seed {seed}: iteration v{state.version}")
-            rows = run_rl(tasks, out, opts, backend=backend)
-            iteration_times.append(time.monotonic() - t_it)
-            for r in rows:
-                log(f"seed {seed}: v{r['version']} mean reward {r['mean_reward']:.3f} pass {r['pass_rate']:.2f}; "
+            log(f"{name}: iteration v{state.version}")
+            for r in run_rl(tasks, out, opts, backend=backend):
+                log(f"{name}: v{r['version']} mean reward {r['mean_reward']:.3f} pass {r['pass_rate']:.2f}; "
                     f"rollout {r['rollout_s']:.0f} s, train {r['train_s']:.0f} s")
-            from clawgym.core.atomic import write_json
-
-            write_json(out / "spent.json", {"seconds": spent + time.monotonic() - t0})
-    finally:  # also when interrupted (Ctrl-C, SIGTERM): a rerun counts the time already spent
-        from clawgym.core.atomic import write_json
-
-        write_json(out / "spent.json", {"seconds": spent + time.monotonic() - t0})
-    state = RLState.load(out / "state.json")
-    adapter = out / "adapters" / f"v{state.version}" if state.version > 0 else None
+            times.append(time.monotonic() - t_it)
+            write_json(spent_path, {"seconds": spent + time.monotonic() - t0})
+    finally:  # also when interrupted: a rerun counts the time already spent
+        write_json(spent_path, {"seconds": spent + time.monotonic() - t0})
     rl_seconds = spent + time.monotonic() - t0
+    state = RLState.load(out / "state.json")
+    adapter = out / "adapters" / f"v{state.version}" if state.version > 0 else start
     t_eval = time.monotonic()
-    log(f"seed {seed}: evaluating policy v{state.version} on the held-out tasks")
-    after = evaluate_policy(held_out, student, adapter, out / "eval_after", args, backend)
-    eval_seconds = time.monotonic() - t_eval
-    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()] \
+    log(f"{name}: evaluating policy v{state.version}")
+    held = greedy_scores(held_path, adapter, out / "eval_held_out", args, backend)
+    train = greedy_scores(train_path, adapter, out / "eval_train", args, backend)
+    metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()] \
         if (out / "metrics.jsonl").exists() else []
-    res = {"seed": seed, "versions": state.version, "after": after, "rl_seconds": round(rl_seconds, 1),
-           "eval_seconds": round(eval_seconds, 1), "total_minutes": round((rl_seconds + eval_seconds) / 60, 1),
-           "curve": [{k: m.get(k) for k in ("version", "mean_reward", "pass_rate", "rollout_s", "train_s", "tokens",
-                                             "rows", "packed_rows", "rows_run", "sequence_tokens", "kl",
-                                             "clip_fraction", "ratio_max", "engine_logprob_gap_mean",
-                                             "rollout_tokens_per_s", "train_tokens_per_s", "per_operation")}
-                     for m in metrics]}
-    from clawgym.core.atomic import write_json
-
+    res = {"name": name, "credit": credit, "seed": seed, "versions": state.version,
+           "weight_change": weight_change(start, adapter) if adapter != start else None,
+           "held_out": summarize(held, fam), "train_tasks": summarize(train, fam),
+           "held_out_change": paired_bootstrap(before["held_out_scores"], held),
+           "train_tasks_change": paired_bootstrap(before["train_scores"], train),
+           "held_out_scores": held, "rl_seconds": round(rl_seconds, 1),
+           "eval_seconds": round(time.monotonic() - t_eval, 1),
+           "curve": [{k: v for k, v in m.items() if k != "update_steps"} for m in metrics]}
     write_json(done_path, res)
     return res
 
@@ -148,28 +205,31 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, default=REPO / "runs" / "learning",
                     help="The learning experiment's directory (its SFT student; made there if missing).")
-    ap.add_argument("--out", type=Path, default=REPO / "runs" / "learning-rl", help="Working directory (resumed).")
+    ap.add_argument("--out", type=Path, default=REPO / "runs" / "learning-rl2", help="Working directory (resumed).")
+    ap.add_argument("--candidates", type=int, default=32, help="Candidate RL tasks (all five families, train personas).")
+    ap.add_argument("--rl-seed", type=int, default=505, help="Synthesis seed of the candidate RL tasks.")
+    ap.add_argument("--screen-k", type=int, default=4, help="Samples per candidate in the screening.")
+    ap.add_argument("--min-family-tasks", type=int, default=3, help="Training tasks a family needs to be an RL family.")
+    ap.add_argument("--held-out-tasks", type=int, default=60)
+    ap.add_argument("--held-out-seed", type=int, default=9091, help="Synthesis seed of the held-out tasks.")
+    ap.add_argument("--credits", nargs="+", default=["outcome", "progress"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--rl-tasks", type=int, default=48, help="RL training tasks (from the train personas).")
-    ap.add_argument("--rl-seed", type=int, default=505, help="Synthesis seed of the RL training tasks.")
-    ap.add_argument("--samples", type=int, default=4, help="k: samples per task (a GRPO group).")
+    ap.add_argument("--samples", type=int, default=8, help="k: samples per task (a GRPO group).")
     ap.add_argument("--tasks-per-iter", type=int, default=8)
-    ap.add_argument("--iterations", type=int, default=6, help="At most this many policy versions per seed.")
-    ap.add_argument("--budget-min", type=float, default=GOAL_MINUTES,
-                    help="Per seed: RL iterations stop when the next one and the evaluation would not fit.")
-    ap.add_argument("--eval-estimate-min", type=float, default=8.0, help="Expected minutes of one evaluation.")
+    ap.add_argument("--mini-batches", type=int, default=4, help="Optimizer steps per iteration.")
+    ap.add_argument("--lr", type=float, default=2e-4)
     ap.add_argument("--temperature", type=float, default=0.8)
-    ap.add_argument("--lr", type=float, default=5e-5)
-    ap.add_argument("--lora-r", type=int, default=16)
+    ap.add_argument("--rl-minutes", type=float, default=15.0, help="Per run: iterate while the next iteration fits.")
+    ap.add_argument("--max-iterations", type=int, default=8)
     ap.add_argument("--rl-max-tokens", type=int, default=768)
     ap.add_argument("--max-turns", type=int, default=4)
-    ap.add_argument("--eval-max-tokens", type=int, default=768)
-    ap.add_argument("--concurrency", type=int, default=13)
+    ap.add_argument("--max-tokens", type=int, default=768, help="Completion tokens per call at evaluation.")
+    ap.add_argument("--concurrency", type=int, default=13, help="Episodes at once at evaluation and screening.")
     ap.add_argument("-j", "--jobs", type=int, default=16, help="Episodes at once during RL rollouts.")
-    ap.add_argument("--eval-precision", default="auto",
-                    help="Server precision for rollouts and evaluations (auto: bf16 where native, as the learning "
-                         "experiment; q4 cannot serve a merged SFT student, whose weights are off the 4-bit grid).")
+    ap.add_argument("--precision", default="bf16",
+                    help="Server precision of rollouts and evaluations (the base model + the adapter in fp32).")
     ap.add_argument("--sandbox", default="bwrap")
+    ap.add_argument("--stop-after", choices=["screen", "before"], default=None)
     ap.add_argument("--note", default=None, help="A remark kept in the results JSON (how the run went).")
     ap.add_argument("--save", action="store_true", help="Also write the JSON into benchmarks/learning/results/.")
     ap.add_argument("--readme", type=Path, default=None,
@@ -179,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     from clawgym.core.atomic import write_json, write_text
     from clawgym.core.jsonl import read_records
     from clawgym.core.records import Task
+    from clawgym.rollout.provenance import source_revision
     from clawgym.sandbox import get_backend
     from clawgym.synth.pipeline import synthesize
 
@@ -186,60 +247,112 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     backend = get_backend(args.sandbox)
-    student = args.work / "student"
+    start = args.work / "sft" / "final"
     stage: dict[str, float] = {}
+    prev_stage = json.loads((out / "stages.json").read_text()) if (out / "stages.json").exists() else {}
+
+    def timed(name: str, t0: float) -> None:
+        stage[name] = prev_stage.get(name, 0.0) + (time.perf_counter() - t0)
+        write_json(out / "stages.json", {**prev_stage, **stage})
 
     t0 = time.perf_counter()
-    if not (student / "config.json").exists():
+    if not (start / "adapter_config.json").exists():
         import experiment
 
         log("making the SFT student (the learning experiment's stages 1-4)")
         experiment.main(["--work", str(args.work), "--stop-after", "train", "--no-readme", "--sandbox", args.sandbox])
     stage["sft_student"] = time.perf_counter() - t0
-    held_out = args.work / "test_tasks.jsonl"
-    personas_train = args.work / "personas_train.yaml"
 
     t0 = time.perf_counter()
-    rl_tasks_path = out / "rl_tasks.jsonl"
-    synthesize(args.rl_tasks, args.rl_seed, rl_tasks_path, jobs=2, personas_path=personas_train,
-               sandbox=args.sandbox, operations=RL_OPERATIONS, max_ops=1)
-    tasks = list(read_records(rl_tasks_path, Task))
-    held_ids = {t.id for t in read_records(held_out, Task)}
-    assert not held_ids & {t.id for t in tasks}
-    stage["rl_tasks"] = time.perf_counter() - t0
+    cand_path = out / "candidates.jsonl"
+    synthesize(args.candidates, args.rl_seed, cand_path, jobs=2, personas_path=args.work / "personas_train.yaml",
+               sandbox=args.sandbox, operations=FAMILIES, max_ops=1)
+    candidates = list(read_records(cand_path, Task))
+    timed("candidates", t0)
+
+    t0 = time.perf_counter()
+    screen_path = out / "screen.json"
+    if screen_path.exists():
+        screen = json.loads(screen_path.read_text())
+    else:
+        log(f"screening {len(candidates)} candidates, {args.screen_k} samples each")
+        screen = run_policy(cand_path, start, out / "screen", args, backend, samples=args.screen_k,
+                            temperature=args.temperature, max_tokens=args.rl_max_tokens, seed=args.rl_seed)
+        write_json(screen_path, screen)
+    timed("screen", t0)
+    fam = {t.id: family(t) for t in candidates}
+    varied = [t for t in candidates if len(set(screen.get(t.id, []))) > 1]
+    counts: dict[str, int] = {}
+    for t in varied:
+        counts[family(t)] = counts.get(family(t), 0) + 1
+    rl_families = sorted(f for f, n in counts.items() if n >= args.min_family_tasks)
+    train = [t for t in varied if family(t) in rl_families]
+    if not train:
+        raise SystemExit(f"no family has {args.min_family_tasks} candidates with varied scores: {counts}")
+    train_path = out / "train_tasks.jsonl"
+    write_text(train_path, "".join(t.model_dump_json(exclude_none=True) + "\n" for t in train))
+    log(f"RL families {rl_families}: {len(train)} training tasks ({counts})")
+    if args.stop_after == "screen":
+        return 0
+
+    t0 = time.perf_counter()
+    held_path = out / "held_out.jsonl"
+    synthesize(args.held_out_tasks, args.held_out_seed, held_path, jobs=2,
+               personas_path=args.work / "personas_test.yaml", sandbox=args.sandbox, operations=rl_families, max_ops=1)
+    held_tasks = list(read_records(held_path, Task))
+    assert not {t.id for t in held_tasks} & {t.id for t in candidates}
+    fam.update({t.id: family(t) for t in held_tasks})
+    timed("held_out_tasks", t0)
 
     t0 = time.perf_counter()
     before_path = out / "before.json"
     if before_path.exists():
         before = json.loads(before_path.read_text())
     else:
-        log("evaluating the SFT student on the held-out tasks")
-        before = evaluate_policy(held_out, student, None, out / "eval_before", args, backend)
+        log("the student (and control) on the held-out and training tasks")
+        held = greedy_scores(held_path, start, out / "before_held_out", args, backend)
+        tr = greedy_scores(train_path, start, out / "before_train", args, backend)
+        before = {"held_out": summarize(held, fam), "train_tasks": summarize(tr, fam), "held_out_scores": held,
+                  "train_scores": tr}
         write_json(before_path, before)
-    stage["eval_before"] = time.perf_counter() - t0
+    timed("before", t0)
+    if args.stop_after == "before":
+        return 0
 
-    seeds = []
-    for seed in args.seeds:
-        seeds.append(rl_seed(seed, tasks, student, out / f"seed_{seed}", args, backend, held_out))
-    b = before["mean_score"] or 0.0
-    deltas = [(s["after"]["mean_score"] or 0.0) - b for s in seeds]
+    runs = []
+    for credit in args.credits:
+        for seed in args.seeds:
+            name = f"{credit}_seed{seed}"
+            t0 = time.perf_counter()
+            runs.append(rl_run(name, credit, seed, train, start, out / name, args, backend, train_path, held_path,
+                               fam, before))
+            timed(name, t0)
+    total_minutes = sum({**prev_stage, **stage}.values()) / 60
     result = {
         "benchmark": "learning_rl",
+        "design": 2,
         "date": time.strftime("%Y-%m-%d"),
+        "source": source_revision(),
+        "command": "python benchmarks/learning/rl.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}, no GPU",
-        "in_distribution": "held-out tasks of the same generators (the learning experiment's seed-303 split, other "
-                           "personas); RL tasks from the train personas, seed " + str(args.rl_seed),
+        "in_distribution": (f"held-out: {len(held_tasks)} fresh tasks of the RL families, the same generators, other "
+                            f"personas (seed {args.held_out_seed}); training: screened candidates from the train "
+                            f"personas (seed {args.rl_seed})"),
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "rl_operations": RL_OPERATIONS,
-        "rl_tasks": len(tasks),
-        "held_out_tasks": before.get("tasks"),
+        "start": {"adapter": str(start), "base_model": BASE_MODEL, "precision": args.precision},
+        "screen": {"candidates": len(candidates), "varied": len(varied), "varied_per_family": counts},
+        "rl_families": rl_families,
+        "train_tasks": len(train),
+        "held_out_tasks": len(held_tasks),
         "before": before,
-        "seeds": seeds,
-        "delta_mean_score": [round(d, 4) for d in deltas],
-        "goal": {"delta_mean_score": GOAL_DELTA, "minutes_per_seed": GOAL_MINUTES},
-        "meets_goal": [d >= GOAL_DELTA and s["total_minutes"] <= GOAL_MINUTES for d, s in zip(deltas, seeds, strict=True)],
-        "stage_seconds": {k: round(v, 1) for k, v in stage.items()},
-        "total_seconds": round(time.perf_counter() - t_all, 1),
+        "runs": runs,
+        "goal": {"held_out_delta": GOAL_DELTA, "ci_above_zero": True, "minutes": GOAL_MINUTES},
+        "meets_goal": [r["held_out_change"]["delta"] is not None and r["held_out_change"]["delta"] >= GOAL_DELTA
+                       and r["held_out_change"]["ci95"][0] > 0 for r in runs],
+        "stage_minutes": {k: round(v / 60, 1) for k, v in {**prev_stage, **stage}.items()},
+        "total_minutes": round(total_minutes, 1),
+        "within_minutes": total_minutes <= GOAL_MINUTES,
+        "wall_seconds_this_invocation": round(time.perf_counter() - t_all, 1),
         "load_average": os.getloadavg(),
     }
     if args.note:
@@ -247,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(result, indent=2)
     write_text(out / "results.json", text + "\n")
     if args.save:
-        write_text(REPO / "benchmarks" / "learning" / "results" / f"rl_{time.strftime('%Y%m%d_%H%M')}.json", text + "\n")
+        write_text(REPO / "benchmarks" / "learning" / "results" / f"rl2_{time.strftime('%Y%m%d_%H%M')}.json",
+                   text + "\n")
     if args.readme:
         _write_readme(args.readme, result)
     print(text)
@@ -259,18 +373,25 @@ def _write_readme(path: Path, res: dict) -> None:
 
     b = res["before"]
     lines = [README_START,
-             f"Measured {res['date']} on {res['machine']}: {res['rl_tasks']} RL tasks ({', '.join(res['rl_operations'])}), "
-             f"{res['held_out_tasks']} held-out tasks (all five families; {res['in_distribution']}).", "",
-             "| policy | held-out mean score | success rate | RL minutes | versions |", "|---|---:|---:|---:|---:|",
-             f"| SFT student | {b['mean_score']:.3f} | {b['pass_rate']:.3f} | | |"]
-    for s in res["seeds"]:
-        a = s["after"]
-        lines.append(f"| + RL, seed {s['seed']} | {a['mean_score']:.3f} | {a['pass_rate']:.3f} | "
-                     f"{s['total_minutes']:.0f} | {s['versions']} |")
+             f"Measured {res['date']} at {(res.get('source') or {}).get('commit', '?')} on {res['machine']}. "
+             f"RL families (screened): {', '.join(res['rl_families'])}; {res['train_tasks']} training tasks; "
+             f"{res['held_out_tasks']} held-out tasks ({res['in_distribution']}). Start: the SFT student's adapter, "
+             f"served at {res['start']['precision']}. Change: paired over tasks, bootstrap 95 % interval.", "",
+             "| policy | held-out mean | held-out change [95 % CI] | training-task mean | versions | weight change | "
+             "minutes |", "|---|---:|---:|---:|---:|---:|---:|",
+             f"| SFT student (= control: update off) | {b['held_out']['mean_score']:.3f} | | "
+             f"{b['train_tasks']['mean_score']:.3f} | 0 | 0 | |"]
+    for r in res["runs"]:
+        c = r["held_out_change"]
+        wc = (r.get("weight_change") or {}).get("lora_update_relative")
+        lines.append(f"| + RL, {r['credit']} credit, seed {r['seed']} | {r['held_out']['mean_score']:.3f} | "
+                     f"{c['delta']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}] | "
+                     f"{r['train_tasks']['mean_score']:.3f} | {r['versions']} | "
+                     f"{'' if wc is None else f'{wc:.3f}'} | {(r['rl_seconds'] + r['eval_seconds']) / 60:.0f} |")
     lines += ["", "Training reward per iteration (mean over the iteration's episodes):", ""]
-    for s in res["seeds"]:
-        curve = ", ".join(f"v{c['version']} {c['mean_reward']:.3f}" for c in s["curve"] if c.get("mean_reward") is not None)
-        lines.append(f"- seed {s['seed']}: {curve}")
+    for r in res["runs"]:
+        curve = ", ".join(f"v{c['version']} {c['mean_reward']:.3f}" for c in r["curve"] if c.get("mean_reward") is not None)
+        lines.append(f"- {r['credit']}, seed {r['seed']}: {curve}")
     lines.append(README_END)
     text = path.read_text()
     if README_START in text and README_END in text:
