@@ -251,26 +251,44 @@ def main(argv: list[str] | None = None) -> int:
     stage: dict[str, float] = {}
     prev_stage = json.loads((out / "stages.json").read_text()) if (out / "stages.json").exists() else {}
 
+    running: dict[str, float] = {}  # the stage under way: its start (so an interrupted stage's time is kept)
+
+    def begin(name: str) -> float:
+        running.clear()
+        running[name] = time.perf_counter()
+        return running[name]
+
     def timed(name: str, t0: float) -> None:
+        running.pop(name, None)
         stage[name] = prev_stage.get(name, 0.0) + (time.perf_counter() - t0)
         write_json(out / "stages.json", {**prev_stage, **stage})
 
-    t0 = time.perf_counter()
+    def keep_interrupted() -> None:  # at exit after Ctrl-C or SIGTERM: the time a resumed run will not see
+        for name, t0 in list(running.items()):
+            timed(name, t0)
+
+    import atexit
+    import signal
+
+    atexit.register(keep_interrupted)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+    t0 = begin("sft_student")
     if not (start / "adapter_config.json").exists():
         import experiment
 
         log("making the SFT student (the learning experiment's stages 1-4)")
         experiment.main(["--work", str(args.work), "--stop-after", "train", "--no-readme", "--sandbox", args.sandbox])
-    stage["sft_student"] = time.perf_counter() - t0
+    timed("sft_student", t0)
 
-    t0 = time.perf_counter()
+    t0 = begin("candidates")
     cand_path = out / "candidates.jsonl"
     synthesize(args.candidates, args.rl_seed, cand_path, jobs=2, personas_path=args.work / "personas_train.yaml",
                sandbox=args.sandbox, operations=FAMILIES, max_ops=1)
     candidates = list(read_records(cand_path, Task))
     timed("candidates", t0)
 
-    t0 = time.perf_counter()
+    t0 = begin("screen")
     screen_path = out / "screen.json"
     if screen_path.exists():
         screen = json.loads(screen_path.read_text())
@@ -295,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.stop_after == "screen":
         return 0
 
-    t0 = time.perf_counter()
+    t0 = begin("held_out_tasks")
     held_path = out / "held_out.jsonl"
     synthesize(args.held_out_tasks, args.held_out_seed, held_path, jobs=2,
                personas_path=args.work / "personas_test.yaml", sandbox=args.sandbox, operations=rl_families, max_ops=1)
@@ -304,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     fam.update({t.id: family(t) for t in held_tasks})
     timed("held_out_tasks", t0)
 
-    t0 = time.perf_counter()
+    t0 = begin("before")
     before_path = out / "before.json"
     if before_path.exists():
         before = json.loads(before_path.read_text())
@@ -323,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     for credit in args.credits:
         for seed in args.seeds:
             name = f"{credit}_seed{seed}"
-            t0 = time.perf_counter()
+            t0 = begin(name)
             runs.append(rl_run(name, credit, seed, train, start, out / name, args, backend, train_path, held_path,
                                fam, before))
             timed(name, t0)
