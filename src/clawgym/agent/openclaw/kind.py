@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clawgym.agent.kind import AgentKind, AgentSession, AgentSpec, RunOptions
+from clawgym.agent.kind import AgentInstaller, AgentKind, AgentSession, AgentSpec, RunOptions
 from clawgym.agent.model_session import (
     end_trajectories,
     endpoint_settings,
@@ -52,6 +52,12 @@ class OpenClawKind(AgentKind):
     name = "openclaw"
     settings = OpenClawOptions
     uses_model = True
+
+    def installer(self) -> AgentInstaller:
+        """Node.js and the pinned OpenClaw in the cache (`clawgym agents install openclaw`)."""
+        from clawgym.agent.openclaw.install import OpenClawInstaller
+
+        return OpenClawInstaller()
 
     def check_nodes(self, executor: Any, spec: AgentSpec) -> dict[str, Any]:
         from clawgym.agent.openclaw.install import DEFAULT_VERSION

@@ -20,7 +20,7 @@ import yaml
 from clawgym.core.records import GeneratedContent, WorkspaceFile
 from clawgym.synth import flavor, world
 from clawgym.synth.grammar import expand, one_of, requirements
-from clawgym.synth.ops import operation
+from clawgym.synth.ops import operation, programs
 from clawgym.synth.ops.base import (
     RECORDS,
     TABLE,
@@ -349,153 +349,31 @@ def run_chore(chore: str, header: list[str], rows: list[list[str]], cols: dict[s
     return [first, nm["total"], nm["count"]], [[k, f"{totals[k]:.2f}", str(counts[k])] for k in order]
 
 
-SCRIPT_HEAD = '''#!/usr/bin/env python3
-"""{doc}
-
-Usage: python3 {script} INPUT OUTPUT.csv{usage_arg}
-INPUT is a table with a header row (.csv, .tsv or .xlsx) or a list of records (.json or .yaml).
-"""
-import csv
-import datetime
-import json
-import os
-import sys
-from collections import defaultdict
+# The reference script of a chore is a real file per part (ops/programs/): the frame every chore shares
+# (write_automation_script.py: reading the input, writing the CSV, the command line) and the chore's `main`
+# (write_automation_script_<chore>.py), which takes the place of the frame's stand-in.
+_MAIN_STAND_IN = 'def main(*args):\n    sys.exit("the chore\'s main (write_automation_script_<chore>.py) goes here")\n'
+_USAGE_FIELD = re.compile(r"\{(doc|script|usage_arg)\}")
+CHORES = ("group", "month", "filter", "count", "average", "latest")
 
 
-def cell(value):
-    if value is None:
-        return ""
-    if isinstance(value, datetime.datetime):
-        return value.date().isoformat() if value.time() == datetime.time() else value.isoformat(sep=" ")
-    if isinstance(value, datetime.date):
-        return value.isoformat()
-    return str(value)
-
-
-def load(path):
-    low = path.lower()
-    if low.endswith((".json", ".yaml", ".yml")):
-        with open(path, encoding="utf-8") as fh:
-            if low.endswith(".json"):
-                data = json.load(fh)
-            else:
-                import yaml
-
-                data = yaml.safe_load(fh)
-        header = []
-        for rec in data:
-            header += [k for k in rec if k not in header]
-        return header, [{{k: cell(rec.get(k)) for k in header}} for rec in data]
-    if low.endswith(".xlsx"):
-        import openpyxl
-
-        sheet = openpyxl.load_workbook(path, read_only=True, data_only=True).worksheets[0]
-        grid = [[cell(v) for v in row] for row in sheet.iter_rows(values_only=True)]
-        grid = [r for r in grid if any(x.strip() for x in r)]
-        header = grid[0] if grid else []
-        return header, [dict(zip(header, r)) for r in grid[1:]]
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh, delimiter="\\t" if low.endswith(".tsv") else ",")
-        return list(reader.fieldnames or []), list(reader)
-
-
-def save(path, header, rows):
-    if os.path.dirname(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(header)
-        writer.writerows(rows)
-
-'''
-
-SCRIPT_BODY = {
-    "group": '''
-def main(src, dst):
-    _, rows = load(src)
-    totals, counts = defaultdict(float), defaultdict(int)
-    for row in rows:
-        value = (row.get({value!r}) or "").strip()
-        if not value:
-            continue
-        key = (row.get({group!r}) or "").strip()
-        totals[key] += float(value)
-        counts[key] += 1
-    order = sorted(totals, key=lambda k: (-round(totals[k], 2), k))
-    save(dst, [{group!r}, {total!r}, {count!r}], [[k, f"{{totals[k]:.2f}}", counts[k]] for k in order])
-''',
-    "month": '''
-def main(src, dst):
-    _, rows = load(src)
-    totals, counts = defaultdict(float), defaultdict(int)
-    for row in rows:
-        value = (row.get({value!r}) or "").strip()
-        if not value:
-            continue
-        month = (row.get({date!r}) or "").strip()[:7]
-        totals[month] += float(value)
-        counts[month] += 1
-    save(dst, [{month!r}, {total!r}, {count!r}], [[m, f"{{totals[m]:.2f}}", counts[m]] for m in sorted(totals)])
-''',
-    "filter": '''
-def main(src, dst, threshold):
-    header, rows = load(src)
-    keep = []
-    for row in rows:
-        value = (row.get({value!r}) or "").strip()
-        if value and float(value) >= float(threshold):
-            keep.append([row.get(h, "") for h in header])
-    save(dst, header, keep)
-''',
-    "count": '''
-def main(src, dst):
-    _, rows = load(src)
-    counts = defaultdict(int)
-    for row in rows:
-        counts[(row.get({group!r}) or "").strip()] += 1
-    order = sorted(counts, key=lambda k: (-counts[k], k))
-    save(dst, [{group!r}, {count!r}], [[k, counts[k]] for k in order])
-''',
-}
-
-SCRIPT_BODY["average"] = '''
-def main(src, dst):
-    _, rows = load(src)
-    sums, counts = defaultdict(float), defaultdict(int)
-    for row in rows:
-        value = (row.get({value!r}) or "").strip()
-        if not value:
-            continue
-        key = (row.get({group!r}) or "").strip()
-        sums[key] += float(value)
-        counts[key] += 1
-    avg = {{k: f"{{sums[k] / counts[k]:.2f}}" for k in sums}}
-    order = sorted(avg, key=lambda k: (-float(avg[k]), k))
-    save(dst, [{group!r}, {average!r}, {count!r}], [[k, avg[k], counts[k]] for k in order])
-'''
-SCRIPT_BODY["latest"] = '''
-def main(src, dst):
-    _, rows = load(src)
-    last = {{}}
-    for row in rows:
-        value = (row.get({value!r}) or "").strip()
-        day = (row.get({date!r}) or "").strip()
-        if not value or not day:
-            continue
-        key = (row.get({group!r}) or "").strip()
-        if key not in last or day >= last[key][0]:
-            last[key] = [day, value]
-    save(dst, [{group!r}, {date!r}, {value!r}], [[k, *last[k]] for k in sorted(last)])
-'''
-
-SCRIPT_TAIL = '''
-
-if __name__ == "__main__":
-    if len(sys.argv) != {argc}:
-        sys.exit(__doc__)
-    main(*sys.argv[1:])
-'''
+def reference_script(chore: str, script: str, doc: str, cols: dict[str, str], names: dict[str, str],
+                     skip: list[str] | None = None) -> str:
+    """The reference script of `chore` at `script`: the frame with `doc` and the usage in its docstring, and the
+    chore's `main` with the columns it reads (`cols`: role -> column) and the output's column names (`names`);
+    `skip` = [column, value]: its loop first passes over the rows whose column holds that value."""
+    values = {"value": cols.get("value"), "group": cols.get("group"), "date": cols.get("date"), **names}
+    name = f"write_automation_script_{chore}"
+    main = programs.render(name, **{k: values[k] for k in programs.markers(name)})
+    if skip:
+        main = main.replace("    for row in rows:\n", f"    for row in rows:\n        if (row.get({skip[0]!r}) or \"\").strip() "
+                            f"== {skip[1]!r}:\n            continue\n", 1)
+    frame = programs.render("write_automation_script", argc=4 if chore == "filter" else 3)
+    usage = {"doc": doc, "script": script, "usage_arg": " THRESHOLD" if chore == "filter" else ""}
+    frame = _USAGE_FIELD.sub(lambda m: usage[m.group(1)], frame)  # one pass: nothing written in is read again
+    if frame.count(_MAIN_STAND_IN) != 1:
+        raise ValueError("programs/write_automation_script.py: the stand-in `main` is not there once")
+    return frame.replace(_MAIN_STAND_IN, main)
 
 
 def _records_table(records: list[dict]) -> tuple[list[str], list[list[str]]]:
@@ -611,7 +489,7 @@ class _Chore:
     rows: list[list]
     roles: dict[str, str]
     cols: dict[str, str]  # role -> column the chore uses
-    chore: str  # a SCRIPT_BODY key
+    chore: str  # one of CHORES
     var_rows: list[list]
     var_path: str
     arg: str | None  # the threshold of a filter
@@ -778,8 +656,8 @@ class WriteAutomationScript(OperationGenerator):
 
     # ------------------------------------------------------------------------------------------ solution
     def _script(self, ctx: OpContext, job: _Chore) -> tuple[str, str, str, str]:
-        """The script's path and its output's, the reference script (SCRIPT_HEAD, the chore's body with the
-        column names, SCRIPT_TAIL) and the command that runs it on the input."""
+        """The script's path and its output's, the reference script (:func:`reference_script`: the frame and the
+        chore's `main`, files in ops/programs/) and the command that runs it on the input."""
         rng = ctx.rng
         chore, cols, names, skip, src, arg, vslug = job.chore, job.cols, job.names, job.skip, job.src, job.arg, job.vslug
         gslug = flavor.slug(cols.get("group", "group")) or "group"
@@ -796,7 +674,6 @@ class WriteAutomationScript(OperationGenerator):
         script = ctx.path(f"{script_dir}/{verb}.py")
         out = ctx.path(f"{world.folder(ctx.persona, rng, OUT_FOLDERS, p_world=0.3)}/{verb}.csv")
 
-        usage_arg = " THRESHOLD" if chore == "filter" else ""
         v, g, d = cols.get("value"), cols.get("group"), cols.get("date")
         doc = {
             "group": f"Total {v} per {g} (rows with an empty {v} are skipped).",
@@ -806,13 +683,9 @@ class WriteAutomationScript(OperationGenerator):
             "average": f"Average {v} per {g} (rows with an empty {v} are skipped).",
             "latest": f"The latest {v} per {g} (by {d}).",
         }[chore]
-        body = SCRIPT_BODY[chore].format(value=v, group=g, date=d, **names)
         if skip:
             doc += f" Rows whose {skip[0]} is {skip[1]!r} are left out."
-            body = body.replace("    for row in rows:\n", f"    for row in rows:\n        if (row.get({skip[0]!r}) or \"\").strip() "
-                                f"== {skip[1]!r}:\n            continue\n", 1)
-        code = (SCRIPT_HEAD.format(doc=doc, script=script, usage_arg=usage_arg) + body +
-                SCRIPT_TAIL.format(argc=4 if chore == "filter" else 3))
+        code = reference_script(chore, script, doc, cols, names, skip)
         run = " ".join(shlex.quote(a) for a in ["python3", script, src, out] + ([arg] if arg else []))
 
         return script, out, code, run
@@ -1063,26 +936,8 @@ class WriteAutomationScript(OperationGenerator):
         )
 
 
-TIDY_SCRIPT = """#!/bin/sh
-# usage: sh tidy_names.sh DIR MANIFEST
-# Renames every file directly in DIR to a tidy name (lower case, runs of other characters -> "_") and lists the
-# renames in MANIFEST (CSV: old,new).
-set -eu
-dir="$1"
-manifest="$2"
-mkdir -p "$(dirname "$manifest")"
-echo "old,new" > "$manifest"
-for path in "$dir"/*; do
-    [ -f "$path" ] || continue
-    old=${path##*/}
-    new=$(printf '%s' "$old" | sed -e 'y/ABCDEFGHIJKLMNOPQRSTUVWXYZ/abcdefghijklmnopqrstuvwxyz/' \\
-        -e 's/[^a-z0-9.]\\{1,\\}/_/g' -e 's/_*\\._*/./g' -e 's/^_//' -e 's/_$//')
-    if [ "$old" != "$new" ]; then
-        mv -n "$path" "$dir/$new"
-        printf '"%s","%s"\\n' "$old" "$new" >> "$manifest"
-    fi
-done
-"""
+# the reference rename script, for the separator "_" and the manifest header "old,new"
+TIDY_SCRIPT = "write_automation_script_tidy.sh"
 
 
 def tidy_name(name: str, sep: str = "_") -> str:
@@ -1092,13 +947,18 @@ def tidy_name(name: str, sep: str = "_") -> str:
 
 
 def tidy_script(sep: str, header: str) -> str:
-    """The reference rename script with `sep` between words and `header` as the manifest's first line."""
-    text = TIDY_SCRIPT.replace('echo "old,new"', f'echo "{header}"').replace("(CSV: old,new)", f"(CSV: {header})")
+    """The reference rename script (programs/write_automation_script_tidy.sh) with `sep` between words and
+    `header` as the manifest's first line."""
+    text = (programs.HERE / TIDY_SCRIPT).read_text(encoding="utf-8")
+    edits = [('echo "old,new"', f'echo "{header}"'), ("(CSV: old,new)", f"(CSV: {header})")]
     if sep != "_":
-        old = "-e 's/[^a-z0-9.]\\{1,\\}/_/g' -e 's/_*\\._*/./g' -e 's/^_//' -e 's/_$//'"
-        new = old.replace("_", sep)
-        assert old in text
-        text = text.replace(old, new).replace('runs of other characters -> "_"', f'runs of other characters -> "{sep}"')
+        words = "-e 's/[^a-z0-9.]\\{1,\\}/_/g' -e 's/_*\\._*/./g' -e 's/^_//' -e 's/_$//'"
+        edits += [(words, words.replace("_", sep)),
+                  ('runs of other characters -> "_"', f'runs of other characters -> "{sep}"')]
+    for a, b in edits:
+        if a not in text:
+            raise ValueError(f"programs/{TIDY_SCRIPT} has no {a!r} to make {b!r} of")
+        text = text.replace(a, b)
     return text
 
 

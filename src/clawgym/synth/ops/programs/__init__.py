@@ -1,5 +1,6 @@
 """The reference programs of the operations (:attr:`clawgym.synth.ops.base.StepPlan.program`), one real Python
-file each, so that ruff lints them and a test compiles them.
+file each, so that ruff lints them and a test compiles them (a shell program, such as
+write_automation_script_tidy.sh, is read as it is and run by its test).
 
 A program file is a docstring (what it computes, for whom), optionally ``# ruff: noqa: ...`` lines, one blank line
 and then the program exactly as a task's reference runs it. The request's constants (paths, column names, dates)
