@@ -7,10 +7,9 @@ setting from a held-out score. Stages (each resumes from what an interrupted run
 
 0. The SFT student of the learning experiment (``benchmarks/learning/experiment.py --stop-after train`` in
    --work, its defaults), unless --work already holds it. RL starts from the student's LoRA adapter
-   (``--work/sft/final``, not merged), served on the base model at ``--precision`` (bf16: measured before the
-   first run on the workload's shape, 13 requests of ~1,200 prompt tokens sharing 800, 128 new tokens each, the
-   adapter applied, one server thread: bf16 46.7 tokens/s, q4 23.9, fp32 19.8; q4's kernel wins for one sequence,
-   not for a batch).
+   (``--work/sft/final``, not merged), served on the base model at ``--precision`` (bf16: the fastest for the
+   workload's shape with an adapter, ``benchmarks/perf/serve_adapter_batch.py``; q4's kernel wins for one
+   sequence, not for such a batch).
 1. Candidate RL tasks: ``--candidates`` tasks of all five families, synthesized from the *train* half of the
    personas with ``--rl-seed``.
 2. Screening: the student on every candidate, ``--screen-k`` samples at the RL temperature. A task is a training
@@ -39,7 +38,6 @@ import argparse
 import json
 import os
 import platform
-import random
 import sys
 import time
 from pathlib import Path
@@ -111,17 +109,14 @@ def summarize(scores: dict[str, float], fam: dict[str, str]) -> dict:
                                "pass_rate": round(sum(x >= 1.0 for x in v) / len(v), 4)} for f, v in sorted(per.items())}}
 
 
-def paired_bootstrap(before: dict[str, float], after: dict[str, float], *, n: int = 10_000, seed: int = 0) -> dict:
-    """The mean change over tasks scored both times, and its percentile 95 % interval (tasks resampled)."""
+def paired_change(before: dict[str, float], after: dict[str, float]) -> dict:
+    """The mean change over the tasks scored both times, its paired bootstrap 95 % interval (the generalization
+    experiment's), and how many tasks went up and down."""
+    from generalization import paired
+
     ids = sorted(set(before) & set(after))
     d = [after[i] - before[i] for i in ids]
-    if not d:
-        return {"tasks": 0, "delta": None, "ci95": None}
-    rng = random.Random(seed)
-    means = sorted(sum(d[rng.randrange(len(d))] for _ in d) / len(d) for _ in range(n))
-    return {"tasks": len(d), "delta": round(sum(d) / len(d), 4),
-            "ci95": [round(means[int(0.025 * n)], 4), round(means[int(0.975 * n) - 1], 4)],
-            "improved": sum(x > 0 for x in d), "worse": sum(x < 0 for x in d)}
+    return {**paired(before, after, ids), "improved": sum(x > 0 for x in d), "worse": sum(x < 0 for x in d)}
 
 
 def weight_change(start: Path, trained: Path) -> dict:
@@ -192,8 +187,8 @@ def rl_run(name: str, credit: str, seed: int, tasks, start: Path, out: Path, arg
     res = {"name": name, "credit": credit, "seed": seed, "versions": state.version,
            "weight_change": weight_change(start, adapter) if adapter != start else None,
            "held_out": summarize(held, fam), "train_tasks": summarize(train, fam),
-           "held_out_change": paired_bootstrap(before["held_out_scores"], held),
-           "train_tasks_change": paired_bootstrap(before["train_scores"], train),
+           "held_out_change": paired_change(before["held_out_scores"], held),
+           "train_tasks_change": paired_change(before["train_scores"], train),
            "held_out_scores": held, "rl_seconds": round(rl_seconds, 1),
            "eval_seconds": round(time.monotonic() - t_eval, 1),
            "curve": [{k: v for k, v in m.items() if k != "update_steps"} for m in metrics]}
@@ -345,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(rl_run(name, credit, seed, train, start, out / name, args, backend, train_path, held_path,
                                fam, before))
             timed(name, t0)
+    for r in runs:  # derived data: every run's change by the same method, whichever code wrote its done.json
+        r["held_out_change"] = paired_change(before["held_out_scores"], r["held_out_scores"])
     total_minutes = sum({**prev_stage, **stage}.values()) / 60
     result = {
         "benchmark": "learning_rl",

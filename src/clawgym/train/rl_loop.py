@@ -449,11 +449,7 @@ class _Served:
         self.loaded: set[int] = {0} if (fresh or not opts.full) and not self.init_adapter else set()
 
     def ensure(self, version: int) -> None:
-        if version in self.loaded or (version == 0 and not self.full and not self.init_adapter):
-            return
-        if version == 0 and self.init_adapter and not self.full:
-            self.server.publish(adapter_name(0), Path(self.init_adapter))
-            self.loaded.add(0)
+        if version in self.loaded:
             return
         if self.full:
             if version == 0:
@@ -463,8 +459,9 @@ class _Served:
             else:
                 self.server.publish_full(self.dir / f"v{version}")
             self.loaded = {version}
-        else:
-            self.server.publish(adapter_name(version), self.dir / f"v{version}")
+        elif version > 0 or self.init_adapter:  # version 0 without a starting adapter is the base model itself
+            path = Path(self.init_adapter) if version == 0 else self.dir / f"v{version}"
+            self.server.publish(adapter_name(version), path)
             self.loaded.add(version)
 
     def publish(self, version: int) -> None:

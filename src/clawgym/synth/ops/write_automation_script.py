@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import functools
 import hashlib
 import io
 import json
@@ -946,10 +947,15 @@ def tidy_name(name: str, sep: str = "_") -> str:
     return s.strip(sep)
 
 
+@functools.cache
+def _tidy_source() -> str:
+    return (programs.HERE / TIDY_SCRIPT).read_text(encoding="utf-8")
+
+
 def tidy_script(sep: str, header: str) -> str:
     """The reference rename script (programs/write_automation_script_tidy.sh) with `sep` between words and
     `header` as the manifest's first line."""
-    text = (programs.HERE / TIDY_SCRIPT).read_text(encoding="utf-8")
+    text = _tidy_source()
     edits = [('echo "old,new"', f'echo "{header}"'), ("(CSV: old,new)", f"(CSV: {header})")]
     if sep != "_":
         words = "-e 's/[^a-z0-9.]\\{1,\\}/_/g' -e 's/_*\\._*/./g' -e 's/^_//' -e 's/_$//'"
