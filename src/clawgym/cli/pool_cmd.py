@@ -254,7 +254,9 @@ def export(
     credit: str = typer.Option("outcome", "--credit", help="rl: outcome (one advantage per trajectory), step "
                                "(per step, from discounted returns normalized within the group by step) or progress "
                                "(step credit over the progress rewards the rollout recorded with --progress; "
-                               "trajectories without them fall back to outcome credit and are listed in the summary)."),
+                               "trajectories without them fall back to outcome credit and are listed in the summary) "
+                               "or gae (each row's step_reward, the progress rewards with the same fallback, and a null "
+                               "advantage: GAE needs the policy's values; `train rl --credit gae` fills it in)."),
     gamma: float = typer.Option(1.0, "--gamma", min=0.0, max=1.0, help="rl, --credit step: discount factor."),
     as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
 ) -> None:

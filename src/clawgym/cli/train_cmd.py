@@ -271,11 +271,17 @@ def rl_cmd(
     max_turns: int = typer.Option(4, "--max-turns", min=1),
     max_tokens: int = typer.Option(256, "--max-tokens", min=1),
     algo: str = typer.Option("grpo", "--algo", help="grpo, dr-grpo, rloo or reinforce++ (advantages and loss aggregation)."),
-    credit: str = typer.Option("outcome", "--credit", help="outcome, step or progress (see `pool export --credit`)."),
+    credit: str = typer.Option("outcome", "--credit", help="outcome, step, progress (see `pool export --credit`) or "
+                               "gae (step-level GAE over the progress rewards with a value head on the policy's hidden "
+                               "states, fitted each update and saved with each version)."),
     progress_rewards: bool = typer.Option(
         False, "--progress", help="Record progress rewards in the rollouts (each step's change of the code score; see "
-        "`clawgym rollout --progress`). Always on with --credit progress."),
+        "`clawgym rollout --progress`). Always on with --credit progress or gae."),
     gamma: float = typer.Option(1.0, "--gamma", min=0.0, max=1.0),
+    gae_lambda: float = typer.Option(0.95, "--gae-lambda", min=0.0, max=1.0, help="--credit gae: GAE's lambda."),
+    value_lr: float = typer.Option(1e-2, "--value-lr", min=0.0, help="--credit gae: the value head's learning rate "
+                                   "(Adam, full batch)."),
+    value_steps: int = typer.Option(200, "--value-steps", min=0, help="--credit gae: the value head's steps each update."),
     kl_coef: float = typer.Option(0.0, "--kl-coef", min=0.0, help="KL to the initial policy (k3 estimator)."),
     clip: float = typer.Option(0.2, "--clip", min=0.0, help="Ratio clip epsilon."),
     lr: float | None = typer.Option(None, "--lr", min=0.0, help="Learning rate (default 1e-4 with LoRA, 1e-5 with --full)."),
@@ -376,7 +382,8 @@ def rl_cmd(
                      epochs=epochs, max_staleness=max_staleness, seed=seed, jobs=jobs, sandbox=sandbox,
                      episode_timeout=episode_timeout, executor=ex, precision=precision, full=full, agent=agent,
                      device=device, train_precision=train_precision, share_prefixes=share_prefixes,
-                     progress=progress_rewards or credit == "progress", mini_batches=mini_batches,
+                     progress=progress_rewards or credit in ("progress", "gae"), mini_batches=mini_batches,
+                     gae_lambda=gae_lambda, value_lr=value_lr, value_steps=value_steps,
                      micro_batch_tokens=micro_batch_tokens, lr_schedule=lr_schedule, warmup_steps=warmup_steps,
                      max_grad_norm=max_grad_norm or None, dtype=dtype, gradient_checkpointing=gradient_checkpointing,
                      report_to=report_to, async_rollouts=async_rollouts, weights_route=weights_route, fsdp=fsdp,

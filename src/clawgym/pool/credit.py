@@ -26,6 +26,15 @@ over the workspace states the steps left), so a step is credited with what it ch
 code score on a validated synthesized task, so with gamma = 1 a trajectory's first return is its outcome, as under
 step credit. A trajectory without progress rewards (a task whose checks are not data, a workspace past the
 snapshot cap, progress not recorded) falls back to its outcome reward on its last step, and is listed.
+
+**GAE** (``credit="gae"``, Agent-R1's step-level GAE with a critic): the step rewards of progress credit (with
+the same fallback), and a value V_t of the state before each step (the context the model call saw) from a value
+head (:mod:`clawgym.train.value_head`); then per trajectory delta_t = r_t + gamma V_{t+1} - V_t with V_T = 0 (the
+episode is over), A_t = delta_t + gamma lam A_{t+1} (:func:`gae`), and the value targets G^lam_t = A_t + V_t.
+The values need the policy, so an export with this credit writes each row's ``step_reward`` and leaves its
+``advantage`` null; ``clawgym train rl --credit gae`` fills it in before each update (and whitens the batch's
+advantages, as verl's GAE does). A step dropped from the export hands its reward to the kept step before it
+(:func:`kept_step_rewards`), so no reward vanishes from a return.
 """
 
 from __future__ import annotations
@@ -35,11 +44,12 @@ from collections.abc import Mapping, Sequence
 from clawgym.rl.advantages import EPS, Advantage, batch_normalize, get_advantage
 from clawgym.rl.presets import ALGOS, resolve_preset
 
-CREDITS = ("outcome", "step", "progress")
+CREDITS = ("outcome", "step", "progress", "gae")
 PROGRESS = "progress"  # the progress credit mode
-__all__ = ["ALGOS", "CREDITS", "EPS", "PROGRESS", "baseline", "batch_normalize", "discounted_returns", "estimator",
-           "outcome_advantages", "outcome_step_rewards", "progress_advantages", "progress_step_rewards",
-           "step_advantages"]
+GAE = "gae"  # step-level GAE with a value head
+__all__ = ["ALGOS", "CREDITS", "EPS", "GAE", "PROGRESS", "baseline", "batch_normalize", "discounted_returns",
+           "estimator", "gae", "kept_step_rewards", "outcome_advantages", "outcome_step_rewards", "progress_advantages",
+           "progress_step_rewards", "step_advantages"]
 
 
 def estimator(algo: str) -> Advantage:
@@ -131,3 +141,34 @@ def progress_advantages(groups: Mapping[str, Mapping[str, tuple[int, float, Sequ
             if fell:
                 fallbacks.append(tid)
     return step_advantages(rewards, algo, gamma, eps), fallbacks
+
+
+def gae(rewards: Sequence[float], values: Sequence[float], gamma: float = 1.0,
+        lam: float = 1.0) -> tuple[list[float], list[float]]:
+    """(advantages, value targets) of one trajectory by GAE(lambda) (Schulman et al. 2016): with V_T = 0 (the
+    episode ended), delta_t = r_t + gamma V_{t+1} - V_t and A_t = delta_t + gamma lam A_{t+1}; the targets are
+    A_t + V_t (the lambda-returns). lam = 1 gives A_t = G_t - V_t (the discounted return less the value), lam = 0
+    the one-step TD error."""
+    if len(rewards) != len(values):
+        raise ValueError(f"{len(rewards)} rewards but {len(values)} values")
+    if not (0.0 <= gamma <= 1.0 and 0.0 <= lam <= 1.0):
+        raise ValueError(f"gamma and lambda must be in [0, 1], got {gamma} and {lam}")
+    adv = [0.0] * len(rewards)
+    running = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        nxt = values[t + 1] if t + 1 < len(values) else 0.0
+        running = rewards[t] + gamma * nxt - values[t] + gamma * lam * running
+        adv[t] = running
+    return adv, [a + v for a, v in zip(adv, values, strict=True)]
+
+
+def kept_step_rewards(rewards: Sequence[float], kept: Sequence[int]) -> dict[int, float]:
+    """Step index -> reward, for the steps `kept` (indices into `rewards`) of one trajectory: each one's own reward
+    plus those of the steps after it up to the next kept one (a dropped step's reward goes to the kept step before
+    it; rewards before the first kept step belong to no trained decision and are left out)."""
+    order = sorted(set(kept))
+    out: dict[int, float] = {}
+    for i, k in enumerate(order):
+        end = order[i + 1] if i + 1 < len(order) else len(rewards)
+        out[k] = float(sum(rewards[k:end]))
+    return out

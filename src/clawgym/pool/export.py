@@ -23,7 +23,9 @@ with a reward), by the preset ``algo`` (``grpo`` by default: ``(r - mean) / (std
 sample standard deviation, ddof=1, as ``torch.std`` in verl and TRL; a group of one, or whose rewards are all
 equal, gives advantage 0; also ``dr-grpo``, ``rloo``, ``reinforce++``) and the credit mode ``credit``
 (``outcome``: the trajectory's advantage on every step; ``step``: each step its own, from discounted returns
-normalized within the group step by step); the formulas are in :mod:`clawgym.pool.credit`. ``min_reward``
+normalized within the group step by step; ``progress``: the same over the progress rewards; ``gae``: each row's
+``step_reward`` and a null ``advantage``, which ``clawgym train rl`` fills in from a value head); the formulas are
+in :mod:`clawgym.pool.credit`. ``min_reward``
 and ``ready_groups_only`` select rows; they do not change a group's baseline. Steps without token ids are
 skipped and counted.
 """
@@ -40,9 +42,12 @@ from typing import Any
 
 from clawgym.pool.credit import (
     CREDITS,
+    GAE,
+    kept_step_rewards,
     outcome_advantages,
     outcome_step_rewards,
     progress_advantages,
+    progress_step_rewards,
     step_advantages,
 )
 from clawgym.pool.records import ERROR_STATUSES
@@ -256,10 +261,13 @@ def export_rl(pool: Pool, path: str | os.PathLike, *, min_reward: float | None =
             advantages, fell_back = progress_advantages(
                 {g: {tid: (n_steps.get(tid, 1), r, progress_of(verdicts.get(tid))) for tid, r in rewards.items()}
                  for g, rewards in baseline.items()}, algo, gamma, eps)
+        elif credit == GAE:  # step rewards only: the advantages need the policy's values (clawgym.train.value_head)
+            step_rewards, fell_back = _gae_step_rewards(pool, baseline, n_steps, kept, drop_q)
         else:
             step_rewards = {g: {tid: outcome_step_rewards(n_steps.get(tid, 1), r) for tid, r in rewards.items()}
                             for g, rewards in baseline.items()}
             advantages = step_advantages(step_rewards, algo, gamma, eps)
+    credited = step_rewards if credit == GAE else advantages
     dropped: Counter[str] = Counter()
     notes: Counter[str] = Counter()
     sources: Counter[str] = Counter()  # where the kept steps' token ids came from: the engine, or re-tokenized
@@ -270,24 +278,9 @@ def export_rl(pool: Pool, path: str | os.PathLike, *, min_reward: float | None =
         for row in pool.iter_step_rows():
             n_steps += 1
             tid = row.trajectory_id
-            if tid not in kept:
-                dropped[why[tid]] += 1
-                continue
-            if tid not in advantages:  # kept without min_reward, but it has no reward: nothing to learn from
-                dropped["no reward"] += 1
-                continue
-            if not row.trainable:
-                dropped["step failed" if row.s_status == "error" and row.s_trainable is None
-                        else "step curated not trainable"] += 1
-                continue
-            if row.quality in drop_q:
-                dropped[f"step quality={row.quality}"] += 1
-                continue
-            if not row.has_ids:
-                dropped["no token ids"] += 1
-                continue
-            if not row.n_response:
-                dropped["empty response"] += 1
+            reason = why[tid] if tid not in kept else "no reward" if tid not in credited else _step_dropped(row, drop_q)
+            if reason:  # "no reward": kept without min_reward, but it has no reward: nothing to learn from
+                dropped[reason] += 1
                 continue
             step = json.loads(pool.read_stored(row))
             response_ids = step["response_ids"]
@@ -311,14 +304,51 @@ def export_rl(pool: Pool, path: str | os.PathLike, *, min_reward: float | None =
                 "response_mask": [1] * len(response_ids),
                 "logprobs": logprobs,
                 "reward": t["reward"],
-                "advantage": advantages[tid][row.step_index],
+                "advantage": None if credit == GAE else advantages[tid][row.step_index],
                 "policy_version": step.get("policy_version"),
                 "token_source": step.get("token_source"),
                 "is_last": row.is_last,
+                **({"step_reward": step_rewards[tid][row.step_index]} if credit == GAE else {}),
             })
             trajs.add(tid)
             groups.add(t["group"])
     return {"format": "rl", "algo": algo, "credit": credit, "gamma": gamma, "path": str(path), "kept": out.count,
             "dropped": {k: v for k, v in sorted(dropped.items()) if v}, "notes": dict(notes), "steps": n_steps,
             "token_ids": dict(sources), "trajectories": len(trajs), "groups": len(groups),
-            **({"progress_fallback": sorted(fell_back)} if credit == "progress" else {})}
+            **({"progress_fallback": sorted(fell_back)} if credit in ("progress", GAE) else {})}
+
+
+def _step_dropped(row: StepRow, drop_q: set[str]) -> str | None:
+    """Why a step of a kept trajectory is left out of the RL rows (None: it is kept)."""
+    if not row.trainable:
+        return "step failed" if row.s_status == "error" and row.s_trainable is None else "step curated not trainable"
+    if row.quality in drop_q:
+        return f"step quality={row.quality}"
+    if not row.has_ids:
+        return "no token ids"
+    if not row.n_response:
+        return "empty response"
+    return None
+
+
+def _gae_step_rewards(pool: Pool, baseline: Mapping[str, Mapping[str, float]], n_steps: Mapping[str, int],
+                      kept: Mapping[str, Any], drop_q: set[str]) -> tuple[dict[str, dict[int, float]], list[str]]:
+    """(trajectory id -> step index -> reward of each step the export keeps, the trajectories that fell back to
+    outcome credit): progress credit's step rewards (:func:`clawgym.pool.credit.progress_step_rewards`), each
+    dropped step's handed to the kept step before it (:func:`clawgym.pool.credit.kept_step_rewards`)."""
+    from clawgym.verify.progress import progress_of
+
+    verdicts = {t["id"]: t["verdict"] for t in pool.trajectories()}
+    steps_kept: dict[str, list[int]] = {}
+    for row in pool.iter_step_rows():
+        if row.trajectory_id in kept and _step_dropped(row, drop_q) is None:
+            steps_kept.setdefault(row.trajectory_id, []).append(row.step_index)
+    out: dict[str, dict[int, float]] = {}
+    fell_back: list[str] = []
+    for rewards in baseline.values():
+        for tid, reward in rewards.items():
+            per_step, fell = progress_step_rewards(n_steps.get(tid, 1), reward, progress_of(verdicts.get(tid)))
+            out[tid] = kept_step_rewards(per_step, steps_kept.get(tid, []))
+            if fell:
+                fell_back.append(tid)
+    return out, fell_back

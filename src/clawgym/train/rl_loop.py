@@ -67,8 +67,12 @@ class RLOptions:
     max_tokens: int = 256
     algo: str = "grpo"
     credit: str = "outcome"
-    progress: bool = False  # record progress rewards (clawgym.verify.progress); always with credit "progress"
+    progress: bool = False  # record progress rewards (clawgym.verify.progress); always with credit progress, gae
     gamma: float = 1.0
+    # --credit gae (clawgym.train.value_head): GAE's lambda, and the value head's fit each update (Adam, full batch)
+    gae_lambda: float = 0.95
+    value_lr: float = 1e-2
+    value_steps: int = 200
     kl_coef: float = 0.0
     clip: float = 0.2
     lr: float = 1e-4
@@ -317,6 +321,12 @@ def _check_update_options(opts: RLOptions) -> None:
         if opts.fsdp and int(os.environ.get("WORLD_SIZE", "1")) < 2:
             raise ValueError("--fsdp shards the update across processes: run it under torchrun with 2 or more "
                              "(torchrun --nproc_per_node N -m clawgym ...)")
+        if opts.credit == "gae" and opts.fsdp:
+            raise ValueError("--credit gae with --fsdp: the values are computed on rank 0 alone, which a sharded "
+                             "policy cannot do; leave out --fsdp (plain multi-process updates work)")
+        if not 0.0 <= opts.gae_lambda <= 1.0 or opts.value_steps < 0 or opts.value_lr <= 0:
+            raise ValueError(f"--gae-lambda {opts.gae_lambda} (in [0, 1]), --value-steps {opts.value_steps} (>= 0), "
+                             f"--value-lr {opts.value_lr} (> 0)")
         if opts.async_rollouts and opts.max_staleness < 1:
             raise ValueError("async rollouts train on episodes of the policy before the one being updated: they "
                              "need --max-staleness 1 or more")
@@ -324,9 +334,10 @@ def _check_update_options(opts: RLOptions) -> None:
         raise RLError(str(exc)) from None
 
 
-def _save_adapter(model: Any, opt: Any, dest: Path, gathered: Any = None) -> None:
+def _save_adapter(model: Any, opt: Any, dest: Path, gathered: Any = None, value_head: Any = None) -> None:
     """Save atomically: written to a temp dir beside `dest`, renamed into place. `gathered`: a sharded policy's
-    (adapter weights, optimizer state), gathered to this process (clawgym.train.rl_update.gather_state)."""
+    (adapter weights, optimizer state), gathered to this process (clawgym.train.rl_update.gather_state);
+    `value_head`: --credit gae's critic, saved with the version (clawgym.train.value_head)."""
     import shutil
 
     import torch
@@ -335,20 +346,24 @@ def _save_adapter(model: Any, opt: Any, dest: Path, gathered: Any = None) -> Non
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(str(tmp), **({"state_dict": gathered[0]} if gathered else {}))
     torch.save(gathered[1] if gathered else opt.state_dict(), tmp / "optimizer.pt")
+    if value_head is not None:
+        value_head.save(tmp)
     if dest.exists():
         shutil.rmtree(dest)
     tmp.rename(dest)
 
 
-def _save_full(model: Any, tok: Any, dest: Path, keep: int = 2, gathered: Any = None) -> None:
+def _save_full(model: Any, tok: Any, dest: Path, keep: int = 2, gathered: Any = None, value_head: Any = None) -> None:
     """Save the whole model atomically (temp dir, rename), then remove all but the last `keep` versions.
-    `gathered`: a sharded model's full weights, gathered to this process (see :func:`_save_adapter`)."""
+    `gathered`, `value_head`: see :func:`_save_adapter`."""
     import shutil
 
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(str(tmp), **({"state_dict": gathered[0]} if gathered else {}))
     tok.save_pretrained(str(tmp))
+    if value_head is not None:
+        value_head.save(tmp)
     if dest.exists():
         shutil.rmtree(dest)
     tmp.rename(dest)
@@ -646,6 +661,11 @@ def _lead(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,  # noq
         setup = _update_setup(opts, current, device)
         tok, model, opt = setup[:3]
         update_fn = _update_fn(opts, setup)
+        value_head = None
+        if opts.credit == "gae":  # the critic: saved with each version, so a resumed run continues it
+            from clawgym.train.value_head import ValueHead
+
+            value_head = ValueHead.load_or_new(current, model.config.hidden_size)
         by_id = {t.id: t for t in tasks}
         ran: list[dict[str, Any]] = []
         (out / "logs").mkdir(exist_ok=True)
@@ -673,7 +693,7 @@ def _lead(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,  # noq
                                  pool_dir=out / "pool", id_prefix=prefix, group_prefix=f"v{n}.",
                                  precision=opts.precision, seed=opts.seed * 1_000_003 + n * 1009, impose_sampling=True)
                 ropts = RolloutOptions(samples=opts.samples, jobs=opts.jobs, episode_timeout=opts.episode_timeout,
-                                       executor=opts.executor, progress=opts.progress or opts.credit == "progress",
+                                       executor=opts.executor, progress=opts.progress or opts.credit in ("progress", "gae"),
                                        judge=opts.judge)
                 run_dir = out / "rollouts" / f"v{n}"
                 with agent_session(spec, run_dir, it_tasks, ropts) as session:
@@ -706,6 +726,12 @@ def _lead(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,  # noq
                 export_path.unlink()
                 this_iter = {r["group_id"] for r in rows if r["group_id"].startswith(f"v{v}.")}
                 rows, skipped = select_rows(rows, v, opts.max_staleness, set(state.trained_groups))
+                critic: dict[str, Any] = {}
+                if value_head is not None and rows:  # the advantages from the values of the policy before the update
+                    from clawgym.train.value_head import fill_gae
+
+                    critic = fill_gae(rows, model, value_head, gamma=opts.gamma, lam=opts.gae_lambda, device=device,
+                                      precision=setup[6], value_lr=opts.value_lr, value_steps=opts.value_steps)
                 write_lines(batch_path, (json.dumps(r) + "\n" for r in rows))
                 if not rows:
                     raise RLError(f"iteration {v}: no step to train on (episodes: {summary['statuses']}; export dropped "
@@ -730,9 +756,9 @@ def _lead(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,  # noq
                 dest = adapter_dir / f"v{new}"
                 dest.parent.mkdir(exist_ok=True)
                 if opts.full:
-                    _save_full(model, tok, dest, gathered=upd.published)
+                    _save_full(model, tok, dest, gathered=upd.published, value_head=value_head)
                 else:
-                    _save_adapter(model, opt, dest, upd.published)
+                    _save_adapter(model, opt, dest, upd.published, value_head=value_head)
                 state.version = new
                 state.optimizer_steps += int(upd.stats.get("optimizer_steps", 0))
                 state.trained_groups = sorted(set(state.trained_groups) | this_iter | {r["group_id"] for r in rows})
@@ -751,6 +777,11 @@ def _lead(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,  # noq
                     "rollout_tokens_per_s": round(usage.get("completion_tokens", 0) / t_roll, 2) if t_roll else 0.0,
                     "train_tokens_per_s": round(upd.stats.get("tokens", 0) / t_train, 2) if t_train else 0.0,
                     "update_steps": upd.steps,  # each optimizer step's statistics (PPO epochs x mini-batches)
+                    **critic,  # --credit gae: the value pass's seconds, the critic's loss and explained variance
+                    # progress or gae credit: the batch's trajectories whose step rewards fell back to the outcome
+                    **({"progress_fallback": len(set(exported["progress_fallback"])
+                                                 & {r["trajectory_id"] for r in rows})}
+                       if "progress_fallback" in exported else {}),
                 }
                 with open(out / "metrics.jsonl", "a", encoding="utf-8") as fh:
                     fh.write(json.dumps(row) + "\n")

@@ -40,6 +40,9 @@ def read_batch(path: Path) -> list[dict[str, Any]]:
     for i, r in enumerate(rows):
         if not isinstance(r, dict) or not all(k in r for k in ("prompt_ids", "response_ids", "advantage")):
             raise RLError(f"{path}: row {i + 1} lacks prompt_ids, response_ids or advantage")
+        if r["advantage"] is None:
+            raise RLError(f"{path}: row {i + 1}: advantage is null (a `pool export --credit gae` row: its advantage "
+                          "needs the policy's values; train on it with `train rl --credit gae`, or export another credit)")
     if not rows:
         raise RLError(f"{path}: no rows")
     return rows

@@ -1,0 +1,215 @@
+"""The critic of step-level GAE (``--credit gae``): a value head on the policy's own hidden states.
+
+Agent-R1 trains a critic to give each step of an agent's trajectory its own advantage. A second LM as the critic
+would double the cost of every update on these cores, so the value of a state is read off the policy itself: V(s)
+is a linear map of the policy's last hidden state at the last token of the step's prompt (the context the model
+call saw: the task, the tool results so far), as TRL's value-head models do. The head reads the hidden state
+*detached*: its loss trains the head alone and never moves the policy, so the policy's update is the same
+clipped objective as under the other credits, only with other advantages, and no value-loss coefficient has to
+be tuned against the policy loss.
+
+Per update (:func:`fill_gae`), before the policy's step:
+
+1. the hidden state of each row's state, one forward pass per trajectory (:func:`state_features`): a step's
+   prompt starts with the step before's, so in a causal model the hidden state at position
+   ``len(prompt_t) - 1`` of the trajectory's last prompt is the one the step's own prompt gives;
+2. the values V_t of the head as it is, GAE per trajectory over the rows' ``step_reward``
+   (:func:`clawgym.pool.credit.gae`), the advantages whitened over the batch (verl's GAE does the same);
+3. the head fitted to the lambda-returns (Adam, full batch, `steps` steps): it is saved beside each adapter
+   version and so carries over to the next iteration.
+
+The head starts at zero (V = 0), so the first iteration's advantages are the whitened lambda-returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from clawgym.pool.credit import EPS, gae
+
+FILE = "value_head.safetensors"
+
+
+class ValueHead(torch.nn.Module):
+    """V(s) = w . h + b on the policy's last hidden state h (fp32), zero at the start."""
+
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.linear = torch.nn.Linear(hidden, 1)
+        torch.nn.init.zeros_(self.linear.weight)
+        torch.nn.init.zeros_(self.linear.bias)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.linear(h.float()).squeeze(-1)
+
+    def save(self, directory: Path) -> Path:
+        """Write the head into `directory` (an adapter version's) as safetensors; its path."""
+        from safetensors.torch import save_file
+
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / FILE
+        tmp = path.with_name(f".{FILE}.tmp")
+        save_file({k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}, str(tmp))
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load_or_new(cls, directory: Path | None, hidden: int) -> ValueHead:
+        """The head saved in `directory`, or a zero head when there is none (the first iteration, or a run started
+        under another credit). A head of another width is an error, not a silent restart."""
+        head = cls(hidden)
+        path = directory / FILE if directory is not None else None
+        if path is not None and path.is_file():
+            from safetensors.torch import load_file
+
+            state = load_file(str(path))
+            width = state.get("linear.weight", torch.empty(0, 0)).shape[-1]
+            if width != hidden:
+                raise ValueError(f"{path}: a value head for hidden size {width}, the policy's is {hidden}")
+            head.load_state_dict(state)
+        return head
+
+
+def _chains(rows: list[dict[str, Any]]) -> list[list[int]]:
+    """Indices of `rows` in chains: the steps of one trajectory, in order, each one's prompt starting with the one
+    before's (so that one forward pass of the chain's last prompt gives the states of all of them)."""
+    by_traj: dict[Any, list[int]] = {}
+    out: list[list[int]] = []
+    for i, r in enumerate(rows):
+        tid = r.get("trajectory_id")
+        if tid is None:
+            out.append([i])
+        else:
+            by_traj.setdefault(tid, []).append(i)
+    for idx in by_traj.values():
+        idx.sort(key=lambda i: rows[i].get("step_index", 0))
+        cur: list[int] = []
+        for i in idx:
+            p = rows[i]["prompt_ids"]
+            if cur:
+                last = rows[cur[-1]]["prompt_ids"]
+                if len(p) >= len(last) and p[:len(last)] == last:
+                    cur.append(i)
+                    continue
+                out.append(cur)
+            cur = [i]
+        if cur:
+            out.append(cur)
+    return out
+
+
+def _decoder(model: Any) -> Any:
+    """The transformer under the LM head (a peft model's base, its LoRA layers in place): its last hidden state
+    without the vocabulary projection, which the values do not need."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    get = getattr(base, "get_decoder", None)
+    return get() if get is not None else None
+
+
+def state_features(model: Any, rows: list[dict[str, Any]], *, device: torch.device | str = "cpu",
+                   precision: str = "fp32") -> torch.Tensor:
+    """(len(rows), hidden) fp32: the policy's last hidden state at the last prompt token of each row, one forward
+    pass per chain of a trajectory's steps (see the module's notes). No gradient."""
+    device = torch.device(device)
+    decoder = _decoder(model)
+    hidden = model.config.hidden_size
+    out = torch.zeros((len(rows), hidden), dtype=torch.float32)
+    cast = (torch.autocast(device_type=device.type, dtype=torch.bfloat16) if precision == "bf16"
+            else contextlib.nullcontext())
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), cast:
+            for chain in _chains(rows):
+                ids = torch.tensor([list(rows[chain[-1]]["prompt_ids"])], dtype=torch.long, device=device)
+                if decoder is not None:
+                    h = decoder(input_ids=ids).last_hidden_state[0]
+                else:
+                    h = model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0]
+                for i in chain:
+                    out[i] = h[len(rows[i]["prompt_ids"]) - 1].float().cpu()
+    finally:
+        model.train(was_training)
+    return out
+
+
+def _explained_variance(values: torch.Tensor, targets: torch.Tensor) -> float:
+    """1 - Var(targets - values) / Var(targets): 1 a perfect critic, 0 no better than a constant (NaN when the
+    targets do not vary)."""
+    var = float(targets.var(unbiased=False)) if targets.numel() > 1 else 0.0
+    if var < 1e-12:
+        return math.nan
+    return 1.0 - float((targets - values).var(unbiased=False)) / var
+
+
+def fit(head: ValueHead, features: torch.Tensor, targets: torch.Tensor, *, lr: float = 1e-2,
+        steps: int = 200) -> dict[str, float]:
+    """Fit `head` to `targets` by full-batch Adam on the mean squared error; the loss before and after."""
+    if features.shape[0] == 0 or steps <= 0:
+        return {"value_loss_before": 0.0, "value_loss_after": 0.0}
+    opt = torch.optim.Adam(head.parameters(), lr=lr)
+    with torch.no_grad():
+        before = float(torch.mean((head(features) - targets) ** 2))
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = torch.mean((head(features) - targets) ** 2)
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        after = float(torch.mean((head(features) - targets) ** 2))
+    return {"value_loss_before": before, "value_loss_after": after}
+
+
+def whiten(values: list[float], eps: float = EPS) -> list[float]:
+    """(x - mean) / (std + eps) over all of `values` (population std, as verl's masked_whiten); unchanged minus the
+    mean when they do not vary."""
+    n = len(values)
+    if n == 0:
+        return []
+    mean = sum(values) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / n)
+    return [(v - mean) / (std + eps) if std > 1e-12 else v - mean for v in values]
+
+
+def fill_gae(rows: list[dict[str, Any]], model: Any, head: ValueHead, *, gamma: float = 1.0, lam: float = 0.95,
+             device: torch.device | str = "cpu", precision: str = "fp32", value_lr: float = 1e-2,
+             value_steps: int = 200, whiten_advantages: bool = True) -> dict[str, Any]:
+    """Fill in each row's ``advantage`` (GAE over its trajectory's ``step_reward``, whitened over the batch),
+    ``value`` and ``value_target`` in place, then fit `head` to the targets; the statistics (the critic's loss
+    and explained variance before the fit, the value pass's seconds). Rows need ``step_reward`` (a ``--credit
+    gae`` export's) and ``trajectory_id``/``step_index`` to be put in order."""
+    missing = [i for i, r in enumerate(rows) if r.get("step_reward") is None]
+    if missing:
+        raise ValueError(f"--credit gae: {len(missing)} row(s) without a step_reward (row {missing[0] + 1} first); "
+                         "export the batch with --credit gae")
+    t0 = time.monotonic()
+    feats = state_features(model, rows, device=device, precision=precision)
+    t_feats = time.monotonic() - t0
+    with torch.no_grad():
+        values = head(feats).tolist()
+    by_traj: dict[Any, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_traj.setdefault(r.get("trajectory_id", i), []).append(i)
+    adv = [0.0] * len(rows)
+    targets = [0.0] * len(rows)
+    for idx in by_traj.values():
+        idx.sort(key=lambda i: rows[i].get("step_index", 0))
+        a, g = gae([float(rows[i]["step_reward"]) for i in idx], [values[i] for i in idx], gamma, lam)
+        for i, ai, gi in zip(idx, a, g, strict=True):
+            adv[i], targets[i] = ai, gi
+    final = whiten(adv) if whiten_advantages else adv
+    for r, a, v, g in zip(rows, final, values, targets, strict=True):
+        r["advantage"], r["value"], r["value_target"] = a, v, g
+    tgt = torch.tensor(targets, dtype=torch.float32)
+    ev = _explained_variance(torch.tensor(values, dtype=torch.float32), tgt)
+    fitted = fit(head, feats, tgt, lr=value_lr, steps=value_steps)
+    return {"value_pass_s": round(t_feats, 3), "value_fit_s": round(time.monotonic() - t0 - t_feats, 3),
+            "value_mean": sum(values) / len(values) if values else 0.0,
+            "value_explained_variance": None if math.isnan(ev) else ev,
+            "advantage_raw_mean": sum(adv) / len(adv) if adv else 0.0, **fitted}
