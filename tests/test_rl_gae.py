@@ -115,11 +115,15 @@ def test_one_pass_per_trajectory_gives_each_steps_own_state(lora_policy):
     rows.append({"trajectory_id": "t1", "step_index": 0, "prompt_ids": tok("Another task.").input_ids,
                  "response_ids": [5]})
     rows.insert(1, rows.pop())  # out of order: put back in step order per trajectory
-    feats = state_features(model, rows)
+    # another sample of t0's task: the same first prompt, then other tool results (a shared prefix in the tree)
+    rows += _trajectory(tok, "t2", [" ok: 2 files", " error: permission denied"])
     with torch.no_grad():
-        for i, r in enumerate(rows):
-            alone = model(input_ids=torch.tensor([r["prompt_ids"]]), output_hidden_states=True).hidden_states[-1][0, -1]
-            assert torch.allclose(feats[i], alone, atol=2e-4), (i, float((feats[i] - alone).abs().max()))
+        alone = [model(input_ids=torch.tensor([r["prompt_ids"]]), output_hidden_states=True).hidden_states[-1][0, -1]
+                 for r in rows]
+    for budget in (8192, 40):  # one tree, or a tree per few chains
+        feats = state_features(model, rows, max_tokens=budget)
+        for i, a in enumerate(alone):
+            assert torch.allclose(feats[i], a, atol=2e-4), (budget, i, float((feats[i] - a).abs().max()))
     # the adapter is part of the state: the base model's differ
     with model.disable_adapter(), torch.no_grad():
         base = state_features(model, rows)

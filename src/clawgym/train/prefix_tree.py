@@ -106,9 +106,8 @@ def _ranges(slots: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def build_tree(sequences: list[list[int]], response_starts: list[int], width: int) -> TreeLayout:
-    """The prefix tree of `sequences` (each a row's prompt + response ids; its response begins at
-    `response_starts[i]`), for a batch left-padded to `width` (see :func:`clawgym.train.rl_objective.build_batch`)."""
+def _insert_all(sequences: list[list[int]]) -> tuple[Trie, list[Segment], list[list[int]]]:
+    """The trie of `sequences`, its segments, and each sequence's node per token."""
     trie = Trie()
     segments: list[Segment] = []
     paths: list[list[int]] = []
@@ -119,6 +118,23 @@ def build_tree(sequences: list[list[int]], response_starts: list[int], width: in
         if trie.nodes > before:  # the new tokens are one contiguous run at the end of the path
             first_new = len(path) - (trie.nodes - before)
             segments.append((before, trie.nodes, tuple(_ranges(path[:first_new]))))
+    return trie, segments, paths
+
+
+def node_tree(sequences: list[list[int]]) -> tuple[TreeLayout, list[list[int]]]:
+    """The prefix tree of `sequences` for a pass over its nodes that needs hidden states, not logits (no node
+    kept for the LM head), and the node of each token of each sequence: the hidden state of sequence i at
+    position t is the pass's at node ``paths[i][t]``."""
+    trie, segments, paths = _insert_all(sequences)
+    empty = torch.zeros(0, dtype=torch.long)
+    return TreeLayout(torch.tensor([trie.tokens], dtype=torch.long), torch.tensor([trie.depth], dtype=torch.long),
+                      tuple(segments), empty, empty.view(len(sequences), 0)), paths
+
+
+def build_tree(sequences: list[list[int]], response_starts: list[int], width: int) -> TreeLayout:
+    """The prefix tree of `sequences` (each a row's prompt + response ids; its response begins at
+    `response_starts[i]`), for a batch left-padded to `width` (see :func:`clawgym.train.rl_objective.build_batch`)."""
+    trie, segments, paths = _insert_all(sequences)
     b = len(sequences)
     source_nodes = torch.full((b, width), -1, dtype=torch.long)
     for i, (seq, r0, path) in enumerate(zip(sequences, response_starts, paths, strict=True)):

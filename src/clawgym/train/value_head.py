@@ -12,7 +12,8 @@ Per update (:func:`fill_gae`), before the policy's step:
 
 1. the hidden state of each row's state, one forward pass per trajectory (:func:`state_features`): a step's
    prompt starts with the step before's, so in a causal model the hidden state at position
-   ``len(prompt_t) - 1`` of the trajectory's last prompt is the one the step's own prompt gives;
+   ``len(prompt_t) - 1`` of the trajectory's last prompt is the one the step's own prompt gives; and the
+   trajectories' prompts run as prefix trees, so the tokens the samples of a task share run once;
 2. the values V_t of the head as it is, GAE per trajectory over the rows' ``step_reward``
    (:func:`clawgym.pool.credit.gae`), the advantages whitened over the batch (verl's GAE does the same);
 3. the head fitted to the lambda-returns (Adam, full batch, `steps` steps): it is saved beside each adapter
@@ -113,27 +114,44 @@ def _decoder(model: Any) -> Any:
 
 
 def state_features(model: Any, rows: list[dict[str, Any]], *, device: torch.device | str = "cpu",
-                   precision: str = "fp32") -> torch.Tensor:
-    """(len(rows), hidden) fp32: the policy's last hidden state at the last prompt token of each row, one forward
-    pass per chain of a trajectory's steps (see the module's notes). No gradient."""
+                   precision: str = "fp32", max_tokens: int = 8192) -> torch.Tensor:
+    """(len(rows), hidden) fp32: the policy's last hidden state at the last prompt token of each row. No gradient.
+    Each chain of a trajectory's steps is one sequence (its last prompt; see the module's notes), and the chains
+    are run as prefix trees of at most `max_tokens` distinct tokens (:func:`clawgym.train.prefix_tree.node_tree`):
+    the k samples of a task share its system prompt and request, which are run once."""
+    from clawgym.train.prefix_tree import Trie, node_tree, tree_attention
+
     device = torch.device(device)
     decoder = _decoder(model)
-    hidden = model.config.hidden_size
-    out = torch.zeros((len(rows), hidden), dtype=torch.float32)
+    if decoder is None:
+        raise ValueError(f"{type(model).__name__}: no decoder under the LM head (get_decoder) to read states from")
+    out = torch.zeros((len(rows), model.config.hidden_size), dtype=torch.float32)
+    chains = sorted(_chains(rows), key=lambda c: list(rows[c[-1]]["prompt_ids"]))  # common prefixes side by side
+    groups: list[list[list[int]]] = []
+    trie = Trie()
+    for chain in chains:
+        seq = list(rows[chain[-1]]["prompt_ids"])
+        if groups and trie.nodes + len(seq) - trie.shared(seq) > max_tokens:
+            trie = Trie()
+            groups.append([])
+        if not groups:
+            groups.append([])
+        trie.insert(seq)
+        groups[-1].append(chain)
     cast = (torch.autocast(device_type=device.type, dtype=torch.bfloat16) if precision == "bf16"
             else contextlib.nullcontext())
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad(), cast:
-            for chain in _chains(rows):
-                ids = torch.tensor([list(rows[chain[-1]]["prompt_ids"])], dtype=torch.long, device=device)
-                if decoder is not None:
-                    h = decoder(input_ids=ids).last_hidden_state[0]
-                else:
-                    h = model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0]
-                for i in chain:
-                    out[i] = h[len(rows[i]["prompt_ids"]) - 1].float().cpu()
+            for group in groups:
+                layout, paths = node_tree([list(rows[c[-1]]["prompt_ids"]) for c in group])
+                layout = layout.to(device)
+                with tree_attention(model, layout):
+                    h = decoder(input_ids=layout.input_ids, position_ids=layout.position_ids).last_hidden_state[0]
+                for chain, path in zip(group, paths, strict=True):
+                    for i in chain:
+                        out[i] = h[path[len(rows[i]["prompt_ids"]) - 1]].float().cpu()
     finally:
         model.train(was_training)
     return out
