@@ -37,6 +37,16 @@ def test_gae_equals_the_hand_computed_recursion():
         gae([1, 2, 3], [0, 0])
 
 
+def test_a_dropped_step_keeps_the_discounted_return():
+    # rewards [0, 1, 0, 1], step 1 and 3 dropped, gamma 0.9: the return from step 0 is 0.9 + 0.9^3 = 1.629
+    kept = kept_step_rewards([0.0, 1.0, 0.0, 1.0], [0, 2], 0.9)
+    assert kept == pytest.approx({0: 0.9, 2: 0.9})
+    adv, _ = gae([kept[0], kept[2]], [0.0, 0.0], 0.9, 1.0, gaps=[2])
+    assert adv == pytest.approx([0.9 + 0.9**3, 0.9])
+    with pytest.raises(ValueError, match="one positive gap"):
+        gae([1.0, 1.0], [0.0, 0.0], gaps=[0])
+
+
 def test_a_dropped_step_hands_its_reward_to_the_kept_step_before_it():
     rewards = [0.5, 0.25, -0.25, 0.5]
     assert kept_step_rewards(rewards, [0, 1, 2, 3]) == {0: 0.5, 1: 0.25, 2: -0.25, 3: 0.5}
@@ -175,18 +185,57 @@ def test_the_value_head_learns_the_returns_and_gae_fills_the_batch(lora_policy, 
         fill_gae([{"prompt_ids": [1], "response_ids": [2]}], model, head)
 
 
+def test_a_nan_reward_cannot_poison_the_critic(lora_policy):
+    model, tok = lora_policy
+    head = ValueHead(model.config.hidden_size)
+    rows = _trajectory(tok, "t0", [" ok", " ok"])
+    for r, reward in zip(rows, [0.5, float("nan")], strict=True):
+        r["step_reward"] = reward
+    with pytest.raises(ValueError, match=r"row 2 \(no step id\): step_reward nan is not a finite number"):
+        fill_gae(rows, model, head)
+    # a fit that diverges leaves the head as it was
+    feats = state_features(model, rows)
+    before = {k: v.clone() for k, v in head.state_dict().items()}
+    out = fit(head, feats, torch.tensor([1.0, 2.0]), lr=1e30, steps=5)
+    assert out["value_fit_diverged"] and all(torch.equal(v, head.state_dict()[k]) for k, v in before.items())
+    # rows without a trajectory id are each their own one-step trajectory
+    lone = [{"trajectory_id": None, "prompt_ids": r["prompt_ids"], "response_ids": [5], "step_reward": 1.0}
+            for r in rows]
+    fill_gae(lone, model, ValueHead(model.config.hidden_size), whiten_advantages=False, value_steps=0)
+    assert [r["value_target"] for r in lone] == [1.0, 1.0]
+
+
+def test_the_head_of_a_full_weights_version_is_not_taken_for_model_weights(model_ready, tmp_path):  # noqa: F811
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from clawgym.llm.models import resolve_model_dir
+    from clawgym.train.rl_loop import _save_full
+
+    tiny = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                        num_attention_heads=2, num_key_value_heads=1))
+    head = ValueHead(16)
+    torch.nn.init.ones_(head.linear.weight)
+    dest = tmp_path / "weights" / "v1"
+    _save_full(tiny, AutoTokenizer.from_pretrained(str(resolve_model_dir("smollm2-135m"))), dest, value_head=head)
+    # a weights loader reads every *.safetensors at the top of the directory (vLLM, SGLang, the embedded engine)
+    assert sorted(p.name for p in dest.glob("*.safetensors")) == ["model.safetensors"]
+    assert torch.equal(ValueHead.load_or_new(dest, 16)(torch.ones(1, 16)), torch.tensor([16.0]))
+
+
 def test_train_rl_with_gae_fills_the_advantages_and_carries_the_critic(model_ready, bwrap_backend, tmp_path):  # noqa: F811
     from clawgym.train.rl_loop import run_rl
 
     out = tmp_path / "rl"
     tasks = [toy_task(i) for i in range(2)]  # python checkers: no checks as data, so outcome rewards on the last step
-    opts = RLOptions(samples=4, tasks_per_iter=2, iterations=2, temperature=1.0, max_turns=1, max_tokens=8,
+    opts = RLOptions(samples=4, tasks_per_iter=2, iterations=1, temperature=1.0, max_turns=1, max_tokens=8,
                      lr=1e-3, jobs=4, seed=0, credit="gae")
     rows = run_rl(tasks, out, opts, backend=bwrap_backend)
+    # resumed for a second version: the head fitted in iteration 0 is loaded from v1's directory
+    rows += run_rl(tasks, out, RLOptions(**{**vars(opts), "iterations": 2}), backend=bwrap_backend)
     assert [r["published"] for r in rows] == [1, 2]
     for m in rows:
         assert m["progress_fallback"] == 8 and m["value_pass_s"] > 0 and "value_loss_after" in m
-    assert rows[0]["value_mean"] == 0.0 and rows[1]["value_mean"] != 0.0  # v1's head was fitted, saved, reloaded
+    assert rows[0]["value_mean"] == 0.0 and rows[1]["value_mean"] != 0.0  # v1's head: fitted, saved, reloaded
     assert (out / "adapters" / "v1" / FILE).is_file() and (out / "adapters" / "v2" / FILE).is_file()
     batch = [json.loads(x) for x in (out / "batches" / "v0.jsonl").read_text().splitlines()]
     assert batch and all(isinstance(r["advantage"], float) and "value_target" in r for r in batch)

@@ -143,32 +143,39 @@ def progress_advantages(groups: Mapping[str, Mapping[str, tuple[int, float, Sequ
     return step_advantages(rewards, algo, gamma, eps), fallbacks
 
 
-def gae(rewards: Sequence[float], values: Sequence[float], gamma: float = 1.0,
-        lam: float = 1.0) -> tuple[list[float], list[float]]:
+def gae(rewards: Sequence[float], values: Sequence[float], gamma: float = 1.0, lam: float = 1.0,
+        gaps: Sequence[int] | None = None) -> tuple[list[float], list[float]]:
     """(advantages, value targets) of one trajectory by GAE(lambda) (Schulman et al. 2016): with V_T = 0 (the
     episode ended), delta_t = r_t + gamma V_{t+1} - V_t and A_t = delta_t + gamma lam A_{t+1}; the targets are
     A_t + V_t (the lambda-returns). lam = 1 gives A_t = G_t - V_t (the discounted return less the value), lam = 0
-    the one-step TD error."""
+    the one-step TD error. `gaps`: the steps between each kept step and the next (1 each by default); across a
+    gap of d steps (the ones between were dropped, their rewards handed back discounted, :func:`kept_step_rewards`)
+    gamma becomes gamma^d."""
     if len(rewards) != len(values):
         raise ValueError(f"{len(rewards)} rewards but {len(values)} values")
     if not (0.0 <= gamma <= 1.0 and 0.0 <= lam <= 1.0):
         raise ValueError(f"gamma and lambda must be in [0, 1], got {gamma} and {lam}")
+    gaps = list(gaps) if gaps is not None else [1] * max(0, len(rewards) - 1)
+    if len(gaps) != max(0, len(rewards) - 1) or any(d < 1 for d in gaps):
+        raise ValueError(f"gaps {gaps}: one positive gap between each two of {len(rewards)} steps")
     adv = [0.0] * len(rewards)
     running = 0.0
     for t in range(len(rewards) - 1, -1, -1):
+        g = gamma ** gaps[t] if t + 1 < len(rewards) else gamma
         nxt = values[t + 1] if t + 1 < len(values) else 0.0
-        running = rewards[t] + gamma * nxt - values[t] + gamma * lam * running
+        running = rewards[t] + g * nxt - values[t] + g * lam * running
         adv[t] = running
     return adv, [a + v for a, v in zip(adv, values, strict=True)]
 
 
-def kept_step_rewards(rewards: Sequence[float], kept: Sequence[int]) -> dict[int, float]:
+def kept_step_rewards(rewards: Sequence[float], kept: Sequence[int], gamma: float = 1.0) -> dict[int, float]:
     """Step index -> reward, for the steps `kept` (indices into `rewards`) of one trajectory: each one's own reward
-    plus those of the steps after it up to the next kept one (a dropped step's reward goes to the kept step before
-    it; rewards before the first kept step belong to no trained decision and are left out)."""
+    plus those of the steps after it up to the next kept one, discounted by their distance (a dropped step's reward
+    goes to the kept step before it; rewards before the first kept step belong to no trained decision and are left
+    out). With the gaps to :func:`gae`, the discounted return from every kept step is unchanged."""
     order = sorted(set(kept))
     out: dict[int, float] = {}
     for i, k in enumerate(order):
         end = order[i + 1] if i + 1 < len(order) else len(rewards)
-        out[k] = float(sum(rewards[k:end]))
+        out[k] = float(sum(gamma ** (j - k) * rewards[j] for j in range(k, end)))
     return out

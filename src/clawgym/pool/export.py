@@ -262,7 +262,7 @@ def export_rl(pool: Pool, path: str | os.PathLike, *, min_reward: float | None =
                 {g: {tid: (n_steps.get(tid, 1), r, progress_of(verdicts.get(tid))) for tid, r in rewards.items()}
                  for g, rewards in baseline.items()}, algo, gamma, eps)
         elif credit == GAE:  # step rewards only: the advantages need the policy's values (clawgym.train.value_head)
-            step_rewards, fell_back = _gae_step_rewards(pool, baseline, n_steps, kept, drop_q)
+            step_rewards, fell_back = _gae_step_rewards(pool, baseline, n_steps, kept, drop_q, gamma)
         else:
             step_rewards = {g: {tid: outcome_step_rewards(n_steps.get(tid, 1), r) for tid, r in rewards.items()}
                             for g, rewards in baseline.items()}
@@ -332,10 +332,11 @@ def _step_dropped(row: StepRow, drop_q: set[str]) -> str | None:
 
 
 def _gae_step_rewards(pool: Pool, baseline: Mapping[str, Mapping[str, float]], n_steps: Mapping[str, int],
-                      kept: Mapping[str, Any], drop_q: set[str]) -> tuple[dict[str, dict[int, float]], list[str]]:
+                      kept: Mapping[str, Any], drop_q: set[str],
+                      gamma: float = 1.0) -> tuple[dict[str, dict[int, float]], list[str]]:
     """(trajectory id -> step index -> reward of each step the export keeps, the trajectories that fell back to
     outcome credit): progress credit's step rewards (:func:`clawgym.pool.credit.progress_step_rewards`), each
-    dropped step's handed to the kept step before it (:func:`clawgym.pool.credit.kept_step_rewards`)."""
+    dropped step's handed to the kept step before it, discounted by `gamma` (:func:`clawgym.pool.credit.kept_step_rewards`)."""
     from clawgym.verify.progress import progress_of
 
     verdicts = {t["id"]: t["verdict"] for t in pool.trajectories()}
@@ -348,7 +349,7 @@ def _gae_step_rewards(pool: Pool, baseline: Mapping[str, Mapping[str, float]], n
     for rewards in baseline.values():
         for tid, reward in rewards.items():
             per_step, fell = progress_step_rewards(n_steps.get(tid, 1), reward, progress_of(verdicts.get(tid)))
-            out[tid] = kept_step_rewards(per_step, steps_kept.get(tid, []))
+            out[tid] = kept_step_rewards(per_step, steps_kept.get(tid, []), gamma)
             if fell:
                 fell_back.append(tid)
     return out, fell_back

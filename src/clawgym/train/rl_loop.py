@@ -730,8 +730,12 @@ def _lead(tasks: list[Task], out: Path, opts: RLOptions, *, backend: Any,  # noq
                 if value_head is not None and rows:  # the advantages from the values of the policy before the update
                     from clawgym.train.value_head import fill_gae
 
-                    critic = fill_gae(rows, model, value_head, gamma=opts.gamma, lam=opts.gae_lambda, device=device,
-                                      precision=setup[6], value_lr=opts.value_lr, value_steps=opts.value_steps)
+                    try:
+                        critic = fill_gae(rows, model, value_head, gamma=opts.gamma, lam=opts.gae_lambda,
+                                          device=device, precision=setup[6], value_lr=opts.value_lr,
+                                          value_steps=opts.value_steps)
+                    except ValueError as exc:
+                        raise RLError(f"iteration {v}: {exc}") from None
                 write_lines(batch_path, (json.dumps(r) + "\n" for r in rows))
                 if not rows:
                     raise RLError(f"iteration {v}: no step to train on (episodes: {summary['statuses']}; export dropped "

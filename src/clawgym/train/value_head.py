@@ -19,7 +19,11 @@ Per update (:func:`fill_gae`), before the policy's step:
 3. the head fitted to the lambda-returns (Adam, full batch, `steps` steps): it is saved beside each adapter
    version and so carries over to the next iteration.
 
-The head starts at zero (V = 0), so the first iteration's advantages are the whitened lambda-returns.
+The head starts at zero (V = 0), so the first iteration's advantages are the whitened lambda-returns. The
+advantages are the critic's, whitened over the whole batch: `--algo`'s group baseline is not used (its loss
+aggregation is). The critic's quality is its explained variance on each new batch *before* that batch's fit
+(``value_explained_variance``: states it has not been fitted on); the loss after the fit is in-sample and, with
+as many weights as the hidden size, can be near 0 on a small batch whatever the values are worth.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ import torch
 
 from clawgym.pool.credit import EPS, gae
 
-FILE = "value_head.safetensors"
+# in a folder of its own: a weights loader (vLLM's, SGLang's, the embedded engine's) reads every *.safetensors at
+# the top of a --full version's directory and would take the head for model weights
+FILE = "critic/value_head.safetensors"
 
 
 class ValueHead(torch.nn.Module):
@@ -53,9 +59,9 @@ class ValueHead(torch.nn.Module):
         """Write the head into `directory` (an adapter version's) as safetensors; its path."""
         from safetensors.torch import save_file
 
-        directory.mkdir(parents=True, exist_ok=True)
         path = directory / FILE
-        tmp = path.with_name(f".{FILE}.tmp")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
         save_file({k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}, str(tmp))
         tmp.replace(path)
         return path
@@ -148,13 +154,21 @@ def state_features(model: Any, rows: list[dict[str, Any]], *, device: torch.devi
                 layout, paths = node_tree([list(rows[c[-1]]["prompt_ids"]) for c in group])
                 layout = layout.to(device)
                 with tree_attention(model, layout):
-                    h = decoder(input_ids=layout.input_ids, position_ids=layout.position_ids).last_hidden_state[0]
+                    h = decoder(input_ids=layout.input_ids, position_ids=layout.position_ids,
+                                use_cache=False).last_hidden_state[0]
                 for chain, path in zip(group, paths, strict=True):
                     for i in chain:
                         out[i] = h[path[len(rows[i]["prompt_ids"]) - 1]].float().cpu()
     finally:
         model.train(was_training)
     return out
+
+
+def _finite(x: Any) -> bool:
+    try:
+        return math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
 
 
 def _explained_variance(values: torch.Tensor, targets: torch.Tensor) -> float:
@@ -172,6 +186,7 @@ def fit(head: ValueHead, features: torch.Tensor, targets: torch.Tensor, *, lr: f
     if features.shape[0] == 0 or steps <= 0:
         return {"value_loss_before": 0.0, "value_loss_after": 0.0}
     opt = torch.optim.Adam(head.parameters(), lr=lr)
+    saved = {k: v.clone() for k, v in head.state_dict().items()}
     with torch.no_grad():
         before = float(torch.mean((head(features) - targets) ** 2))
     for _ in range(steps):
@@ -181,6 +196,9 @@ def fit(head: ValueHead, features: torch.Tensor, targets: torch.Tensor, *, lr: f
         opt.step()
     with torch.no_grad():
         after = float(torch.mean((head(features) - targets) ** 2))
+    if not math.isfinite(after):  # diverged: keep the head as it was rather than save a broken critic
+        head.load_state_dict(saved)
+        return {"value_loss_before": before, "value_loss_after": before, "value_fit_diverged": True}
     return {"value_loss_before": before, "value_loss_after": after}
 
 
@@ -206,6 +224,10 @@ def fill_gae(rows: list[dict[str, Any]], model: Any, head: ValueHead, *, gamma: 
     if missing:
         raise ValueError(f"--credit gae: {len(missing)} row(s) without a step_reward (row {missing[0] + 1} first); "
                          "export the batch with --credit gae")
+    bad = [i for i, r in enumerate(rows) if not _finite(r["step_reward"])]
+    if bad:  # one NaN would whiten every advantage of the batch to NaN and poison the head saved with the version
+        raise ValueError(f"--credit gae: row {bad[0] + 1} ({rows[bad[0]].get('step_id', 'no step id')}): step_reward "
+                         f"{rows[bad[0]]['step_reward']!r} is not a finite number ({len(bad)} such row(s))")
     t0 = time.monotonic()
     feats = state_features(model, rows, device=device, precision=precision)
     t_feats = time.monotonic() - t0
@@ -213,12 +235,15 @@ def fill_gae(rows: list[dict[str, Any]], model: Any, head: ValueHead, *, gamma: 
         values = head(feats).tolist()
     by_traj: dict[Any, list[int]] = {}
     for i, r in enumerate(rows):
-        by_traj.setdefault(r.get("trajectory_id", i), []).append(i)
+        tid = r.get("trajectory_id")
+        by_traj.setdefault(tid if tid is not None else ("row", i), []).append(i)
     adv = [0.0] * len(rows)
     targets = [0.0] * len(rows)
     for idx in by_traj.values():
         idx.sort(key=lambda i: rows[i].get("step_index", 0))
-        a, g = gae([float(rows[i]["step_reward"]) for i in idx], [values[i] for i in idx], gamma, lam)
+        steps = [int(rows[i].get("step_index", k)) for k, i in enumerate(idx)]
+        a, g = gae([float(rows[i]["step_reward"]) for i in idx], [values[i] for i in idx], gamma, lam,
+                   gaps=[b - a for a, b in zip(steps, steps[1:], strict=False)])
         for i, ai, gi in zip(idx, a, g, strict=True):
             adv[i], targets[i] = ai, gi
     final = whiten(adv) if whiten_advantages else adv
