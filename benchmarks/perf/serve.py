@@ -66,7 +66,9 @@ def _environment() -> dict:
             "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
 
 
-def run(engine, prompts: list[list[int]], max_tokens: int) -> tuple[float, list[list[int]]]:
+def run(engine, prompts: list[list[int]], max_tokens: int,
+        adapter: str | None = None) -> tuple[float, list[list[int]]]:
+    """Submit every prompt at once (through `adapter` when given); (seconds until the last finished, the tokens)."""
     from clawgym.serve.engine import GenerationRequest, SamplingParams
 
     outs: list[list[int]] = [[] for _ in prompts]
@@ -82,7 +84,7 @@ def run(engine, prompts: list[list[int]], max_tokens: int) -> tuple[float, list[
 
     t0 = time.perf_counter()
     for i, p in enumerate(prompts):
-        engine.submit(GenerationRequest(list(p), SamplingParams(max_tokens=max_tokens), emitter(i)))
+        engine.submit(GenerationRequest(list(p), SamplingParams(max_tokens=max_tokens), emitter(i), adapter=adapter))
     for _ in prompts:
         finished.acquire()
     return time.perf_counter() - t0, outs

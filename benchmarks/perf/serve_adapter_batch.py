@@ -19,7 +19,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -37,9 +36,10 @@ def one(precision: str, threads: int, adapter: str | None, requests: int, max_to
 
 
 def measure(precision: str, threads: int, adapter: str | None, requests: int, max_tokens: int) -> dict:
+    import serve  # benchmarks/perf/serve.py: the same submit-all-and-wait loop
     from transformers import AutoTokenizer
 
-    from clawgym.serve.engine import BatchEngine, GenerationRequest, SamplingParams
+    from clawgym.serve.engine import BatchEngine
     from clawgym.serve.models import resolve_model_dir
 
     model_dir = resolve_model_dir("smollm2-135m")
@@ -50,29 +50,13 @@ def measure(precision: str, threads: int, adapter: str | None, requests: int, ma
     engine = BatchEngine(model_dir, max_batch=16, precision=precision, threads=threads)
     if adapter:
         engine.load_adapter("policy", adapter)
-    counts = [0] * len(prompts)
-    finished = threading.Semaphore(0)
-
-    def emitter(i: int):
-        def emit(ev) -> None:
-            if ev.finish_reason:
-                finished.release()
-            elif ev.token_id is not None:
-                counts[i] += 1
-        return emit
-
     try:
-        t0 = time.perf_counter()
-        for i, p in enumerate(prompts):
-            engine.submit(GenerationRequest(list(p), SamplingParams(max_tokens=max_tokens), emitter(i),
-                                            adapter="policy" if adapter else None))
-        for _ in prompts:
-            finished.acquire()
-        seconds = time.perf_counter() - t0
+        seconds, outs = serve.run(engine, prompts, max_tokens, adapter="policy" if adapter else None)
     finally:
         engine.close()
+    tokens = sum(map(len, outs))
     return {"precision": precision, "threads": threads, "adapter": bool(adapter), "seconds": round(seconds, 1),
-            "tokens": sum(counts), "tokens_per_s": round(sum(counts) / seconds, 1)}
+            "tokens": tokens, "tokens_per_s": round(tokens / seconds, 1)}
 
 
 def _fresh_adapter(path: Path) -> str:
