@@ -388,7 +388,8 @@ def _write_readme(path: Path, res: dict) -> None:
 
     b = res["before"]
     lines = [README_START,
-             f"Measured {res['date']} at {(res.get('source') or {}).get('commit', '?')} on {res['machine']}. "
+             f"Measured {res['date']} at {((res.get('source') or {}).get('git_commit') or '?')[:7]} on {res['machine']}"
+             f"{' (' + res['note'] + ')' if res.get('note') else ''}. "
              f"RL families (screened): {', '.join(res['rl_families'])}; {res['train_tasks']} training tasks; "
              f"{res['held_out_tasks']} held-out tasks ({res['in_distribution']}). Start: the SFT student's adapter, "
              f"served at {res['start']['precision']}. Change: paired over tasks, bootstrap 95 % interval.", "",
