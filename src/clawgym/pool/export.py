@@ -252,8 +252,11 @@ def export_rl(pool: Pool, path: str | os.PathLike, *, min_reward: float | None =
         advantages = {tid: _Same(a) for tid, a in outcome_advantages(baseline, algo, eps).items()}
     else:
         n_steps: dict[str, int] = {}
+        steps_kept: dict[str, list[int]] = {}  # gae: the steps each kept trajectory keeps (the rest hand back rewards)
         for row in pool.iter_step_rows():
             n_steps[row.trajectory_id] = max(n_steps.get(row.trajectory_id, 0), row.max_index + 1)
+            if credit == GAE and row.trajectory_id in kept and _step_dropped(row, drop_q) is None:
+                steps_kept.setdefault(row.trajectory_id, []).append(row.step_index)
         if credit == "progress":
             from clawgym.verify.progress import progress_of
 
@@ -262,7 +265,7 @@ def export_rl(pool: Pool, path: str | os.PathLike, *, min_reward: float | None =
                 {g: {tid: (n_steps.get(tid, 1), r, progress_of(verdicts.get(tid))) for tid, r in rewards.items()}
                  for g, rewards in baseline.items()}, algo, gamma, eps)
         elif credit == GAE:  # step rewards only: the advantages need the policy's values (clawgym.train.value_head)
-            step_rewards, fell_back = _gae_step_rewards(pool, baseline, n_steps, kept, drop_q, gamma)
+            step_rewards, fell_back = _gae_step_rewards(pool, baseline, n_steps, steps_kept, gamma)
         else:
             step_rewards = {g: {tid: outcome_step_rewards(n_steps.get(tid, 1), r) for tid, r in rewards.items()}
                             for g, rewards in baseline.items()}
@@ -332,18 +335,14 @@ def _step_dropped(row: StepRow, drop_q: set[str]) -> str | None:
 
 
 def _gae_step_rewards(pool: Pool, baseline: Mapping[str, Mapping[str, float]], n_steps: Mapping[str, int],
-                      kept: Mapping[str, Any], drop_q: set[str],
+                      steps_kept: Mapping[str, list[int]],
                       gamma: float = 1.0) -> tuple[dict[str, dict[int, float]], list[str]]:
-    """(trajectory id -> step index -> reward of each step the export keeps, the trajectories that fell back to
+    """(trajectory id -> step index -> reward of each of its `steps_kept`, the trajectories that fell back to
     outcome credit): progress credit's step rewards (:func:`clawgym.pool.credit.progress_step_rewards`), each
     dropped step's handed to the kept step before it, discounted by `gamma` (:func:`clawgym.pool.credit.kept_step_rewards`)."""
     from clawgym.verify.progress import progress_of
 
     verdicts = {t["id"]: t["verdict"] for t in pool.trajectories()}
-    steps_kept: dict[str, list[int]] = {}
-    for row in pool.iter_step_rows():
-        if row.trajectory_id in kept and _step_dropped(row, drop_q) is None:
-            steps_kept.setdefault(row.trajectory_id, []).append(row.step_index)
     out: dict[str, dict[int, float]] = {}
     fell_back: list[str] = []
     for rewards in baseline.values():

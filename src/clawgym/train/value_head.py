@@ -125,25 +125,17 @@ def state_features(model: Any, rows: list[dict[str, Any]], *, device: torch.devi
     Each chain of a trajectory's steps is one sequence (its last prompt; see the module's notes), and the chains
     are run as prefix trees of at most `max_tokens` distinct tokens (:func:`clawgym.train.prefix_tree.node_tree`):
     the k samples of a task share its system prompt and request, which are run once."""
-    from clawgym.train.prefix_tree import Trie, node_tree, tree_attention
+    from clawgym.train.prefix_tree import node_tree, tree_attention
+    from clawgym.train.rl_update import tree_micro_batches
 
     device = torch.device(device)
     decoder = _decoder(model)
     if decoder is None:
         raise ValueError(f"{type(model).__name__}: no decoder under the LM head (get_decoder) to read states from")
     out = torch.zeros((len(rows), model.config.hidden_size), dtype=torch.float32)
-    chains = sorted(_chains(rows), key=lambda c: list(rows[c[-1]]["prompt_ids"]))  # common prefixes side by side
-    groups: list[list[list[int]]] = []
-    trie = Trie()
-    for chain in chains:
-        seq = list(rows[chain[-1]]["prompt_ids"])
-        if groups and trie.nodes + len(seq) - trie.shared(seq) > max_tokens:
-            trie = Trie()
-            groups.append([])
-        if not groups:
-            groups.append([])
-        trie.insert(seq)
-        groups[-1].append(chain)
+    # each chain as the sequence of its last prompt, grouped as the update groups rows (common prefixes together)
+    seqs = [{"prompt_ids": rows[c[-1]]["prompt_ids"], "response_ids": [], "chain": c} for c in _chains(rows)]
+    groups = [[s["chain"] for s in g] for g in tree_micro_batches(seqs, max_tokens)]
     cast = (torch.autocast(device_type=device.type, dtype=torch.bfloat16) if precision == "bf16"
             else contextlib.nullcontext())
     was_training = model.training
